@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install and start a local Docker engine (plus debootstrap and bubblewrap) for the tests.
 # Idempotent: a second run only checks that `docker info` answers.
-# Mirrors swe_residual.images.ensure_docker_daemon.
+# Mirrors swe_residual.backends.docker.bootstrap.ensure_docker_daemon.
 set -euo pipefail
 
 LOG=/var/log/dockerd.log

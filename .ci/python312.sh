@@ -37,7 +37,7 @@ fi
 
 # the Debian mirror this host's apt uses (as swe-residual images bootstrap does)
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-mirror="$(PYTHONPATH="$repo" /usr/bin/python3 -c 'from swe_residual.images import host_apt_mirrors; print(host_apt_mirrors()[0])')"
+mirror="$(PYTHONPATH="$repo" /usr/bin/python3 -c 'from swe_residual.backends.docker.bootstrap import host_apt_mirrors; print(host_apt_mirrors()[0])')"
 work="$(mktemp -d /tmp/swe-residual-python312.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 # a private apt configuration that knows only trixie's source index

@@ -137,8 +137,8 @@ def pages_bytes(run: Path) -> int:
 
 
 def test_case_browser_10k_cases(big_run):
-    from swe_residual.browser import write_browser
-    from swe_residual.report import build_report, load_runs
+    from swe_residual.report.html.run_page import write_browser
+    from swe_residual.report.tables import build_report, load_runs
 
     seconds = command_seconds(big_run)
     size = (big_run / "report.html").stat().st_size

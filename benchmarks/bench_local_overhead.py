@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual import repo
 from swe_residual.agents import get_agent
+from swe_residual.backends import repo
 from swe_residual.backends.local import LocalBackend
-from swe_residual.runner import Case, run_case
-from swe_residual.verification import ReferenceChecks
+from swe_residual.run.runner import Case, run_case
+from swe_residual.run.verification import ReferenceChecks
 from swe_residual.states import load_states
 from swe_residual.tasks import load_tasks
 

@@ -1,12 +1,12 @@
 """The SWE-Residual pytest plugin: options, parametrization, stash and terminal/HTML output.
 
-Everything else lives in the run session (swe_residual/session.py). The controller opens the
+Everything else lives in the run session (swe_residual/run/session.py). The controller opens the
 session (configuration checked before any case; run dir created or resumed); every xdist worker
 joins it. Workers run cases through the `swe_result` fixture, which appends records to
 results.jsonl; reports carry nothing of ours (the case id is in the test id). At the end the controller's session reads
 results.jsonl back and writes the summary, tables and the gate exit status; the controller then
 writes run-info.json (environment, requests), the run page report.html and one page per case
-(swe_residual/browser.py). pytest-html writes its own per-test report only where --html asks.
+(swe_residual/report/html/run_page.py). pytest-html writes its own per-test report only where --html asks.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.browser import RUN_PAGE
 from swe_residual.errors import InfraError, InputError, RunDirError
-from swe_residual.gates import EXIT_INVALID, GateConfig
-from swe_residual.plan import build_plan, check_backend, run_backend, tracks_in
+from swe_residual.report.gates import EXIT_INVALID, GateConfig
+from swe_residual.report.html.run_page import RUN_PAGE
 from swe_residual.results import RESULTS
-from swe_residual.runner import STARTS
-from swe_residual.session import RunSession
+from swe_residual.run.plan import build_plan, check_backend, run_backend, tracks_in
+from swe_residual.run.runner import STARTS
+from swe_residual.run.session import RunSession
 
 SESSION_KEY = pytest.StashKey[RunSession]()
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,8 +252,8 @@ class Controller:
 
     def _write_pages(self) -> Path:
         """run-info.json, then the run page and the case pages, from the run dir alone."""
-        from swe_residual.browser import RunInfo, task_requests, write_browser, write_run_info
-        from swe_residual.report import load_runs
+        from swe_residual.report.html.run_page import RunInfo, task_requests, write_browser, write_run_info
+        from swe_residual.report.tables import load_runs
 
         run_dir = self.session.run_dir
         tasks = {(c.task.track, c.task.id): c.task for c in self.session.plan.cases}
@@ -293,7 +293,7 @@ class Controller:
         return result
 
     def _print_summary(self, tr, config) -> None:
-        from swe_residual.report import render_text
+        from swe_residual.report.tables import render_text
 
         summary = self.summary
         tr.section("SWE-Residual")
@@ -321,7 +321,7 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
         """pytest-html's report (only with --html PATH) gets the tables above its test list."""
-        from swe_residual.report import render_html_fragment
+        from swe_residual.report.tables import render_html_fragment
 
         if self.summary is not None:
             prefix.append(render_html_fragment(self.summary))

@@ -10,15 +10,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from .errors import InputError
+from swe_residual.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .plan import build_plan, check_backend, default_backend, suite_dir
-    from .session import RunSession
-    from .validate import validate_track
+    from swe_residual.run.plan import build_plan, check_backend, default_backend
+    from swe_residual.run.session import RunSession
+    from swe_residual.run.validate import validate_track
+    from swe_residual.tracks import suite_dir
 
     suite = suite_dir(args.track)
     plan = build_plan([suite], agents=["oracle", "nop"], start="both", states_path=Path(args.states),
@@ -43,7 +44,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from .agents import AgentRegistry
+    from swe_residual.agents import AgentRegistry
     agents = AgentRegistry([Path(p) for p in args.agent_config]).available()
     width = max(map(len, agents))
     for name, harness in sorted(agents.items()):
@@ -52,13 +53,13 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from .states import json_schema
+    from swe_residual.states import json_schema
     print(json.dumps(json_schema(), indent=2))
     return 0
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from .images import base_images_of, bootstrap_base_images, ensure_docker_daemon
+    from swe_residual.backends.docker.bootstrap import base_images_of, bootstrap_base_images, ensure_docker_daemon
 
     started = ensure_docker_daemon()
     if started is not None:
@@ -77,9 +78,7 @@ def cmd_images(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks_fetch(args: argparse.Namespace) -> int:
-    from .plan import suite_dir, tasks_dir_for
-    from .taskcache import clone_dir, fetch_tasks
-    from .trackconfig import load_track_config
+    from swe_residual.tracks import clone_dir, fetch_tasks, load_track_config, suite_dir, tasks_dir_for
 
     suite = suite_dir(args.track)
     cfg = load_track_config(suite)
@@ -103,8 +102,15 @@ def cmd_tasks_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import (build_report, load_construction, load_construction_file, load_runs, render_csv,
-                         render_markdown, render_text)
+    from swe_residual.report.tables import (
+        build_report,
+        load_construction,
+        load_construction_file,
+        load_runs,
+        render_csv,
+        render_markdown,
+        render_text,
+    )
 
     for d in args.run_dirs:
         if not (Path(d) / "results.jsonl").is_file():
@@ -116,7 +122,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = build_report(records, manifest, construction=construction or None,
                           n_boot=args.n_boot, seed=args.seed)
     if args.html or args.html_dir:
-        from .browser import write_browser
+        from swe_residual.report.html.run_page import write_browser
         if not args.html_dir and len(args.run_dirs) > 1:
             raise InputError("--html: several run dirs: pass --html-dir DIR for the merged pages")
         out = Path(args.html_dir or args.run_dirs[0])
@@ -135,7 +141,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from .gates import GateConfig, gate_run
+    from swe_residual.report.gates import GateConfig, gate_run
 
     for d in [*args.run_dirs, *([args.baseline] if args.baseline else [])]:
         if not (Path(d) / "results.jsonl").is_file():
@@ -150,7 +156,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def cmd_export_harbor(args: argparse.Namespace) -> int:
-    from .export_harbor import export_track
+    from swe_residual.harbor.export import export_track
 
     out = Path(args.out)
     exported = export_track(args.track, out, states_path=Path(args.states), tasks_dir=args.tasks_dir,
@@ -162,7 +168,7 @@ def cmd_export_harbor(args: argparse.Namespace) -> int:
 
 
 def cmd_import_harbor_job(args: argparse.Namespace) -> int:
-    from .import_harbor_job import import_command
+    from swe_residual.harbor.import_job import import_command
 
     return import_command(args)
 
@@ -217,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(runs then need --tasks-dir)")
     tf.add_argument("--url", default=None, help="repository to clone instead of the track's (a mirror, file://...)")
     tf.set_defaults(func=cmd_tasks_fetch)
-    from .residualize.cli import add_parser as add_residualize
+    from swe_residual.residualize.cli import add_parser as add_residualize
     add_residualize(sub)
     e = sub.add_parser("export", help="export a track's cases for other harnesses")
     esub = e.add_subparsers(dest="export_command", required=True)

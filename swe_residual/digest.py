@@ -6,7 +6,7 @@ Trajectories come from environments: every string is clipped here and escaped by
 
 from __future__ import annotations
 
-from .trajectory import Trajectory
+from swe_residual.trajectory import Trajectory
 
 MAX_COMMAND_CHARS = 300
 MAX_COMMANDS = 80                    # first and last half of them when there are more

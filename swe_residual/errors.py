@@ -12,7 +12,8 @@ are `InputError`s raised before the first case: a usage error, never a record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+
+from swe_residual.redact import redact
 
 
 @dataclass(frozen=True)
@@ -95,16 +96,37 @@ class InputError(ValueError):
     """Invalid input or configuration; the message names the file, the entry and the field."""
 
 
-def read_yaml(path, what: str):
-    """Parse a YAML input file; a missing file or bad syntax is a one-line InputError."""
-    import yaml
+# -- model calls: which failures are the agent's (context) and which the service's (infra) ----------
 
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: {what} does not exist")
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+# Exception class names (anywhere in the class's MRO or the exception's cause chain).
+CONTEXT_ERRORS = {"ContextWindowExceededError"}
+# LiteLLM reports a refused or dropped connection as InternalServerError; a bad key or model
+# name (AuthenticationError, NotFoundError, ...) is no fault of the agent either.
+SERVICE_ERRORS = {"APIConnectionError", "APITimeoutError", "Timeout", "ServiceUnavailableError",
+                  "InternalServerError", "BadGatewayError", "RateLimitError", "MidStreamFallbackError",
+                  "ConnectError", "ConnectTimeout", "ReadTimeout", "RemoteProtocolError", "TimeoutException",
+                  "AuthenticationError", "PermissionDeniedError", "NotFoundError", "PaymentRequiredError"}
+
+
+def classify_model_error(exc: BaseException) -> str | None:
+    """"context" for a context-window overflow, "service" for a model-service failure, else None."""
+    seen = 0
+    while exc is not None and seen < 10:
+        names = {c.__name__ for c in type(exc).__mro__}
+        if names & CONTEXT_ERRORS or "context_length_exceeded" in str(exc):
+            return "context"
+        if names & SERVICE_ERRORS:
+            return "service"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def raise_model_error(exc: BaseException) -> None:
+    """Raise the taxonomy's exception for a model call's failure (context exhausted: the agent's;
+    the service failing: infra); return for anything else."""
+    kind = classify_model_error(exc)
+    first = (redact(str(exc)).strip().splitlines() or [""])[0][:300]
+    if kind == "context":
+        raise ContextExhausted(f"{type(exc).__name__}: {first}") from None
+    if kind == "service":
+        raise ModelServiceError(f"model service error ({type(exc).__name__}): {first}") from None

@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import InputError
+from swe_residual.errors import InputError
 
 FILE_NAME = "interactions.jsonl"
 MAX_BYTES = 64 << 20            # an interactions file is read up to this size

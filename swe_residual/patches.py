@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 
 
-
 @dataclass
 class FileDiff:
     """One file of a git patch: its '+' lines in order, the count of '-' lines."""

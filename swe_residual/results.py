@@ -61,7 +61,7 @@ class Record(BaseModel):
     rule: str | None = Field(default=None, description="the taxonomy rule that decided the record (docs/errors.md)")
     verdict_note: str | None = None
     integrity: list[str] = Field(default_factory=list, description="integrity signals of the final state "
-                                 "(swe_residual/integrity.py)")
+                                 "(swe_residual/run/integrity.py)")
     artifacts: dict[str, str] = Field(default_factory=dict, description="paths relative to the run dir")
     finished_at: float = Field(default_factory=time.time)
 
@@ -82,7 +82,7 @@ def append_record(run_dir: Path, record: Record | dict[str, Any]) -> None:
 
 def append_line(path: Path, record: BaseModel | dict[str, Any]) -> None:
     """Append one JSON line atomically with respect to other writers and make it durable."""
-    from .errors import RunDirError
+    from swe_residual.errors import RunDirError
 
     data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
     line = (json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")

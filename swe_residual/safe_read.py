@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from swe_residual.errors import InputError
+
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -169,3 +171,18 @@ def walk_files(root: Path, *, max_depth: int = 8, max_entries: int = 200_000) ->
 
 def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def read_yaml(path, what: str):
+    """Parse a YAML input file; a missing file or bad syntax is a one-line InputError."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: {what} does not exist")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise InputError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None

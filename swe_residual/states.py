@@ -17,10 +17,11 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import InputError, read_yaml
-from .interactions import Interaction, read_interactions
-from .patches import parse_patch, patch_files
-from .tasks import Task
+from swe_residual.errors import InputError
+from swe_residual.interactions import Interaction, read_interactions
+from swe_residual.patches import parse_patch, patch_files
+from swe_residual.safe_read import read_yaml
+from swe_residual.tasks import Task
 
 
 class Predecessor(BaseModel):

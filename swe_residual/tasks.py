@@ -5,7 +5,7 @@ own), so a task round-trips unchanged. Errors name the file and the field in one
 
 A task's `kind` comes from its track (suites/<track>/track.toml): a repository task's state is
 its repository, a machine task's state is the whole container. `verify_mode` is the one place
-that decides where its verifier runs (swe_residual/verification.py).
+that decides where its verifier runs (swe_residual/run/verification.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import InputError
-from .patches import patch_files
+from swe_residual.errors import InputError
+from swe_residual.patches import patch_files
 
 
 class _Open(BaseModel):
@@ -207,7 +207,7 @@ class Task:
 
 def load_task(path: Path, track: str, kind: str | None = None) -> Task:
     """One task dir; `kind` defaults to the kind of the track (suites/<track>/track.toml)."""
-    from .trackconfig import track_kind
+    from swe_residual.tracks import track_kind
 
     path = Path(path)
     toml_path = path / "task.toml"

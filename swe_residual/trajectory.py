@@ -3,8 +3,8 @@
 One step is one recorded agent turn: the agent's message and the actions it took, each with its
 output, exit code and duration. An action is a shell command (`shell`), an editor's view of a
 file (`view`, with `path`), an edit (`edit`, with `path`) or any other tool call (`tool`). The
-acceptance-bias metrics (inspection, opened files, steps) read only this form; importers turn
-ATIF (swe_residual/atif.py) and mini-swe-agent trajectories into it.
+acceptance-bias metrics (inspection, opened files, steps) read only this form; swe_residual/sources/
+turns ATIF and mini-swe-agent trajectories into it.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Trajectory(BaseModel):
                 total(s.cost_usd for s in self.steps))
 
     def write(self, path: Path) -> None:
-        from .redact import redact
+        from swe_residual.redact import redact
         path.write_text(redact(self.model_dump_json(indent=1)), encoding="utf-8")
 
     @classmethod
@@ -148,44 +148,3 @@ def litellm_usage(extra) -> tuple[int | None, int | None, float | None]:
     usage = response.get("usage") if isinstance(response, dict) else None
     cost = extra.get("cost")
     return usage_numbers(usage if isinstance(usage, dict) else {}, cost if cost else None)
-
-
-def from_mini_swe_agent(data: dict, agent: str = "mini-swe-agent") -> Trajectory:
-    """Import a mini-swe-agent trajectory (format mini-swe-agent-1.x): one step per assistant turn."""
-    traj = Trajectory(agent=agent, harness="mini-swe-agent")
-    pending: list[Action] = []
-    for msg in data.get("messages", []):
-        role = msg.get("role")
-        extra = msg.get("extra") or {}
-        if role == "assistant":
-            content = msg.get("content")
-            text = content if isinstance(content, str) else None
-            pending = [Action(command=a.get("command", "")) for a in extra.get("actions", [])]
-            step = traj.add_step(message=text, actions=pending, started_at=extra.get("timestamp"))
-            step.prompt_tokens, step.completion_tokens, step.cost_usd = litellm_usage(extra)
-        elif role in ("tool", "user") and traj.steps and "raw_output" in extra:
-            for action in traj.steps[-1].actions:
-                if action.exit_code is None and not action.output:
-                    action.output = clip(str(extra.get("raw_output", "")))
-                    rc = extra.get("returncode")
-                    action.exit_code = rc if isinstance(rc, int) else None
-                    break
-    info = data.get("info") or {}
-    traj.exit_status = info.get("exit_status") or None
-    traj.submission = info.get("submission") or None
-    return traj
-
-
-def from_atif(data: dict, agent: str = "atif") -> Trajectory:
-    """Import an ATIF trajectory (tool calls mapped per harness: swe_residual/atif.py)."""
-    from .atif import from_atif as _from_atif
-    return _from_atif(data, agent)
-
-
-def import_trajectory(data: dict, agent: str) -> Trajectory | None:
-    """Recognize and import an ATIF or mini-swe-agent trajectory; None if neither."""
-    if str(data.get("trajectory_format", "")).startswith("mini-swe-agent"):
-        return from_mini_swe_agent(data, agent)
-    if str(data.get("schema_version", "")).startswith("ATIF"):
-        return from_atif(data, agent)
-    return None

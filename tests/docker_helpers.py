@@ -21,10 +21,10 @@ import sys
 import pytest
 
 try:
-    import swe_residual.images as images
+    import swe_residual.backends.docker.bootstrap as images
 except ImportError:  # plain `pytest` from elsewhere: make the repo root importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    import swe_residual.images as images
+    import swe_residual.backends.docker.bootstrap as images
 
 REQUIRE_ENV = "SWE_RESIDUAL_REQUIRE_DOCKER"
 BASE_IMAGE = "debian:bookworm-slim"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from swe_residual import repo
+from swe_residual.backends import repo
 
 TEST_SH = """#!/bin/bash
 set -u
@@ -167,7 +167,7 @@ def git_out(cwd: Path, *args: str) -> str:
 
 
 # Same first RUN as the demo tasks' Dockerfiles, so the layer is shared; the repository becomes one
-# commit with the fixed identity of swe_residual.repo, so its hash is known.
+# commit with the fixed identity of swe_residual.backends.repo, so its hash is known.
 CALC_DOCKERFILE = """\
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pytest git ca-certificates && rm -rf /var/lib/apt/lists/*
@@ -188,7 +188,7 @@ def docker_task(root: Path, **kw) -> Path:
 
 def run_one(case, agent, backend, run_dir: Path, **kw):
     """One attempt of a case through the engine's runner, as a session runs it."""
-    from swe_residual.runner import run_case
-    from swe_residual.verification import ReferenceChecks
+    from swe_residual.run.runner import run_case
+    from swe_residual.run.verification import ReferenceChecks
 
     return run_case(case, agent=agent, backend=backend, run_dir=run_dir, references=ReferenceChecks(run_dir), **kw)

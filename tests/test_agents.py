@@ -10,8 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-
-from swe_residual.trajectory import from_atif, from_mini_swe_agent, import_trajectory
+from swe_residual.sources.trajectories import from_atif, from_mini_swe_agent, import_trajectory
 
 from .taskfactory import docker_task, partial_state_patch, state_entry, write_states
 

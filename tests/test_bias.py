@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.bias import (
+from swe_residual.report.bias import (
     AgentRuns,
     acceptance_bias,
     exposed_files,
@@ -403,7 +403,7 @@ def test_acceptance_bias_without_manifest_facts(scenario):
 ])
 def test_left_out_opened_from_imported_atif_tool_calls(scenario, tool, args, opened):
     # c1 (the only continuation from s1, L = {lib.py}) now has an ATIF trajectory with one tool call
-    from swe_residual.trajectory import import_trajectory
+    from swe_residual.sources.trajectories import import_trajectory
     records, manifest, run = scenario
     data = {"schema_version": "ATIF-v1.4", "session_id": "s", "agent": {"name": "claude-code", "version": "1"},
             "steps": [{"step_id": 1, "source": "agent", "message": "",

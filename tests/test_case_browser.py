@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.browser import RUN_INFO, page_name
+from swe_residual.report.html.run_page import RUN_INFO, page_name
 
 from .test_html_report import chromium
 
@@ -273,8 +273,8 @@ def _run_dir(tmp_path: Path) -> Path:
 
 
 def _write(run: Path):
-    from swe_residual.browser import write_browser
-    from swe_residual.report import build_report, load_runs
+    from swe_residual.report.html.run_page import write_browser
+    from swe_residual.report.tables import build_report, load_runs
 
     records, manifest = load_runs([run])
     return write_browser(run, build_report(records, manifest, n_boot=10), records, manifest, [run])

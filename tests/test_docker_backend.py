@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swe_residual import repo
 from swe_residual.agents import Agent, AgentContext, AgentResult, get_agent
+from swe_residual.backends import repo
 from swe_residual.backends.docker import DockerBackend
 from swe_residual.backends.docker.engine import LABEL_PID, LABEL_RUN
+from swe_residual.backends.workspace import final_state
 from swe_residual.errors import InfraError
 from swe_residual.results import iter_records
-from swe_residual.runner import Case
+from swe_residual.run.runner import Case
+from swe_residual.run.verification import run_verifier
 from swe_residual.states import load_states
 from swe_residual.tasks import load_task, load_tasks
-from swe_residual.verification import run_verifier
-from swe_residual.workspace import final_state
 
 from .taskfactory import F2P, P2P, docker_task, partial_state_patch, run_one, state_entry, write_states
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swe_residual import repo
+from swe_residual.backends import repo
 from swe_residual.errors import InputError
-from swe_residual.export_harbor import (
+from swe_residual.harbor.export import (
     EXPORT_FORMAT,
     export_tasks,
     harbor_slug,

@@ -12,8 +12,9 @@ import json
 
 import pytest
 
-from swe_residual.bias import analyze, exposed_files, inspected, opened_any, runs_git
-from swe_residual.trajectory import Action, import_trajectory
+from swe_residual.report.bias import analyze, exposed_files, inspected, opened_any, runs_git
+from swe_residual.sources.trajectories import import_trajectory
+from swe_residual.trajectory import Action
 
 CANDS = ["src/a.py", "src/b.py"]
 A, B, AB, NONE = {"src/a.py"}, {"src/b.py"}, {"src/a.py", "src/b.py"}, set()

@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.gates import (EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, GateConfig, check_gates, gate_run,
-                                infra_fraction, missing_cases)
+from swe_residual.report.gates import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    GateConfig,
+    check_gates,
+    gate_run,
+    infra_fraction,
+    missing_cases,
+)
 from swe_residual.results import Manifest, Record, append_record
 
 

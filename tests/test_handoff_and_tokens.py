@@ -11,11 +11,11 @@ from pathlib import Path
 
 import yaml
 
-from swe_residual.atif import from_atif
-from swe_residual.bias import AgentRuns, BiasInputs, tokens_ratio
-from swe_residual.metrics import Outcomes, success_row
-from swe_residual.report import build_report, render_text
+from swe_residual.report.bias import AgentRuns, BiasInputs, tokens_ratio
+from swe_residual.report.metrics import Outcomes, success_row
+from swe_residual.report.tables import build_report, render_text
 from swe_residual.results import Manifest, Record
+from swe_residual.sources.atif import from_atif
 
 ROOT = Path(__file__).resolve().parent.parent
 

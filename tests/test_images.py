@@ -1,4 +1,4 @@
-"""Tests for swe_residual.images against the real Docker engine (no mocks)."""
+"""Tests for swe_residual.backends.docker.bootstrap against the real Docker engine (no mocks)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from swe_residual.errors import InputError
-from swe_residual.import_harbor_job import harbor_agent_label
+from swe_residual.harbor.import_job import harbor_agent_label
 
 from .test_export_harbor import harbor_python  # noqa: F401  (fixture: a venv with the harbor package)
 

@@ -268,11 +268,12 @@ def leftovers(backend: str, pids: set[str]) -> list:
 
 
 def test_a_final_state_too_large_to_grade_is_a_failure_with_a_note(tmp_path, monkeypatch):
-    import swe_residual.workspace as workspace
+    import swe_residual.backends.workspace as workspace
     from swe_residual.agents import get_agent
     from swe_residual.backends.local import LocalBackend
-    from swe_residual.runner import Case
+    from swe_residual.run.runner import Case
     from swe_residual.tasks import load_task
+
     from .taskfactory import run_one
 
     monkeypatch.setattr(workspace, "FINAL_PATCH_LIMIT", 200_000)   # 200 kB instead of 64 MiB, same code

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual import repo
 from swe_residual.agents import get_agent
+from swe_residual.backends import repo
 from swe_residual.backends.local import LocalBackend
 from swe_residual.errors import InfraError, InputError
 from swe_residual.results import iter_records
-from swe_residual.runner import Case
+from swe_residual.run.runner import Case
 from swe_residual.states import load_states
 from swe_residual.tasks import load_task, load_tasks
 
-from .taskfactory import (git_out, make_task, partial_state_patch, run_one, state_entry, write_states)
+from .taskfactory import git_out, make_task, partial_state_patch, run_one, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -195,7 +195,7 @@ def test_without_bwrap_the_same_cases_run_unsandboxed_on_host_paths(world):
 
 
 def test_grading_reads_only_the_report_kinds_the_task_declares(tmp_path):
-    from swe_residual.verifier import grade
+    from swe_residual.verdicts import grade
     task = load_task(make_task(tmp_path), "demo")
     assert task.reports == frozenset({"junit"})      # its test.sh writes JUnit only
     logs = tmp_path / "logs"
@@ -218,7 +218,7 @@ def test_grading_reads_only_the_report_kinds_the_task_declares(tmp_path):
 
 def test_malformed_ctrf_reports_are_verifier_problems_not_crashes(tmp_path):
     from swe_residual.errors import VerifierError
-    from swe_residual.verifier import parse_ctrf
+    from swe_residual.verdicts import parse_ctrf
     for body in ({"results": {"tests": [{"status": "passed"}]}},          # a test without a name
                  {"results": {"tests": None}},                              # tests: null
                  {"results": {"tests": ["x"]}},                             # not an object

@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 from swe_residual import interactions as ia
-from swe_residual.errors import InputError
-from swe_residual.machine import (
+from swe_residual.backends.machine.snapshot import (
     DEFAULT_VOLATILE,
     ProcessSpec,
     differences,
@@ -26,9 +25,10 @@ from swe_residual.machine import (
     started_processes,
     tree_digest,
 )
+from swe_residual.errors import InputError
 from swe_residual.states import load_states
 from swe_residual.tasks import load_tasks
-from swe_residual.trackconfig import load_track_config
+from swe_residual.tracks import load_track_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "suites" / "terminal_bench"
@@ -306,7 +306,7 @@ def test_a_forked_subshell_is_replaced_by_its_children_but_a_shell_loop_stays():
 
 
 def test_which_keystrokes_are_tmux_key_names():
-    from swe_residual.terminal import KEY_NAME
+    from swe_residual.backends.machine.terminal import KEY_NAME
     for name in ("C-c", "C-d", "M-x", "C-M-a", "Enter", "Escape", "Tab", "BSpace", "Up", "F12", "S-Tab"):
         assert KEY_NAME.fullmatch(name), name
     for text in ("ls -la\n", "C-c now", "q", "Enter\n", "F13", "", "echo C-c"):
@@ -314,9 +314,9 @@ def test_which_keystrokes_are_tmux_key_names():
 
 
 def test_machine_track_metrics_count_tests_and_say_why_repository_measures_are_na():
-    from swe_residual.bias import acceptance_bias
-    from swe_residual.bias.measures import MACHINE_NA
-    from swe_residual.metrics import benchmark_statistics
+    from swe_residual.report.bias import acceptance_bias
+    from swe_residual.report.bias.measures import MACHINE_NA
+    from swe_residual.report.metrics import benchmark_statistics
     from swe_residual.results import Manifest, Record, StateFacts, TaskFacts
 
     tests = [f"test_outputs.t{i}" for i in range(6)]

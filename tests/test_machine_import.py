@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from swe_residual.interactions import read_interactions
-from swe_residual.residualize.endings import tb1_ending
 from swe_residual.residualize.filter import run_filter
 from swe_residual.residualize.importers import import_runs
 from swe_residual.residualize.workdir import WorkDir
+from swe_residual.sources.endings import tb1_ending
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "suites" / "terminal_bench" / "tasks"
@@ -155,7 +155,7 @@ def test_hostile_or_broken_tb1_trials_fail_alone_in_one_line(tmp_path, tb1_run):
                       f"FAILED {tb1_run / 'wcount-build' / 'wcount-build.1-of-1' / 'results.json'}: task_id: missing"]
     assert not Path("/tmp/pwned").exists()
     with pytest.raises(Exception, match="neither a Terminal-Bench 1 trial dir"):
-        from swe_residual.tb1_runs import tb1_trial_dirs
+        from swe_residual.sources.tb1_runs import tb1_trial_dirs
         tb1_trial_dirs(tmp_path)
 
 

@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.metrics import (benchmark_statistics, construction_accounting, patch_stats,
-                                  predecessor_groups, success_table, task_outcomes)
+from swe_residual.report.metrics import (
+    benchmark_statistics,
+    construction_accounting,
+    patch_stats,
+    predecessor_groups,
+    success_table,
+    task_outcomes,
+)
 from swe_residual.results import Manifest, Record, StateFacts, TaskFacts
 
 

@@ -11,8 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.report import (build_report, figure_conditional, figure_success, load_construction, load_runs,
-                                 render_csv, render_html_fragment, render_markdown, render_text, write_outputs)
+from swe_residual.report.tables import (
+    build_report,
+    figure_conditional,
+    figure_success,
+    load_construction,
+    load_runs,
+    render_csv,
+    render_html_fragment,
+    render_markdown,
+    render_text,
+    write_outputs,
+)
 from swe_residual.results import Manifest, Record, StateFacts, TaskFacts, append_record
 from swe_residual.trajectory import Action, Trajectory
 
@@ -171,7 +181,7 @@ def _varied_run(run: Path) -> Path:
     (native and ATIF-imported, some unreadable), patches, and a torn last line."""
     import random
 
-    from swe_residual.trajectory import import_trajectory
+    from swe_residual.sources.trajectories import import_trajectory
     rng = random.Random(3)
     run.mkdir(parents=True)
     (run / "artifacts").mkdir()
@@ -277,7 +287,7 @@ def _plain_records(run: Path) -> list[Record]:
 
 
 def test_fast_path_equals_plain_pydantic_path(tmp_path):
-    from swe_residual.bias import BiasInputs, inspected, opened_any
+    from swe_residual.report.bias import BiasInputs, inspected, opened_any
     from swe_residual.results import RecordRow
     run = _varied_run(tmp_path / "run")
     plain = _plain_records(run)

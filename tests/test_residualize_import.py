@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from swe_residual.errors import InputError
-from swe_residual.harbor_trials import MAX_JSON, MAX_PATCH, read_trial
-from swe_residual.residualize.endings import harbor_ending, model_family, msa_ending
 from swe_residual.residualize.filter import run_filter
 from swe_residual.residualize.importers import import_runs
 from swe_residual.residualize.workdir import STAGE1, WorkDir
+from swe_residual.sources.endings import harbor_ending, model_family, msa_ending
+from swe_residual.sources.harbor_trials import MAX_JSON, MAX_PATCH, read_trial
 from swe_residual.trajectory import Trajectory
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
 from swe_residual.errors import InputError
 from swe_residual.residualize.packets import MAX_DIFF_BYTES
 from swe_residual.residualize.records import FilterDecision, PredecessorRun
 from swe_residual.residualize.review import agreement, record_review, review_outcomes
 from swe_residual.residualize.workdir import REVIEWS, STAGE1, STAGE2, WorkDir
-from swe_residual.scripted_model import ScriptedModelServer, load_script
 from swe_residual.trajectory import Action, Trajectory
 
 from .test_html_report import chromium

@@ -87,9 +87,11 @@ def test_committed_json_schema_is_current():
 
 def test_artifact_outside_the_states_dir_and_garbage_patches_are_rejected(tmp_path):
     import hashlib
+
     from swe_residual.errors import InputError
     from swe_residual.states import load_states
     from swe_residual.tasks import load_tasks
+
     from .taskfactory import make_task, partial_state_patch, state_entry, write_states
 
     task = make_task(tmp_path)

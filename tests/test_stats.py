@@ -8,9 +8,17 @@ from statistics import fmean, pvariance
 
 import pytest
 
+from swe_residual.report.stats import (
+    binomial,
+    bootstrap_ci,
+    compare,
+    multinomial,
+    paired_comparison,
+    percentile,
+    sign_flip_p,
+    task_values,
+)
 from swe_residual.results import Record
-from swe_residual.stats import (binomial, bootstrap_ci, compare, multinomial, paired_comparison, percentile,
-                                sign_flip_p, task_values)
 
 
 def rec(agent, task, start, outcome, state=None, track="repo") -> Record:

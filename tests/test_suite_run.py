@@ -7,8 +7,9 @@ import os
 import re
 import subprocess
 import sys
-import pytest
 from pathlib import Path
+
+import pytest
 
 from .taskfactory import make_task, partial_state_patch, state_entry, write_states
 

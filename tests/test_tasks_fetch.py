@@ -107,7 +107,8 @@ def test_fetch_clones_the_default_branch_shallow_and_records_the_commit(tmp_path
 
 
 def test_the_track_finds_fetched_tasks_without_tasks_dir(tmp_path, fetched, monkeypatch):
-    from swe_residual.plan import build_plan, suite_dir, tasks_dir_for
+    from swe_residual.run.plan import build_plan
+    from swe_residual.tracks import suite_dir, tasks_dir_for
 
     monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "cache"))
     assert tasks_dir_for(suite_dir("deepswe"), None) == (clone(tmp_path) / "tasks").resolve()
@@ -259,8 +260,8 @@ def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp
 
 
 def test_default_backends_per_track(tmp_path, monkeypatch):
-    from swe_residual.plan import build_plan, default_backend, run_backend, suite_dir
-    from swe_residual.trackconfig import load_track_config
+    from swe_residual.run.plan import build_plan, default_backend, run_backend
+    from swe_residual.tracks import load_track_config, suite_dir
 
     assert default_backend("deepswe") == "docker" and default_backend("demo") == "local"
     assert load_track_config(tmp_path / "no-config").default_backend == "local"
@@ -294,7 +295,7 @@ def test_default_backends_per_track(tmp_path, monkeypatch):
     ('default_backend = \n', "not valid TOML"),
 ])
 def test_bad_track_config_is_one_line_naming_file_and_field(tmp_path, text, message):
-    from swe_residual.trackconfig import load_track_config
+    from swe_residual.tracks import load_track_config
 
     (tmp_path / "track.toml").write_text(text)
     with pytest.raises(InputError) as exc:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
-from .base import Agent, AgentContext, AgentResult, Budget, BudgetExhausted
-from .builtin import NopAgent, OracleAgent
-from .config import AgentSpec, inline_spec, load_agents_file
+from swe_residual.agents.base import Agent, AgentContext, AgentResult, Budget, BudgetExhausted
+from swe_residual.agents.builtin import NopAgent, OracleAgent
+from swe_residual.agents.config import AgentSpec, inline_spec, load_agents_file
+from swe_residual.errors import InputError
 
 BUILTIN: dict[str, type[Agent]] = {"nop": NopAgent, "oracle": OracleAgent}
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "agents.yaml"
@@ -42,15 +42,15 @@ class AgentRegistry:
             raise InputError(f"--agent: unknown agent {name!r} (available: {known}; or command:<shell>, "
                              "replay:<file>; add configs with --agent-config PATH)")
         if spec.harness == "command":
-            from .command import CommandAgent
+            from swe_residual.agents.command import CommandAgent
             return CommandAgent(name, spec)
         if spec.harness == "replay":
-            from .command import ReplayAgent
+            from swe_residual.agents.command import ReplayAgent
             return ReplayAgent(name, spec)
         if spec.harness == "terminus":
-            from .terminus import TerminusAgent
+            from swe_residual.agents.terminus import TerminusAgent
             return TerminusAgent(name, spec)
-        from .msa import MiniSweAgent
+        from swe_residual.agents.msa import MiniSweAgent
         return MiniSweAgent(name, spec)
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from ..backends.base import Environment, ExecResult
-from ..errors import BudgetExhausted, HarnessError, InfraError
-from ..interactions import Interaction, output_digest
-from ..tasks import Task
-from ..trajectory import Action, Trajectory, clip
+from swe_residual.backends.base import Environment, ExecResult
+from swe_residual.errors import BudgetExhausted, HarnessError, InfraError
+from swe_residual.interactions import Interaction, output_digest
+from swe_residual.tasks import Task
+from swe_residual.trajectory import Action, Trajectory, clip
 
 
 @dataclass

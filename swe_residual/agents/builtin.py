@@ -9,9 +9,9 @@ solution must cope with whatever a residual state left, as a human's would).
 
 from __future__ import annotations
 
-from ..backends.base import SOLUTION_DIR, Environment, ExecResult
-from ..tasks import Task
-from .base import Agent, AgentContext, AgentResult
+from swe_residual.agents.base import Agent, AgentContext, AgentResult
+from swe_residual.backends.base import SOLUTION_DIR, Environment, ExecResult
+from swe_residual.tasks import Task
 
 DISCARD = "git reset -q --hard HEAD && git clean -q -fdx"
 COMMIT = 'git add -A && git commit -q --no-verify -m "Solve task" || true'

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 
-from ..errors import InputError
-from ..interactions import from_atif, from_trajectory_actions
-from ..trajectory import import_trajectory
-from .base import Agent, AgentContext, AgentResult
-from .config import AgentSpec
+from swe_residual.agents.base import Agent, AgentContext, AgentResult
+from swe_residual.agents.config import AgentSpec
+from swe_residual.errors import InputError
+from swe_residual.interactions import from_atif, from_trajectory_actions
+from swe_residual.sources.trajectories import import_trajectory
 
 
 class CommandAgent(Agent):

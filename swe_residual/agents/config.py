@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import InputError, read_yaml
+from swe_residual.errors import InputError
+from swe_residual.safe_read import read_yaml
 
 
 class AgentSpec(BaseModel):

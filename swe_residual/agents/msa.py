@@ -17,11 +17,11 @@ import tempfile
 import threading
 import time
 
-from ..errors import ContextExhausted, InputError, ModelServiceError
-from ..redact import redact, register_secret_env
-from ..trajectory import litellm_usage
-from .base import Agent, AgentContext, AgentResult, BudgetExhausted
-from .config import AgentSpec
+from swe_residual.agents.base import Agent, AgentContext, AgentResult, BudgetExhausted
+from swe_residual.agents.config import AgentSpec
+from swe_residual.errors import InputError, raise_model_error
+from swe_residual.redact import redact, register_secret_env
+from swe_residual.trajectory import litellm_usage
 
 SYSTEM_TEMPLATE = """You are a software engineer working in a code repository at {{cwd}}.
 Use the bash tool to run exactly one command per turn. Each command runs in a fresh shell in the
@@ -45,16 +45,6 @@ _LIBRARY_ENV = {"MSWEA_SILENT_STARTUP": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "Tr
                 "MSWEA_COST_TRACKING": "ignore_errors"}
 _ENV_LOCK = threading.RLock()
 
-# Exception class names (anywhere in the class's MRO or the exception's cause chain).
-CONTEXT_ERRORS = {"ContextWindowExceededError"}
-# LiteLLM reports a refused or dropped connection as InternalServerError; a bad key or model
-# name (AuthenticationError, NotFoundError, ...) is no fault of the agent either.
-SERVICE_ERRORS = {"APIConnectionError", "APITimeoutError", "Timeout", "ServiceUnavailableError",
-                  "InternalServerError", "BadGatewayError", "RateLimitError", "MidStreamFallbackError",
-                  "ConnectError", "ConnectTimeout", "ReadTimeout", "RemoteProtocolError", "TimeoutException",
-                  "AuthenticationError", "PermissionDeniedError", "NotFoundError", "PaymentRequiredError"}
-
-
 @contextlib.contextmanager
 def _library_env(extra: dict[str, str] | None = None):
     """Set what the libraries read for the duration of the block, then restore os.environ."""
@@ -70,30 +60,6 @@ def _library_env(extra: dict[str, str] | None = None):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-
-
-def classify_model_error(exc: BaseException) -> str | None:
-    """"context" for a context-window overflow, "service" for a model-service failure, else None."""
-    seen = 0
-    while exc is not None and seen < 10:
-        names = {c.__name__ for c in type(exc).__mro__}
-        if names & CONTEXT_ERRORS or "context_length_exceeded" in str(exc):
-            return "context"
-        if names & SERVICE_ERRORS:
-            return "service"
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
-
-
-def raise_model_error(exc: BaseException) -> None:
-    """Raise the taxonomy's exception for a model call's failure (context exhausted: the agent's;
-    the service failing: infra); return for anything else."""
-    kind = classify_model_error(exc)
-    first = (redact(str(exc)).strip().splitlines() or [""])[0][:300]
-    if kind == "context":
-        raise ContextExhausted(f"{type(exc).__name__}: {first}") from None
-    if kind == "service":
-        raise ModelServiceError(f"model service error ({type(exc).__name__}): {first}") from None
 
 
 class ModelAgent(Agent):
@@ -184,7 +150,7 @@ class MiniSweAgent(ModelAgent):
         with contextlib.ExitStack() as stack:
             model_kwargs = dict(spec.model_kwargs)
             if spec.scripted_server:
-                from ..scripted_model import ScriptedModelServer, load_script
+                from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
                 server = stack.enter_context(ScriptedModelServer(load_script(spec.scripted_server)))
                 model_kwargs["api_base"] = server.url
             model = LitellmModel(model_name=self.model_name, model_kwargs=model_kwargs, cost_tracking="ignore_errors")

@@ -1,7 +1,7 @@
 """The terminal harness (`terminus`): the model sees the terminal screen and answers with keystrokes.
 
 The loop follows Terminus-2, the harness the SWE-Residual paper ran on Terminal-Bench: a tmux
-session in the environment (swe_residual/terminal.py); each turn the model gets what appeared on
+session in the environment (swe_residual/backends/machine/terminal.py); each turn the model gets what appeared on
 the screen and replies in Terminus-2's JSON shape
 
     {"analysis": "...", "plan": "...",
@@ -25,12 +25,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..errors import ContextExhausted, InputError
-from ..redact import redact
-from ..terminal import TmuxTerminal
-from ..trajectory import Action
-from .base import AgentContext, AgentResult, BudgetExhausted
-from .msa import ModelAgent, _library_env, raise_model_error
+from swe_residual.agents.base import AgentContext, AgentResult, BudgetExhausted
+from swe_residual.agents.msa import ModelAgent, _library_env
+from swe_residual.backends.machine.terminal import TmuxTerminal
+from swe_residual.errors import ContextExhausted, InputError, raise_model_error
+from swe_residual.redact import redact
+from swe_residual.trajectory import Action
 
 MAX_WAIT_S = 60.0
 DEFAULT_DURATION_S = 1.0
@@ -149,7 +149,7 @@ class TerminusAgent(ModelAgent):
         with contextlib.ExitStack() as stack:
             kwargs = dict(self.spec.model_kwargs)
             if self.spec.scripted_server:
-                from ..scripted_model import ScriptedModelServer, load_script
+                from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
                 server = stack.enter_context(ScriptedModelServer(load_script(self.spec.scripted_server)))
                 kwargs["api_base"] = server.url
                 kwargs.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or "scripted-no-key")

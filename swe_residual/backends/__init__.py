@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InputError
-from .base import Backend, Environment, ExecResult
+from swe_residual.backends.base import Backend, Environment, ExecResult
+from swe_residual.errors import InputError
 
 BACKENDS = ("local", "docker")
 
@@ -17,10 +17,10 @@ HOSTS_ENV = "SWE_RESIDUAL_DOCKER_HOSTS"
 def get_backend(name: str, work_root: Path | None = None, run_id: str | None = None,
                 host: str | None = None) -> Backend:
     if name == "local":
-        from .local import LocalBackend
+        from swe_residual.backends.local import LocalBackend
         return LocalBackend(work_root=work_root)
     if name == "docker":
-        from .docker import DockerBackend
+        from swe_residual.backends.docker import DockerBackend
         return DockerBackend(run_id=run_id, host=host)
     raise InputError(f"--backend: unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
 

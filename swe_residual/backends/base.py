@@ -4,8 +4,8 @@ An Environment is one isolated instance of a starting state with Harbor's fixed 
 repository at /app, the reference solution at /solution (only when the oracle asks for it),
 hidden tests at /tests (only in verifier environments), logs under /logs/{agent,verifier,
 artifacts}. Everything else (applying a state, running agents, collecting artifacts, the final
-patch, verification) is written once on top of these few operations (swe_residual/workspace.py,
-swe_residual/verification.py).
+patch, verification) is written once on top of these few operations (swe_residual/backends/workspace.py,
+swe_residual/run/verification.py).
 
 Everything an environment produces is untrusted: copy_out copies regular files and directories
 only (never a symlink, device or path outside the destination) and stops at a size limit.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ..states import LoadedState
-from ..tasks import Task
+from swe_residual.states import LoadedState
+from swe_residual.tasks import Task
 
 # Where things are, as commands inside an environment see them (Harbor's layout).
 APP_DIR = "/app"

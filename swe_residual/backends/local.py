@@ -7,7 +7,7 @@ process with a fixed commit date so its hash is stable), tmp/ at /tmp, inbox/ at
 /solution and tests/ at /tests. The host only copies files; every git command runs in the sandbox.
 Without bwrap, commands run unsandboxed on the host paths (one warning per session): tasks that
 hard-code Harbor paths need bwrap or the docker backend. Run as root, every command tree also gets
-a pids limit and the task's memory limit through cgroups (swe_residual/sandbox.py).
+a pids limit and the task's memory limit through cgroups (swe_residual/backends/sandbox.py).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import warnings
 from pathlib import Path
 from typing import Iterable
 
-from .. import repo
-from ..errors import HarnessError, InputError
-from ..owners import owner_name, sweep_dirs
-from ..sandbox import Bind, SandboxSpec, bwrap_argv, bwrap_path, run_tree, runtime_path
-from ..states import LoadedState
-from ..tasks import Task
-from ..workspace import AGENT_GIT_IDENTITY, apply_state
-from .base import COPY_LIMIT, Backend, Environment, ExecResult
-from .safecopy import copy_tree
+from swe_residual.backends import repo
+from swe_residual.backends.base import COPY_LIMIT, Backend, Environment, ExecResult
+from swe_residual.backends.owners import owner_name, sweep_dirs
+from swe_residual.backends.safecopy import copy_tree
+from swe_residual.backends.sandbox import Bind, SandboxSpec, bwrap_argv, bwrap_path, run_tree, runtime_path
+from swe_residual.backends.workspace import AGENT_GIT_IDENTITY, apply_state
+from swe_residual.errors import HarnessError, InputError
+from swe_residual.states import LoadedState
+from swe_residual.tasks import Task
 
 _WARNED = False
 _WARN_LOCK = threading.Lock()

@@ -15,7 +15,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from ..errors import HarnessError
+from swe_residual.errors import HarnessError
 
 
 def _inside(dest: Path, rel: str) -> Path | None:

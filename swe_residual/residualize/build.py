@@ -23,15 +23,20 @@ from pathlib import Path
 
 import yaml
 
-from ..agents import AgentRegistry
-from ..backends.base import Backend
-from ..errors import InfraError, InputError, PatchApplyError, ReplayError, read_yaml
-from ..patches import parse_patch
-from ..plan import Plan, Track
-from ..results import RESULTS
-from ..runner import Case
-from ..session import RunSession, state_patch_problems
-from ..states import (
+from swe_residual.agents import AgentRegistry
+from swe_residual.backends.base import Backend
+from swe_residual.errors import InfraError, InputError, PatchApplyError, ReplayError
+from swe_residual.patches import parse_patch
+from swe_residual.residualize.filter import candidates
+from swe_residual.residualize.records import BuildOutcome, PredecessorRun
+from swe_residual.residualize.status import write_construction
+from swe_residual.residualize.workdir import STAGE4, WorkDir
+from swe_residual.results import RESULTS
+from swe_residual.run.plan import Plan, Track
+from swe_residual.run.runner import Case
+from swe_residual.run.session import RunSession, state_patch_problems
+from swe_residual.safe_read import read_yaml
+from swe_residual.states import (
     Artifact,
     InitialVerdict,
     LoadedState,
@@ -40,11 +45,7 @@ from ..states import (
     load_states,
     sha256_file,
 )
-from ..tasks import Task
-from .filter import candidates
-from .records import BuildOutcome, PredecessorRun
-from .status import write_construction
-from .workdir import STAGE4, WorkDir
+from swe_residual.tasks import Task
 
 USABLE_PROBE = 'cd "$SWE_APP" && git status --porcelain >/dev/null && echo swe-residual-usable'
 PENDING_TESTS = ["(not validated yet)"]
@@ -157,7 +158,7 @@ def write_states(states_path: Path, included: list[tuple[LoadedState, BuildOutco
 
 
 def build_track(wd: WorkDir, track: str, runs: list[PredecessorRun], args: argparse.Namespace) -> dict[str, int]:
-    from ..plan import default_backend
+    from swe_residual.run.plan import default_backend
 
     tasks = wd.tasks(track, args.tasks_dir)
     states_path = Path(args.states).resolve()
@@ -225,7 +226,7 @@ def build_track(wd: WorkDir, track: str, runs: list[PredecessorRun], args: argpa
 
 
 def build_command(wd: WorkDir, args: argparse.Namespace) -> int:
-    from .review import review_outcomes
+    from swe_residual.residualize.review import review_outcomes
 
     outcomes, built = review_outcomes(wd), wd.builds()
     kept = [r for r in candidates(wd) if outcomes.get(r.id) == "kept" and r.id not in built

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .workdir import WorkDir
+from swe_residual.residualize.workdir import WorkDir
 
 
 def _tasks_options(p: argparse.ArgumentParser, track_required: bool = False) -> None:
@@ -20,32 +20,31 @@ def _backend_option(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .stage1 import run_predecessors
+    from swe_residual.residualize.stage1 import run_predecessors
     return run_predecessors(WorkDir(args.workdir, create=True), args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .importers import import_command
+    from swe_residual.residualize.importers import import_command
     return import_command(WorkDir(args.workdir, create=True), args)
 
 
 def cmd_filter(args: argparse.Namespace) -> int:
-    from .filter import filter_command
+    from swe_residual.residualize.filter import filter_command
     return filter_command(WorkDir(args.workdir), args)
 
 
 def cmd_review(args: argparse.Namespace) -> int:
-    from .review import review_command
     return review_command(WorkDir(args.workdir), args)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import build_command
+    from swe_residual.residualize.build import build_command
     return build_command(WorkDir(args.workdir), args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .status import status_command
+    from swe_residual.residualize.status import status_command
     return status_command(WorkDir(args.workdir), args)
 
 
@@ -113,3 +112,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--format", choices=["text", "json"], default="text")
     st.add_argument("workdir", metavar="WORKDIR")
     st.set_defaults(func=cmd_status)
+
+
+DECISION_FLAGS = (("reviewer", "--reviewer"), ("candidate", "--candidate"),
+                  ("task_directed", "--task-directed"), ("consistent", "--consistent"))
+
+
+def review_command(wd: WorkDir, args: argparse.Namespace) -> int:
+    """`review`: record one decision, or write the packets and list what is pending (or serve the page)."""
+    from swe_residual.errors import InputError
+    from swe_residual.residualize.review import (
+        REVIEWERS,
+        agreement,
+        counted_reviews,
+        format_agreement,
+        record_review,
+        review_outcomes,
+        write_packets,
+        yes_no,
+    )
+
+    given = [flag for attr, flag in DECISION_FLAGS if getattr(args, attr) is not None]
+    if given or args.comment:
+        missing = [flag for attr, flag in DECISION_FLAGS if getattr(args, attr) is None]
+        if missing:
+            raise InputError(f"review: {', '.join(f for _, f in DECISION_FLAGS)} are needed together "
+                             f"(missing {', '.join(missing)})")
+        if args.serve:
+            raise InputError("review: --serve records decisions on the page; drop the decision flags")
+        r = record_review(wd, args.candidate, args.reviewer, args.task_directed == "yes",
+                          args.consistent == "yes", args.comment)
+        n = len(counted_reviews(wd).get(r.candidate, []))
+        print(f"recorded: {r.reviewer} on {r.candidate}: task-directed {yes_no(r.task_directed)}, "
+              f"consistent {yes_no(r.consistent)} ({'keep' if r.keep else 'reject'}); "
+              f"candidate {r.candidate}: {review_outcomes(wd)[r.candidate]} ({n} of {REVIEWERS} reviews)")
+        return 0
+    cands, status = write_packets(wd, args)
+    if args.serve:
+        from swe_residual.residualize.review_page import serve
+        return serve(wd, args.host, args.port) or status
+    outcomes, counted = review_outcomes(wd), counted_reviews(wd)
+    counts = {k: sum(1 for c in cands if outcomes[c.id] == k) for k in ("pending", "kept", "rejected")}
+    print(f"candidates: {len(cands)} (pending {counts['pending']}, kept {counts['kept']}, "
+          f"rejected {counts['rejected']})")
+    for c in cands:
+        if outcomes[c.id] == "pending":
+            who = [r.reviewer for r in counted.get(c.id, [])]
+            print(f"  pending {c.id} ({c.track}/{c.task}): reviewed by {', '.join(who) or 'nobody yet'}")
+    ag = agreement(wd)
+    if ag["candidates"]:
+        print("\n".join(format_agreement(ag)))
+    return status

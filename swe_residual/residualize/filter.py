@@ -15,11 +15,11 @@ import argparse
 import fnmatch
 import hashlib
 
-from ..errors import InputError
-from ..interactions import parse_interactions
-from ..patches import parse_patch
-from .records import FilterDecision, PredecessorRun
-from .workdir import STAGE2, WorkDir
+from swe_residual.errors import InputError
+from swe_residual.interactions import parse_interactions
+from swe_residual.patches import parse_patch
+from swe_residual.residualize.records import FilterDecision, PredecessorRun
+from swe_residual.residualize.workdir import STAGE2, WorkDir
 
 #: caches, build outputs and logs (matched against every path component and the whole path)
 DEFAULT_IGNORES = (
@@ -108,7 +108,7 @@ def run_filter(wd: WorkDir, globs: tuple[str, ...] | list[str] = DEFAULT_IGNORES
     decided, runs = wd.decisions(), wd.runs()
     seen = {(f"{runs[d.run].track}/{runs[d.run].task}", d.identity): d.run for d in decided.values()
             if d.result == "candidate" and d.identity and d.run in runs}
-    from ..trackconfig import track_kind
+    from swe_residual.tracks import track_kind
 
     new = []
     for run in runs.values():

@@ -6,7 +6,7 @@ artifacts in runs/<id>/: final.patch (the run's patch, byte for byte), trajector
 normalized trajectory) and source/ (the files its verdict came from, kept as evidence). On a
 machine track a run's state is rebuilt from its terminal interactions instead: interactions.jsonl,
 taken from the ATIF trajectory (Terminus keystrokes and their durations) or the mini-swe-agent
-commands of a Harbor trial; Terminal-Bench 1 runs (commands.txt) come in through tb1_import.py. Ids are
+commands of a Harbor trial; a Terminal-Bench 1 run's commands.txt (the keys its agent sent, in order) is its interactions.jsonl. Ids are
 derived from the source itself, so importing the same run again adds nothing. A source that cannot
 be read is one line naming the file; the others are still imported (exit status 1 if any failed).
 """
@@ -21,28 +21,40 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import RULES, InputError
-from ..harbor_trials import HarborTrial, read_trial, trial_dirs
-from ..interactions import FILE_NAME as INTERACTIONS_FILE
-from ..interactions import (
+from swe_residual.errors import InputError
+from swe_residual.interactions import FILE_NAME as INTERACTIONS_FILE
+from swe_residual.interactions import (
     Interaction,
     from_atif,
+    from_tb1_commands,
     from_trajectory_actions,
     write_interactions,
 )
-from ..states import Predecessor
-from ..tasks import Task
-from ..trajectory import Trajectory, import_trajectory
-from .endings import SUBMITTED, Ending, harbor_ending, model_family, msa_ending
-from .records import PredecessorRun
-from .swebench_sources import (
+from swe_residual.residualize.records import PredecessorRun
+from swe_residual.residualize.workdir import STAGE1, WorkDir
+from swe_residual.sources.endings import (
+    SUBMITTED,
+    graded_tests,
+    harbor_ending,
+    model_family,
+    msa_ending,
+    outcome_of_reward,
+    settle,
+    tb1_ending,
+)
+from swe_residual.sources.harbor_trials import HarborTrial, read_trial, trial_dirs
+from swe_residual.sources.swebench import (
     MsaTrajectory,
     Prediction,
     Sources,
     collect,
     sibling_trajectory,
 )
-from .workdir import STAGE1, WorkDir
+from swe_residual.sources.tb1_runs import TB1Trial, read_tb1_trial, tb1_trial_dirs
+from swe_residual.sources.trajectories import import_trajectory
+from swe_residual.states import Predecessor
+from swe_residual.tasks import Task
+from swe_residual.trajectory import Trajectory
 
 MAX_FINAL_MESSAGE = 4000
 
@@ -101,49 +113,6 @@ class Context:
 
 
 # -- the verdict of a run ---------------------------------------------------------------------------
-
-
-def settle(ending: Ending, outcome: int | None, no_verdict_rule: str | None, no_verdict_why: str | None,
-           ) -> tuple[dict, str | None]:
-    """verdict, outcome, rule and declared_complete of a run from how it ended and the verifier's
-    outcome (None: no valid verdict, for the reason given); plus the reason when there is none."""
-    declared = ending.termination == "submitted"
-
-    def fields(verdict: str, out: int | None, rule: str | None, complete: bool) -> dict:
-        return {"verdict": verdict, "outcome": out, "rule": rule, "declared_complete": complete}
-
-    if ending.rule is not None and not RULES[ending.rule].counted:
-        return fields("infra_error", None, ending.rule, declared), None
-    if ending.termination in ("budget", "context_exhausted"):
-        # the budget is part of the task: 0 whatever the final state scores (docs/errors.md)
-        return fields("fail", 0, ending.termination, False), None
-    if outcome is None:
-        return fields("infra_error", None, no_verdict_rule, declared), no_verdict_why
-    rule = "agent_error" if ending.termination == "agent_error" else "verdict"
-    return fields("pass" if outcome else "fail", outcome, rule, declared), None
-
-
-def graded_tests(task: Task, statuses: dict[str, str] | None) -> tuple[dict[str, str], str | None]:
-    """Per-test statuses restricted to the task's graded ids (tests/config.json) like our own verifier
-    does: a graded id the report lacks counts as failed. A report that shares no id with the task's
-    list is kept as it is, and no report gives none (unknown, not failed); a note says so."""
-    if statuses is None:
-        return {}, "no per-test report (verifier/ctrf.json): per-test statuses unknown"
-    required = task.grading.required if task.grading is not None else []
-    if not required:
-        return dict(statuses), None
-    if not set(required) & set(statuses):
-        return dict(statuses), "per-test report shares no test id with the task's tests/config.json; kept as is"
-    return {t: statuses.get(t, "failed") for t in required}, None
-
-
-def outcome_of_reward(reward: float | None) -> tuple[int | None, str | None]:
-    """Harbor's reward -> outcome: >= 1 solved, [0, 1) not solved, < 0 the verifier failed (DeepSWE -1)."""
-    if reward is None:
-        return None, None
-    if reward < 0:
-        return None, f"reward {reward:g}: the verifier itself failed"
-    return int(reward >= 1.0), None
 
 
 def _steps_and_message(traj: Trajectory | None) -> tuple[int | None, str | None]:
@@ -395,13 +364,49 @@ def store(wd: WorkDir, item: Imported) -> PredecessorRun:
     return run
 
 
-def _tb1_runs(sources: list[str], ctx: Context) -> Iterator[Imported | Failed]:
-    from .tb1_import import tb1_runs
-    return tb1_runs(sources, ctx)
+# -- Terminal-Bench 1 runs: commands.txt is the state's interactions, results.json the verdict
+def tb1_runs(sources: list[str], ctx: Context) -> Iterator[Imported | Failed]:
+    for src in sources:
+        try:
+            dirs, meta = tb1_trial_dirs(Path(src))
+        except InputError as exc:
+            yield Failed(str(exc))
+            continue
+        for d in dirs:
+            try:
+                yield from_tb1(read_tb1_trial(d, meta), ctx)
+            except InputError as exc:
+                yield Failed(str(exc))
+
+
+def from_tb1(t: TB1Trial, ctx: Context) -> Imported:
+    where = t.path / "results.json"
+    task = ctx.task([t.task_id], f"{where}: task_id")
+    if task.kind != "machine":
+        raise InputError(f"{where}: task_id: {t.task_id!r} is a task of repository track {ctx.track!r}; "
+                         "Terminal-Bench 1 runs rebuild machine states (import them into a machine track)")
+    family = ctx.family(t.model_name, f"{t.path.parent.parent / 'run_metadata.json'}: model_name")
+    ending = tb1_ending(t.failure_mode)
+    outcome = None if t.is_resolved is None else int(t.is_resolved)
+    verdict, no_verdict = settle(ending, outcome, "infra_verifier",
+                                 "results.json: is_resolved is null (the tests gave no verdict)")
+    tests, tests_note = graded_tests(task, t.parser_results)
+    interactions = from_tb1_commands(t.commands, str(t.path / "commands.txt")) if t.commands is not None else None
+    notes = t.notes + ([tests_note] if tests_note else []) + \
+        (["no commands.txt: the state cannot be rebuilt"] if t.commands is None else [])
+    source = {"format": "terminal-bench-1", "path": str(t.path), "trial": t.trial_name, "task_name": t.task_id,
+              "trial_id": t.trial_id, "model": t.model_name, "failure_mode": t.failure_mode,
+              "notes": "; ".join(notes)[:4000] or None}
+    run = PredecessorRun(
+        id=run_id(t.trial_name, f"terminal-bench-1\0{t.trial_id or t.result_sha256}"), track=ctx.track, task=task.id,
+        predecessor=Predecessor(agent=t.agent_name or "terminal-bench-1", model_family=family),
+        source={k: v for k, v in source.items() if v is not None}, termination=ending.termination,
+        tests=tests, error=_error(no_verdict), duration_s=t.agent_duration_s, **verdict)
+    return Imported(run, None, None, dict(t.evidence), interactions=interactions)
 
 
 READERS: dict[str, Callable[[list[str], Context], Iterator[Imported | Failed]]] = {
-    "harbor": harbor_runs, "swe-bench": swebench_runs, "mini-swe-agent": msa_runs, "terminal-bench-1": _tb1_runs}
+    "harbor": harbor_runs, "swe-bench": swebench_runs, "mini-swe-agent": msa_runs, "terminal-bench-1": tb1_runs}
 
 
 def import_runs(wd: WorkDir, fmt: str, sources: list[str], track: str, tasks_dir: str | None = None,

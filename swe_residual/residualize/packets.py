@@ -19,14 +19,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..digest import MAX_MESSAGE_CHARS, clip, commands_of, digest_lines, elide, trace_text
-from ..errors import InputError, ModelServiceError
-from ..patches import patch_files
-from ..redact import redact
-from ..tasks import Task
-from ..trajectory import Trajectory
-from .records import PredecessorRun
-from .workdir import WorkDir
+from swe_residual.digest import MAX_MESSAGE_CHARS, clip, commands_of, digest_lines, elide, trace_text
+from swe_residual.errors import InputError, ModelServiceError
+from swe_residual.patches import patch_files
+from swe_residual.redact import redact
+from swe_residual.residualize.records import PredecessorRun
+from swe_residual.residualize.workdir import WorkDir
+from swe_residual.tasks import Task
+from swe_residual.trajectory import Trajectory
 
 FORMAT = "swe-residual-review-packet-1"
 MAX_DIFF_BYTES = 512 * 1024          # shown in the packet; the patch itself is never changed
@@ -134,7 +134,7 @@ def model_summary(model: str, request: str, traj: Trajectory | None, why_not: st
     except ImportError as exc:
         raise InputError(f"--summary-model {model}: LiteLLM is not installed ({exc}); "
                          "pip install -e '.[agents]'") from None
-    from ..agents.msa import classify_model_error
+    from swe_residual.errors import classify_model_error
 
     user = (f"Request given to the agent:\n{clip(request, 8000)}\n\n"
             f"Files its final patch touches: {', '.join(files) or 'none'}\n\n"
@@ -197,7 +197,7 @@ def build_packet(wd: WorkDir, run: PredecessorRun, task: Task, summary_model: st
     head, size, sha, files = patch_of(wd, run)
     if run.interactions is not None:
         # a machine run's change is what it typed into the machine: shown as a transcript
-        from ..interactions import parse_interactions, transcript
+        from swe_residual.interactions import parse_interactions, transcript
         raw = wd.interactions_bytes(run)
         try:
             shown = transcript(parse_interactions(raw, run.interactions)).encode("utf-8")

@@ -7,13 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..results import Termination, TestStatus, VerdictName
-from ..states import Predecessor
+from swe_residual.results import Termination, TestStatus, VerdictName
+from swe_residual.states import Predecessor
 
 RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 SourceFormat = Literal["run", "harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1"]
 
-#: Stage II exclusion reasons (Table 5 vocabulary, swe_residual.metrics.STAGE_RESULTS)
+#: Stage II exclusion reasons (Table 5 vocabulary, swe_residual.report.metrics.STAGE_RESULTS)
 FilterResult = Literal["candidate", "not_submitted", "passed", "infra_error", "no_change", "duplicate"]
 #: Stage IV outcomes
 BuildResult = Literal["rebuild_failed", "env_unusable", "no_valid_verdict", "no_longer_failing", "included"]

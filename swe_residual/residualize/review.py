@@ -14,11 +14,11 @@ import os
 import re
 from fractions import Fraction
 
-from ..errors import InputError
-from .filter import candidates
-from .packets import ensure_packets
-from .records import PredecessorRun, Review
-from .workdir import REVIEWS, WorkDir
+from swe_residual.errors import InputError
+from swe_residual.residualize.filter import candidates
+from swe_residual.residualize.packets import ensure_packets
+from swe_residual.residualize.records import PredecessorRun, Review
+from swe_residual.residualize.workdir import REVIEWS, WorkDir
 
 REVIEWERS = 2
 REVIEWER_NAME = re.compile(r"^\S(.*\S)?$")
@@ -144,7 +144,7 @@ def agreement(wd: WorkDir) -> dict:
     return out
 
 
-def _yes(v: bool) -> str:
+def yes_no(v: bool) -> str:
     return "yes" if v else "no"
 
 
@@ -164,8 +164,8 @@ def format_agreement(ag: dict) -> list[str]:
         for d in ag["disagreements"]:
             lines.append(f"  {d['candidate']} (on {', '.join(labels[k] for k in d['on'])}):")
             for r in d["reviews"]:
-                lines.append(f"    {r['reviewer']}: task-directed {_yes(r['task_directed'])}, consistent "
-                             f"{_yes(r['consistent'])}" + (f" - {r['comment']!r}" if r["comment"] else ""))
+                lines.append(f"    {r['reviewer']}: task-directed {yes_no(r['task_directed'])}, consistent "
+                             f"{yes_no(r['consistent'])}" + (f" - {r['comment']!r}" if r["comment"] else ""))
     return lines
 
 
@@ -189,41 +189,3 @@ def write_packets(wd: WorkDir, args: argparse.Namespace) -> tuple[list[Predecess
     for cid, err in failed.items():
         print(f"error: packet {cid}: {err}; run `review` again to retry")
     return cands, 1 if failed else 0
-
-
-DECISION_FLAGS = (("reviewer", "--reviewer"), ("candidate", "--candidate"),
-                  ("task_directed", "--task-directed"), ("consistent", "--consistent"))
-
-
-def review_command(wd: WorkDir, args: argparse.Namespace) -> int:
-    given = [flag for attr, flag in DECISION_FLAGS if getattr(args, attr) is not None]
-    if given or args.comment:
-        missing = [flag for attr, flag in DECISION_FLAGS if getattr(args, attr) is None]
-        if missing:
-            raise InputError(f"review: {', '.join(f for _, f in DECISION_FLAGS)} are needed together "
-                             f"(missing {', '.join(missing)})")
-        if args.serve:
-            raise InputError("review: --serve records decisions on the page; drop the decision flags")
-        r = record_review(wd, args.candidate, args.reviewer, args.task_directed == "yes",
-                          args.consistent == "yes", args.comment)
-        n = len(counted_reviews(wd).get(r.candidate, []))
-        print(f"recorded: {r.reviewer} on {r.candidate}: task-directed {_yes(r.task_directed)}, "
-              f"consistent {_yes(r.consistent)} ({'keep' if r.keep else 'reject'}); "
-              f"candidate {r.candidate}: {review_outcomes(wd)[r.candidate]} ({n} of {REVIEWERS} reviews)")
-        return 0
-    cands, status = write_packets(wd, args)
-    if args.serve:
-        from .review_page import serve
-        return serve(wd, args.host, args.port) or status
-    outcomes, counted = review_outcomes(wd), counted_reviews(wd)
-    counts = {k: sum(1 for c in cands if outcomes[c.id] == k) for k in ("pending", "kept", "rejected")}
-    print(f"candidates: {len(cands)} (pending {counts['pending']}, kept {counts['kept']}, "
-          f"rejected {counts['rejected']})")
-    for c in cands:
-        if outcomes[c.id] == "pending":
-            who = [r.reviewer for r in counted.get(c.id, [])]
-            print(f"  pending {c.id} ({c.track}/{c.task}): reviewed by {', '.join(who) or 'nobody yet'}")
-    ag = agreement(wd)
-    if ag["candidates"]:
-        print("\n".join(format_agreement(ag)))
-    return status

@@ -18,11 +18,11 @@ from http import cookies
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from ..errors import InputError
-from .filter import candidates
-from .packets import MAX_DIFF_BYTES, Packet, failing_first, read_packet
-from .records import Review
-from .review import (
+from swe_residual.errors import InputError
+from swe_residual.residualize.filter import candidates
+from swe_residual.residualize.packets import MAX_DIFF_BYTES, Packet, failing_first, read_packet
+from swe_residual.residualize.records import Review
+from swe_residual.residualize.review import (
     agreement,
     check_reviewer,
     counted_reviews,
@@ -30,7 +30,7 @@ from .review import (
     outcome,
     record_review,
 )
-from .workdir import WorkDir
+from swe_residual.residualize.workdir import WorkDir
 
 COOKIE = "swe_residual_reviewer"
 MAX_BODY = 64 * 1024

@@ -11,17 +11,17 @@ import argparse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..agents import AgentRegistry
-from ..agents.config import AgentSpec
-from ..errors import InfraError, InputError
-from ..plan import Plan, Track
-from ..results import RESULTS, Record
-from ..runner import Case
-from ..session import RunSession
-from ..trajectory import Trajectory
-from .records import PredecessorRun
-from .status import write_construction
-from .workdir import STAGE1, WorkDir
+from swe_residual.agents import AgentRegistry
+from swe_residual.agents.config import AgentSpec
+from swe_residual.errors import InfraError, InputError
+from swe_residual.residualize.records import PredecessorRun
+from swe_residual.residualize.status import write_construction
+from swe_residual.residualize.workdir import STAGE1, WorkDir
+from swe_residual.results import RESULTS, Record
+from swe_residual.run.plan import Plan, Track
+from swe_residual.run.runner import Case
+from swe_residual.run.session import RunSession
+from swe_residual.trajectory import Trajectory
 
 
 def model_family(name: str, spec: AgentSpec | None, harness: str) -> str:
@@ -46,7 +46,7 @@ def _final_message(traj_path: Path | None) -> str | None:
 
 def to_run(wd: WorkDir, run_id: str, record: Record, run_dir: Path, predecessor: dict, source: str) -> PredecessorRun:
     """A Stage I line from the record of a finished predecessor case (artifacts stay in its run dir)."""
-    from ..trackconfig import track_kind
+    from swe_residual.tracks import track_kind
 
     art = {k: run_dir / v for k, v in record.artifacts.items()}
     patch, traj = art.get("patch"), art.get("trajectory")
@@ -65,7 +65,7 @@ def to_run(wd: WorkDir, run_id: str, record: Record, run_dir: Path, predecessor:
 
 
 def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
-    from ..plan import default_backend
+    from swe_residual.run.plan import default_backend
 
     if args.attempts < 1:
         raise InputError("--attempts: must be at least 1")

@@ -11,7 +11,7 @@ import json
 import os
 from collections import Counter
 
-from .workdir import CONSTRUCTION, WorkDir
+from swe_residual.residualize.workdir import CONSTRUCTION, WorkDir
 
 #: where a run waits (not a Table 5 exclusion): counted as `other` in Table 5 until decided
 PENDING = ("pending_filter", "pending_review", "pending_build")
@@ -19,7 +19,7 @@ PENDING = ("pending_filter", "pending_review", "pending_build")
 
 def stages(wd: WorkDir) -> list[dict]:
     """One row per Stage I run: its identity and the stage_result it has reached so far."""
-    from .review import review_outcomes
+    from swe_residual.residualize.review import review_outcomes
 
     decisions, builds = wd.decisions(), wd.builds()
     reviewed = review_outcomes(wd)
@@ -88,7 +88,7 @@ def status_command(wd: WorkDir, args: argparse.Namespace) -> int:
         out["rows"] = rows
         print(json.dumps(out, indent=1, sort_keys=True))
         return 0
-    from ..metrics import STAGE_RESULTS
+    from swe_residual.report.metrics import STAGE_RESULTS
     print(f"{out['runs']} predecessor runs in {wd.path}")
     order = [*PENDING[:1], *STAGE_RESULTS[:5], PENDING[1], STAGE_RESULTS[5], PENDING[2], *STAGE_RESULTS[6:]]
     for stage in order:

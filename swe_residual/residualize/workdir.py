@@ -24,10 +24,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import InputError
-from ..results import append_line
-from ..tasks import Task, load_tasks
-from .records import BuildOutcome, FilterDecision, PredecessorRun, Review
+from swe_residual.errors import InputError
+from swe_residual.residualize.records import BuildOutcome, FilterDecision, PredecessorRun, Review
+from swe_residual.results import append_line
+from swe_residual.tasks import Task, load_tasks
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -118,7 +118,7 @@ class WorkDir:
         """The tasks of a track: --tasks-dir, else the one remembered, else the suite's default."""
         if track in self._tasks and tasks_dir is None:
             return self._tasks[track]
-        from ..plan import suite_dir, tasks_dir_for
+        from swe_residual.tracks import suite_dir, tasks_dir_for
 
         known = self.tasks_dirs()
         chosen = tasks_dir or known.get(track)

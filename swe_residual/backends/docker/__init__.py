@@ -14,15 +14,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from ...sandbox import PIDS_MAX
-from ...states import LoadedState
-from ...tasks import Task
-from ...workspace import apply_state
-from ..base import Backend, Environment
-from .engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK, Engine, check_engine
-from .environment import DockerEnvironment
-from .images import ImageInfo, TaskImages
-from .machine import MachineEnvironment, MachineStates
+from swe_residual.backends.base import Backend, Environment
+from swe_residual.backends.docker.engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK, Engine, check_engine
+from swe_residual.backends.docker.environment import DockerEnvironment
+from swe_residual.backends.docker.images import ImageInfo, TaskImages
+from swe_residual.backends.docker.machine import MachineEnvironment, MachineStates
+from swe_residual.backends.sandbox import PIDS_MAX
+from swe_residual.backends.workspace import apply_state
+from swe_residual.states import LoadedState
+from swe_residual.tasks import Task
 
 
 class DockerBackend(Backend):

@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...errors import HarnessError, InputError
-from .engine import ENGINE_ERRORS, Engine, one_line
+from swe_residual.backends.docker.engine import ENGINE_ERRORS, Engine, one_line
+from swe_residual.errors import HarnessError, InputError
 
 METHOD_ENV = "SWE_RESIDUAL_SNAPSHOT"
 _memo: dict[str, CriuProbe] = {}

@@ -28,8 +28,8 @@ import docker
 import docker.errors
 import requests
 
-from ...errors import HarnessError, InputError
-from ...owners import owner_alive, owner_name, pid_start, sweep_dirs
+from swe_residual.backends.owners import owner_alive, owner_name, pid_start, sweep_dirs
+from swe_residual.errors import HarnessError, InputError
 
 LABEL_RUN = "swe-residual.run"
 LABEL_PID = "swe-residual.pid"

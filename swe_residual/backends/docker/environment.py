@@ -16,14 +16,14 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from ...errors import HarnessError
-from ...workspace import AGENT_GIT_IDENTITY, script
-from ..base import APP_DIR, COPY_LIMIT, TASK_INBOX, Environment, ExecResult
-from ..safecopy import extract_tar
-from .engine import HOST_GRACE_S, tar_path
+from swe_residual.backends.base import APP_DIR, COPY_LIMIT, TASK_INBOX, Environment, ExecResult
+from swe_residual.backends.docker.engine import HOST_GRACE_S, tar_path
+from swe_residual.backends.safecopy import extract_tar
+from swe_residual.backends.workspace import AGENT_GIT_IDENTITY, script
+from swe_residual.errors import HarnessError
 
 if TYPE_CHECKING:
-    from .images import ImageInfo
+    from swe_residual.backends.docker.images import ImageInfo
 
 # Environment of commands (the image keeps PATH/HOME).
 EXEC_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb",

@@ -2,9 +2,9 @@
 
 * clean image - `environment/Dockerfile` (or `[environment] docker_image` when that image exists
   locally and was not built by us). Missing `FROM` base images are bootstrapped offline
-  (swe_residual.images). Also tagged with the task's public image names, so a separate verifier's
+  (swe_residual.backends.docker.bootstrap). Also tagged with the task's public image names, so a separate verifier's
   `tests/Dockerfile` builds unchanged.
-* residual image - the clean image with the state applied uncommitted (swe_residual.workspace.
+* residual image - the clean image with the state applied uncommitted (swe_residual.backends.workspace.
   apply_state in a container, then `docker commit` keeping the clean image's entrypoint and cmd).
 * verifier image - `tests/Dockerfile` built on the clean image (environment_mode = "separate").
 
@@ -25,12 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ... import images as base_images
-from ...errors import HarnessError, InputError
-from ...states import LoadedState, sha256_file
-from ...tasks import Task
-from ...workspace import script
-from .engine import CONTAINER_LABELS, ENGINE_ERRORS, IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK, Engine, one_line
+from swe_residual.backends.docker import bootstrap as base_images
+from swe_residual.backends.docker.engine import (
+    CONTAINER_LABELS,
+    ENGINE_ERRORS,
+    IMG_KEY,
+    IMG_KIND,
+    IMG_RUN,
+    IMG_TASK,
+    Engine,
+    one_line,
+)
+from swe_residual.backends.workspace import script
+from swe_residual.errors import HarnessError, InputError
+from swe_residual.states import LoadedState, sha256_file
+from swe_residual.tasks import Task
 
 # Images built FROM a bootstrapped base inherit its label; ours must not pass for a base image.
 NOT_BOOTSTRAP = {base_images.BOOTSTRAP_LABEL: ""}

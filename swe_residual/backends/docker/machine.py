@@ -27,8 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...errors import HarnessError, RestoreError
-from ...machine import (
+from swe_residual.backends.docker import criu
+from swe_residual.backends.docker.engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK
+from swe_residual.backends.docker.environment import DockerEnvironment, _Reader
+from swe_residual.backends.docker.images import ImageInfo, slug
+from swe_residual.backends.machine.replay import replay
+from swe_residual.backends.machine.snapshot import (
     DEFAULT_VOLATILE,
     PidFile,
     ProcessSpec,
@@ -43,17 +47,13 @@ from ...machine import (
     started_processes,
     tree_digest,
 )
-from ...replay import replay
-from ...states import LoadedState
-from ...tasks import Task
-from ...workspace import script
-from . import criu
-from .engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK
-from .environment import DockerEnvironment, _Reader
-from .images import ImageInfo, slug
+from swe_residual.backends.workspace import script
+from swe_residual.errors import HarnessError, RestoreError
+from swe_residual.states import LoadedState
+from swe_residual.tasks import Task
 
 if TYPE_CHECKING:
-    from . import DockerBackend
+    from swe_residual.backends.docker import DockerBackend
 
 SNAPSHOT_VERSION = "machine-v3"
 RESTORE_TIMEOUT_S = 30.0           # per process: running (and listening) again
@@ -67,8 +67,9 @@ DIGEST_LIST = "/tmp/.swe-residual-digest-list"
 def _code_version() -> str:
     """What a snapshot depends on besides its inputs: the code that captures and replays (a change
     to it builds snapshots again)."""
-    from ... import machine, terminal
-    from ... import replay as replay_module
+    from swe_residual.backends.machine import replay as replay_module
+    from swe_residual.backends.machine import snapshot as machine
+    from swe_residual.backends.machine import terminal
     h = hashlib.sha256(SNAPSHOT_VERSION.encode())
     for name in ("proc_capture.sh", "fs_digest.sh", "exec_machine.sh"):
         h.update(script(name).encode())

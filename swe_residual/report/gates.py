@@ -1,0 +1,167 @@
+"""CI gates on a finished run, with a fixed exit-code contract.
+
+    0  every gate holds
+    10 regression: residual success below the floor, gap above the ceiling, more runs with
+       integrity flags than allowed, or a drop against the baseline that the paired test says
+       is beyond noise
+    11 invalid run: cases missing from results.jsonl, or too many infra errors
+
+An invalid run wins over a regression (its numbers cannot be trusted). A baseline drop counts
+only when it exceeds max_drop points AND the paired sign-flip test over the shared tasks of
+that track/agent gives p < alpha: an unlucky few tasks do not fail CI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import BaseModel, Field
+
+from swe_residual.report.metrics import success_table
+from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison, task_values
+from swe_residual.results import Manifest, Record, record_rows
+
+EXIT_OK = 0
+EXIT_REGRESSION = 10
+EXIT_INVALID = 11
+
+
+class GateConfig(BaseModel):
+    min_residual: float | None = Field(default=None, description="floor on residual success, in %")
+    max_gap: float | None = Field(default=None, description="ceiling on the gap, in points")
+    max_drop: float | None = Field(default=None, description="allowed drop vs baseline, in points "
+                                   "(residual down or gap up); 0 when a baseline is given without it")
+    max_infra_fraction: float | None = Field(default=None, description="max share of cases with no valid verdict")
+    max_flagged: int | None = Field(default=None, description="max valid runs with integrity flags per track/agent")
+    check_missing: bool = True
+    alpha: float = 0.05
+    seed: int = 0
+    n_perm: int = DEFAULT_PERM
+    n_boot: int = DEFAULT_BOOT
+
+    @property
+    def active(self) -> bool:
+        """Any threshold set (a baseline alone also activates the gates)."""
+        return any(v is not None for v in (self.min_residual, self.max_gap, self.max_drop, self.max_infra_fraction,
+                                           self.max_flagged))
+
+
+@dataclass
+class GateResult:
+    status: int = EXIT_OK
+    violations: list[str] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    def fail(self, status: int, line: str, **check: Any) -> None:
+        self.status = max(self.status, status)
+        self.violations.append(line)
+        self.checks.append({"ok": False, "status": status, "message": line, **check})
+
+    def ok(self, **check: Any) -> None:
+        self.checks.append({"ok": True, **check})
+
+
+def missing_cases(records: Iterable[Record], manifest: Manifest) -> list[str]:
+    """Collected cases (manifest.cases) with no record at all."""
+    recorded = {r.case_id for r in records}
+    return sorted(set(manifest.cases) - recorded)
+
+
+def infra_fraction(records: Iterable[Record]) -> tuple[float | None, int, int]:
+    """Share of recorded cases whose every attempt ended without a valid verdict."""
+    valid: dict[str, bool] = {}
+    for r in records:
+        valid[r.case_id] = valid.get(r.case_id, False) or r.valid
+    bad = sum(1 for v in valid.values() if not v)
+    return (bad / len(valid) if valid else None), bad, len(valid)
+
+
+def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: GateResult) -> None:
+    if cfg.check_missing and manifest.cases:
+        miss = missing_cases(records, manifest)
+        if miss:
+            more = f" (+{len(miss) - 5} more)" if len(miss) > 5 else ""
+            res.fail(EXIT_INVALID, f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: "
+                     f"{', '.join(miss[:5])}{more}", gate="missing_cases", missing=miss)
+        else:
+            res.ok(gate="missing_cases")
+    if cfg.max_infra_fraction is not None:
+        frac, bad, total = infra_fraction(records)
+        if frac is not None and frac > cfg.max_infra_fraction:
+            res.fail(EXIT_INVALID, f"infra errors: {bad}/{total} cases ({100 * frac:.1f}%) without a valid "
+                     f"verdict > max {100 * cfg.max_infra_fraction:.1f}%", gate="max_infra_fraction", value=frac)
+        else:
+            res.ok(gate="max_infra_fraction", value=frac)
+
+
+def _thresholds(table: dict, cfg: GateConfig, res: GateResult) -> None:
+    for track, agents in sorted(table.items()):
+        for agent, row in sorted(agents.items()):
+            where = f"{track}/{agent}"
+            if cfg.min_residual is not None and row["residual"] is not None:
+                value = 100 * row["residual"]
+                if value < cfg.min_residual:
+                    res.fail(EXIT_REGRESSION, f"{where}: residual success {value:.1f}% < min {cfg.min_residual:.1f}%",
+                             gate="min_residual", where=where, value=value)
+                else:
+                    res.ok(gate="min_residual", where=where, value=value)
+            if cfg.max_gap is not None and row["gap"] is not None:
+                if row["gap"] > cfg.max_gap:
+                    res.fail(EXIT_REGRESSION, f"{where}: gap {row['gap']:.1f} pts > max {cfg.max_gap:.1f} pts",
+                             gate="max_gap", where=where, value=row["gap"])
+                else:
+                    res.ok(gate="max_gap", where=where, value=row["gap"])
+            if cfg.max_flagged is not None:
+                flagged = row.get("n_flagged", 0)
+                if flagged > cfg.max_flagged:
+                    res.fail(EXIT_REGRESSION, f"{where}: {flagged} runs with integrity flags > max {cfg.max_flagged}",
+                             gate="max_flagged", where=where, value=flagged)
+                else:
+                    res.ok(gate="max_flagged", where=where, value=flagged)
+
+
+def _baseline(records: list[Record], baseline: list[Record], cfg: GateConfig, res: GateResult) -> None:
+    """Residual drop and gap rise vs the baseline, per track/agent on the shared tasks."""
+    max_drop = cfg.max_drop or 0.0
+    kw = dict(n_boot=cfg.n_boot, n_perm=cfg.n_perm, seed=cfg.seed)
+    for metric, sign, what in (("residual", 1.0, "residual success dropped"), ("gap", -1.0, "gap rose")):
+        cur, base = task_values(records, metric), task_values(baseline, metric)
+        for key in sorted(set(base) - set(cur)):
+            res.ok(gate="baseline", metric=metric, where="/".join(key), note="not in this run")
+        for key in sorted(set(cur) & set(base)):
+            where = "/".join(key)
+            cmp = paired_comparison(base[key], cur[key], **kw)  # diff = baseline - current, points
+            if cmp["diff"] is None:
+                continue
+            drop = sign * cmp["diff"]
+            detail = dict(gate="baseline", metric=metric, where=where, drop=drop, p_value=cmp["p_value"],
+                          ci=cmp["ci"], n_shared=cmp["n_shared"])
+            if drop > max_drop and cmp["p_value"] < cfg.alpha:
+                res.fail(EXIT_REGRESSION, f"{where}: {what} by {drop:.1f} pts vs baseline on {cmp['n_shared']} "
+                         f"shared tasks (> {max_drop:.1f}, p={cmp['p_value']:.3g} < {cfg.alpha})", **detail)
+            else:
+                res.ok(**detail)
+
+
+def check_gates(records: Iterable[Record], manifest: Manifest | None, cfg: GateConfig,
+                baseline: Iterable[Record] | None = None) -> GateResult:
+    """Evaluate every configured gate; one violation line per failed gate."""
+    records = record_rows(records)  # load_runs' plain rows: no pydantic models needed to read them
+    res = GateResult()
+    _validity(records, manifest or Manifest(), cfg, res)
+    _thresholds(success_table(records), cfg, res)
+    if baseline is not None:
+        _baseline(records, record_rows(baseline), cfg, res)
+    return res
+
+
+def gate_run(run_dirs: Iterable[Path | str], cfg: GateConfig,
+             baseline_dirs: Iterable[Path | str] | None = None) -> GateResult:
+    """check_gates on run dirs as stored (the CLI / pytest plugin entry point)."""
+    from swe_residual.report.tables import load_runs
+
+    records, manifest = load_runs(run_dirs)
+    baseline = load_runs(baseline_dirs)[0] if baseline_dirs else None
+    return check_gates(records, manifest, cfg, baseline)

@@ -1,0 +1,333 @@
+"""A run session owns one run: plan, run dir, resume, manifest, cases with retries, crash records
+and the end of the run (report and gates).
+
+The pytest plugin and the CLI (`validate`) are thin front ends over it. The controller `open`s
+the session (checks the configuration before any case, creates or resumes the run dir); every
+xdist worker `join`s the same run dir. results.jsonl is the single source of truth: workers
+append records, and `finish` reads them back.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from swe_residual.agents import Agent
+from swe_residual.backends import docker_hosts as hb_docker_hosts
+from swe_residual.backends import get_backend
+from swe_residual.backends.base import Backend
+from swe_residual.errors import HarnessError, InfraError, InputError, RunDirError
+from swe_residual.report.gates import GateConfig, GateResult, check_gates
+from swe_residual.results import MANIFEST, RESULTS, Manifest, Record, StateFacts, TaskFacts, append_record, iter_records
+from swe_residual.run.plan import Plan
+from swe_residual.run.runner import Case, run_case
+from swe_residual.run.verification import ReferenceChecks
+
+MIN_FREE_BYTES = 64 << 20
+PREPARE_RETRY_S = 10.0
+HOST_DOWN_S = 60.0                 # a Docker host that stopped answering is avoided this long
+RETRY_PAUSE_S = 2.0                # before the n-th rerun of a case after an infra error: n times this
+
+
+def state_patch_problems(states: Iterable, task_of: Callable) -> dict[str, str]:
+    """state id -> why its patch does not apply at the base commit of its task (`git apply
+    --check` on a base built from the task's files); tasks without a repository dir are checked
+    when their residual image is built instead."""
+    import tempfile
+
+    from swe_residual.backends import repo
+
+    by_task: dict[str, list] = {}
+    for s in states:
+        by_task.setdefault(f"{s.track}/{s.task}", []).append(s)
+    problems: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="swe-residual-check-") as tmp:
+        for key, group in by_task.items():
+            task = task_of(group[0])
+            if task.repository_dir is None:
+                continue
+            base = Path(tmp) / key.replace("/", "--")
+            repo.init_base_repo(task.repository_dir, base)
+            for s in group:
+                proc = repo.git(base, "apply", "--check", "--binary", "--whitespace=nowarn", str(s.patch_path),
+                                check=False)
+                if proc.returncode != 0:
+                    why = (proc.stderr.decode(errors="replace").strip().splitlines() or ["git apply failed"])[0]
+                    problems[s.id] = (f"patch {s.patch_path} does not apply at the base commit of task {s.task}: "
+                                      f"{why.removeprefix('error: ')}")
+    return problems
+
+
+def check_state_patches(plan: Plan) -> None:
+    """Every state of the plan applies at its task's base commit; InputError naming the first that
+    does not."""
+    problems = state_patch_problems(plan.states, lambda s: plan.tracks[s.track].tasks[s.task])
+    for state_id, why in problems.items():
+        raise InputError(f"state {state_id}: {why}")
+
+
+class RunSession:
+    def __init__(self, plan: Plan, run_dir: Path, *, backend: str = "local", agent_timeout: float | None = None,
+                 infra_retries: int = 2, run_id: str | None = None, docker_hosts: list[str] | None = None,
+                 host_index: int = 0):
+        self.plan = plan
+        self.run_dir = Path(run_dir).resolve()
+        self.backend_name = backend
+        # several Docker engines: this process prefers hosts[host_index % n] and fails over to the
+        # others when its engine stops answering
+        self.hosts: list[str | None] = hb_docker_hosts(docker_hosts) if backend == "docker" else [None]
+        self.host_index = host_index % len(self.hosts)
+        self._down: dict[str | None, float] = {}
+        self.agent_timeout = agent_timeout
+        self.infra_retries = max(0, infra_retries)
+        self.run_id = run_id or self.run_dir.name
+        self.references = ReferenceChecks(self.run_dir)
+        self._backends: dict[str | None, Backend] = {}
+        self._agents: dict[str, Agent] = {}
+        # (host, task, state) -> None when ready, else (when it failed, why): a failure is kept for a
+        # few seconds (the cases right behind it fail at once), then the next attempt tries again
+        self._prepared: dict[tuple[str | None, str, str | None], tuple[float, InfraError] | None] = {}
+        self._lock = threading.Lock()
+        self.valid_before: set[str] = set()     # --resume: cases with a valid outcome already
+        self.attempts_before: dict[str, int] = {}
+        self._load_previous()
+
+    # -- opening ----------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, plan: Plan, run_dir: Path, *, resume: bool = False, **options) -> "RunSession":
+        """Controller side: check the configuration, then create (or resume) the run dir."""
+        run_dir = Path(run_dir)
+        if resume and not ((run_dir / RESULTS).is_file() or (run_dir / MANIFEST).is_file()):
+            raise InputError(f"--resume {run_dir}: no {RESULTS} or {MANIFEST} there (not a run dir)")
+        if not resume and ((run_dir / RESULTS).exists() or (run_dir / MANIFEST).exists()):
+            raise InputError(f"--run-dir {run_dir}: already holds a run; continue it with --resume {run_dir} "
+                             "or choose a new --run-dir")
+        session = cls(plan, run_dir, **options)
+        session.check()
+        try:
+            session.run_dir.mkdir(parents=True, exist_ok=True)
+            free = shutil.disk_usage(session.run_dir).free
+        except OSError as exc:
+            raise InputError(f"--run-dir {run_dir}: cannot be created: {exc.strerror or exc}") from None
+        if plan.cases and free < MIN_FREE_BYTES:
+            raise InputError(f"--run-dir {run_dir}: only {free >> 20} MiB free on its filesystem; a run needs "
+                             f"at least {MIN_FREE_BYTES >> 20} MiB for records and artifacts")
+        session.write_manifest(c.id for c in plan.cases)
+        return session
+
+    def check(self) -> None:
+        """Every configuration problem as one InputError before the first case."""
+        for name in dict.fromkeys(c.agent for c in self.plan.cases):
+            self.agent(name).check()
+        for c in self.plan.cases:
+            why = self.agent(c.agent).unsupported(c.task)
+            if why:
+                raise InputError(why)
+        check_state_patches(self.plan)
+        if self.plan.cases and self.backend_name == "docker":
+            from swe_residual.backends.docker.engine import check_engine
+            for host in self.hosts:
+                check_engine(base_url=host)
+
+    def _load_previous(self) -> None:
+        for rec in iter_records(self.run_dir):
+            if rec.valid:
+                self.valid_before.add(rec.case_id)
+            self.attempts_before[rec.case_id] = max(rec.attempt, self.attempts_before.get(rec.case_id, 0))
+
+    def done(self, case_id: str) -> bool:
+        return case_id in self.valid_before
+
+    # -- manifest ---------------------------------------------------------------------------------
+    def write_manifest(self, case_ids: Iterable[str]) -> None:
+        """Facts offline reports need for these cases (and those resumed); state patches copied in."""
+        ids = list(dict.fromkeys(case_ids))
+        wanted = set(ids)
+        ids += [c for c in self.attempts_before if c not in wanted and c in self.plan.by_id]
+        manifest = Manifest(cases=ids)
+        (self.run_dir / "states").mkdir(parents=True, exist_ok=True)
+        for case_id in ids:
+            c = self.plan.by_id.get(case_id)
+            if c is None:
+                continue
+            t, s = c.task, c.state
+            key = f"{t.track}/{t.id}"
+            if key not in manifest.tasks:
+                manifest.tasks[key] = TaskFacts(track=t.track, tests=t.grading.required if t.grading else
+                                                self._state_tests(t), solution_files=t.solution_files)
+            if s is not None and s.id not in manifest.states:
+                # a machine state's artifact is its interactions: kept as evidence, no patch
+                rel = Path("states") / (f"{s.id}.patch" if s.kind == "patch" else f"{s.id}.interactions.jsonl")
+                shutil.copyfile(s.artifact_path, self.run_dir / rel)
+                manifest.states[s.id] = StateFacts(track=s.track, task=s.task,
+                                                   predecessor=s.predecessor.model_dump(),
+                                                   failing_tests=s.initial_verdict.failing_tests,
+                                                   patch=str(rel) if s.kind == "patch" else "",
+                                                   changed_files=s.changed_files)
+        if (self.run_dir / MANIFEST).is_file() and self.attempts_before:
+            manifest = Manifest.read(self.run_dir).merged(manifest)
+        manifest.write(self.run_dir)
+
+    def _state_tests(self, task) -> list[str]:
+        """A task without a graded test list (Terminal-Bench tasks): the tests its states' recorded
+        verdicts name, when they list the passing ones too."""
+        mine = [s.initial_verdict for s in self.plan.states if s.track == task.track and s.task == task.id]
+        if not any(v.passing_tests for v in mine):
+            return []
+        return sorted({t for v in mine for t in (*v.failing_tests, *v.passing_tests)})
+
+    # -- running ----------------------------------------------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        """The backend on this process's preferred host."""
+        return self.backend_on(self.hosts[self.host_index])
+
+    def backend_on(self, host: str | None) -> Backend:
+        with self._lock:
+            if host not in self._backends:
+                try:
+                    self._backends[host] = get_backend(self.backend_name, run_id=self.run_id, host=host)
+                except InputError as exc:      # an engine that stopped answering mid-run
+                    raise HarnessError(str(exc)) from None
+            return self._backends[host]
+
+    def _host_for(self, retry: int) -> str | None:
+        """The host of the retry-th try of a case: the preferred one first, then the next ones;
+        hosts seen down in the last HOST_DOWN_S seconds only when no other is left."""
+        n = len(self.hosts)
+        order = [self.hosts[(self.host_index + i) % n] for i in range(n)]
+        now = time.monotonic()
+        up = [h for h in order if now - self._down.get(h, -HOST_DOWN_S) >= HOST_DOWN_S] or order
+        return up[retry % len(up)]
+
+    def _check_host(self, host: str | None) -> None:
+        """After an infra error: is the engine still there? If not, drop its connection and avoid it."""
+        if len(self.hosts) < 2:
+            return
+        from swe_residual.backends.docker.engine import check_engine
+        try:
+            check_engine(timeout=3.0, base_url=host)
+        except InputError:
+            self._down[host] = time.monotonic()
+            with self._lock:
+                dead = self._backends.pop(host, None)
+            if dead is not None:
+                try:
+                    dead.close()
+                except Exception:  # noqa: BLE001 - the engine is gone; nothing to release there
+                    pass
+
+    def agent(self, name: str) -> Agent:
+        if name not in self._agents:
+            self._agents[name] = self.plan.registry.get(name)
+        return self._agents[name]
+
+    def _prepare(self, case: Case, host: str | None) -> Backend:
+        """Build what this case's runs share (the task's images, its state's), once per process and
+        host; a failure fails the cases that need it only, and is tried again after PREPARE_RETRY_S."""
+        key = (host, f"{case.track}/{case.task.id}", case.state.id if case.state is not None else None)
+        known = self._prepared.get(key, ())
+        if known is None:
+            return self.backend_on(host)
+        if known and time.monotonic() - known[0] < PREPARE_RETRY_S:
+            raise type(known[1])(str(known[1]))
+        try:
+            backend = self.backend_on(host)
+            backend.prepare(case.task, [case.state] if case.state is not None else [])
+            self._prepared[key] = None
+            return backend
+        except Exception as exc:
+            problem = exc if isinstance(exc, InfraError) else HarnessError(
+                f"preparing task {case.task.id}: {type(exc).__name__}: {exc}")
+            self._prepared[key] = (time.monotonic(), problem)
+            raise problem from None
+
+    def run(self, case: Case, *, grade_uncommitted: bool = False, agent: Agent | None = None) -> Record:
+        """Run a case, rerunning it from a fresh instance after an infra error (up to infra_retries
+        times); the last InfraError propagates (its record is on exc.record)."""
+        first = self.attempts_before.get(case.id, 0) + 1
+        last = first + self.infra_retries
+        for attempt in range(first, last + 1):
+            host = self._host_for(attempt - first)
+            try:
+                try:
+                    backend = self._prepare(case, host)
+                except InfraError as exc:
+                    rec = case.record(attempt=attempt, backend=self.backend_name, host=host, termination="infra",
+                                      error=str(exc), rule=exc.rule, harness=self.agent(case.agent).harness)
+                    append_record(self.run_dir, rec)
+                    exc.record = rec
+                    raise
+                return run_case(case, agent=agent or self.agent(case.agent), backend=backend,
+                                run_dir=self.run_dir, references=self.references, attempt=attempt,
+                                agent_timeout=self.agent_timeout, grade_uncommitted=grade_uncommitted)
+            except RunDirError:
+                raise                   # rerunning cannot help: the run itself is invalid
+            except InfraError:
+                self._check_host(host)
+                if attempt >= last:
+                    raise
+                # a short pause lets a restarting engine or a rate-limited service come back
+                time.sleep(min(RETRY_PAUSE_S * (attempt - first + 1), 10.0))
+        raise AssertionError("unreachable")
+
+    def crash_record(self, case_id: str, reason: str) -> Record | None:
+        """The record of a case whose process died mid-run (next attempt number, full identity)."""
+        case = self.plan.by_id.get(case_id)
+        if case is None:
+            return None
+        mine = [r for r in iter_records(self.run_dir) if r.case_id == case_id]
+        last = max(mine, key=lambda r: r.attempt, default=None)
+        if last is not None and last.valid:
+            return None  # the case finished before the process died
+        rec = case.record(attempt=(last.attempt if last else self.attempts_before.get(case_id, 0)) + 1,
+                          backend=self.backend_name, termination="infra", error=reason, rule="infra_crash",
+                          harness=self.agent(case.agent).harness)
+        append_record(self.run_dir, rec)
+        return rec
+
+    # -- finishing --------------------------------------------------------------------------------
+    def finish(self, collected: Iterable[str], gates: GateConfig | None = None,
+               baseline: Path | None = None) -> tuple[dict, GateResult | None]:
+        """The report of the run dir and the gate result; writes summary.json, tables, csv."""
+        from swe_residual.report.tables import build_report, load_runs, write_outputs
+
+        records, manifest = load_runs([self.run_dir])
+        report = build_report(records, manifest, root=self.run_dir)
+        report["run_dir"] = str(self.run_dir)
+        expected = set(collected) | self.valid_before
+        recorded, valid = set(), set()
+        for r in records:
+            recorded.add(r.case_id)
+            if r.valid:
+                valid.add(r.case_id)
+        report["cases"] = {"collected": len(expected), "recorded": len(recorded & expected),
+                           "missing": sorted(expected - recorded),
+                           "infra_errors": sorted((recorded & expected) - valid)}
+        gate = None
+        if gates is not None and (baseline is not None or gates.active):
+            gate = check_gates(records, manifest, gates, load_runs([baseline])[0] if baseline else None)
+            report["gates"] = {"status": gate.status, "violations": gate.violations, "checks": gate.checks}
+        write_outputs(self.run_dir, report)
+        self.sweep()
+        return report, gate
+
+    def sweep(self) -> None:
+        """Remove what dead workers of this machine left (containers, workspaces) on every host at
+        the end of a run."""
+        if not self.plan.cases:
+            return
+        for host in self.hosts:
+            try:
+                self.backend_on(host).sweep()
+            except (InfraError, InputError):
+                pass  # the engine went away: the next run's start sweeps
+
+    def close(self) -> None:
+        with self._lock:
+            backends, self._backends = list(self._backends.values()), {}
+        for backend in backends:
+            backend.close()

@@ -1,0 +1,238 @@
+"""ATIF import: the tool calls of common harnesses as view / edit / shell actions.
+
+ATIF (Harbor's Agent Trajectory Interchange Format) records each agent turn as `tool_calls`
+(`tool_call_id`, `function_name`, `arguments`) and `observation.results` (`source_call_id`,
+`content`). The tool schemas differ per harness; the ones mapped here (docs/formats.md has the
+table):
+
+* Anthropic's text editor (`str_replace_based_edit_tool`, `str_replace_editor`) and OpenHands'
+  `str_replace_editor` / `file_editor`: `command` view -> view, create / str_replace / insert /
+  undo_edit -> edit, on `path`;
+* Claude Code: Read / NotebookRead -> view (`file_path`, `notebook_path`); Edit / MultiEdit /
+  Write / NotebookEdit -> edit; Grep / Glob / LS -> the equivalent rg / ls command; Bash -> shell;
+* shells: `bash`, `Bash`, `execute_bash` / `terminal` (OpenHands; `is_input` sends keys to a
+  running program, not a command), `bash_command` (Harbor's conversions), `shell` (Codex, a
+  command list), `run_shell_command` (Gemini CLI); Gemini's read_file / write_file / replace;
+* Terminus: `keystrokes` (tool-call arguments, or `commands[].keystrokes` in the JSON response
+  when the trajectory keeps raw responses) are typed into a tmux shell: lines ending in a newline
+  (or followed by an Enter key) run; tmux key names (C-c, Escape, ...) are keys, not text.
+
+Anything else becomes a `tool` action, which opens nothing. Harnesses that keep one shell session
+across steps (Anthropic's bash tool, Claude Code's Bash, OpenHands, Terminus) carry the working
+directory of one command into the next: each such action records `cwd`, where that shell was.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from swe_residual.trajectory import MAX_OUTPUT_CHARS, Action, Trajectory, clip, usage_numbers
+
+EDITORS = {"str_replace_based_edit_tool", "str_replace_editor", "file_editor", "text_editor"}
+EDITOR_VIEW = {"view"}
+EDITOR_EDIT = {"create", "str_replace", "insert", "undo_edit", "write", "append"}
+SESSION_SHELLS = {"bash", "Bash", "execute_bash", "terminal"}   # one shell process for the whole run
+SHELLS = SESSION_SHELLS | {"bash_command", "shell", "run_shell_command", "local_shell", "exec_command",
+                           "execute_command", "run_command", "run_terminal_cmd"}
+VIEWS = {"Read": "file_path", "NotebookRead": "notebook_path", "read_file": None}
+EDITS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
+         "write_file": None, "replace": None, "edit_file": None}
+PATH_KEYS = ("file_path", "absolute_path", "path", "notebook_path", "filename")
+_TMUX_KEY = re.compile(r"^(?:[CMS]-\S+|Enter|KPEnter|Escape|Esc|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|"
+                       r"End|PageUp|PageDown|PPage|NPage|PgUp|PgDn|IC|DC|F\d{1,2})$")
+_RUN_KEYS = {"Enter", "KPEnter", "C-m", "C-j"}
+_CLEAR_KEYS = {"C-c", "C-d", "C-u", "C-z", "C-\\"}
+MAX_MESSAGE_JSON = 1_000_000
+
+
+@dataclass
+class _Call:
+    kind: str                    # shell | view | edit | tool | keys
+    command: str
+    path: str | None = None
+    session: bool = False        # a shell whose working directory carries over to the next call
+    cwd: str | None = None       # a directory the call itself names (Codex workdir)
+
+
+def _text(value: Any) -> str:
+    """An observation's content: a string, or text parts [{"type": "text", "text": ...}]."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(_text(v.get("text") if isinstance(v, dict) else v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _path(args: dict, key: str | None) -> str | None:
+    value = args.get(key) if key else next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str)), None)
+    return value if isinstance(value, str) and value else None
+
+
+def _grep_command(args: dict) -> str:
+    """Claude Code's Grep as the ripgrep command it runs (output_mode files_with_matches by default)."""
+    words = ["rg"]
+    mode = args.get("output_mode") or "files_with_matches"
+    words += {"files_with_matches": ["-l"], "count": ["-c"]}.get(mode, [])
+    for flag in ("-n", "-i"):
+        if args.get(flag) is True:
+            words.append(flag)
+    for flag in ("-A", "-B", "-C"):
+        if isinstance(args.get(flag), int):
+            words += [flag, str(args[flag])]
+    if args.get("multiline"):
+        words.append("-U")
+    if isinstance(args.get("glob"), str):
+        words += ["--glob", args["glob"]]
+    if isinstance(args.get("type"), str):
+        words += ["--type", args["type"]]
+    words += ["-e", str(args.get("pattern", "")), "--", str(args.get("path") or ".")]
+    return shlex.join(words)
+
+
+def _shell_text(value: Any) -> str | None:
+    """A shell tool's command: a string, or an argv list (["bash", "-lc", SCRIPT] is SCRIPT)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        if len(value) == 3 and value[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") and value[1] in ("-c", "-lc"):
+            return value[2]
+        return shlex.join(value)
+    return None
+
+
+def map_call(name: str, args: Any) -> _Call:
+    """One ATIF tool call as an action description."""
+    args = args if isinstance(args, dict) else {}
+    described = f"{name} {json.dumps(args, sort_keys=True)[:500]}"
+    if "keystrokes" in args and isinstance(args["keystrokes"], str):
+        return _Call("keys", args["keystrokes"], session=True)
+    if name in EDITORS:
+        sub, path = args.get("command"), _path(args, "path")
+        if sub in EDITOR_VIEW and path:
+            return _Call("view", f"{name} view {path}", path)
+        if sub in EDITOR_EDIT and path:
+            return _Call("edit", f"{name} {sub} {path}", path)
+        return _Call("tool", described)
+    if name in VIEWS:
+        path = _path(args, VIEWS[name])
+        return _Call("view", f"{name} {path}", path) if path else _Call("tool", described)
+    if name in EDITS:
+        path = _path(args, EDITS[name])
+        return _Call("edit", f"{name} {path}", path) if path else _Call("tool", described)
+    if name == "Grep":
+        return _Call("shell", _grep_command(args))
+    if name == "Glob":
+        return _Call("shell", shlex.join(["rg", "--files", "--glob", str(args.get("pattern", "")), "--",
+                                          str(args.get("path") or ".")]))
+    if name == "LS":
+        return _Call("shell", shlex.join(["ls", str(args.get("path") or ".")]))
+    command = _shell_text(args.get("command", args.get("cmd")))
+    if command is not None and (name in SHELLS or name not in EDITORS):
+        if args.get("is_input") in (True, "true"):  # keys for a running program (OpenHands)
+            return _Call("tool", described)
+        cwd = next((args[k] for k in ("workdir", "cwd", "directory", "dir_path") if isinstance(args.get(k), str)), None)
+        return _Call("shell", command, session=name in SESSION_SHELLS, cwd=cwd)
+    return _Call("tool", described)
+
+
+class _Keys:
+    """What a Terminus tmux session ran: typed text runs line by line, keys edit the pending line."""
+
+    def __init__(self) -> None:
+        self.pending = ""
+
+    def feed(self, keystrokes: str) -> list[str]:
+        key = keystrokes.strip()
+        if _TMUX_KEY.match(key) and "\n" not in keystrokes:
+            if key in _RUN_KEYS:
+                line, self.pending = self.pending, ""
+                return [line] if line.strip() else []
+            if key in _CLEAR_KEYS:
+                self.pending = ""
+            return []
+        *lines, self.pending = (self.pending + keystrokes).split("\n")
+        return [ln for ln in lines if ln.strip()]
+
+
+def _message_keystrokes(message: Any) -> list[str]:
+    """`commands[].keystrokes` of a Terminus response kept raw in the step message (JSON, maybe
+    wrapped in prose or a code fence)."""
+    if not isinstance(message, str) or "keystrokes" not in message or len(message) > MAX_MESSAGE_JSON:
+        return []
+    start, end = message.find("{"), message.rfind("}")
+    try:
+        data = json.loads(message[start:end + 1]) if 0 <= start < end else None
+    except ValueError:
+        return []
+    commands = data.get("commands") if isinstance(data, dict) else None
+    if not isinstance(commands, list):
+        return []
+    return [c["keystrokes"] for c in commands if isinstance(c, dict) and isinstance(c.get("keystrokes"), str)]
+
+
+def from_atif(data: dict, agent: str = "atif") -> Trajectory:
+    """Import an ATIF trajectory: each agent step's tool calls as actions with their results."""
+    from swe_residual.shell.exposure import session_cwd
+
+    traj = Trajectory(agent=agent, harness=str((data.get("agent") or {}).get("name") or "atif"))
+    keys = _Keys()
+    cwd = ""  # the session shell's working directory ("" = where the harness started it)
+    for step in data.get("steps") or []:
+        if not isinstance(step, dict) or step.get("source") != "agent":
+            continue
+        results = ((step.get("observation") or {}).get("results")) or []
+        results = [r for r in results if isinstance(r, dict)]
+        calls = [c for c in step.get("tool_calls") or [] if isinstance(c, dict)]
+        by_id = {r["source_call_id"]: _text(r.get("content")) for r in results if r.get("source_call_id")}
+        loose = [_text(r.get("content")) for r in results if not r.get("source_call_id")]
+        mapped = [map_call(str(c.get("function_name") or ""), c.get("arguments")) for c in calls]
+        outputs: list[str | None] = [by_id.get(c.get("tool_call_id")) if c.get("tool_call_id") else None for c in calls]
+        if not calls:  # raw responses: Terminus keystrokes in the message
+            mapped = [_Call("keys", k, session=True) for k in _message_keystrokes(step.get("message"))]
+            outputs = [None] * len(mapped)
+        unassigned = [k for k, o in enumerate(outputs) if o is None]
+        shared = None
+        if len(loose) == len(unassigned):
+            for k, text in zip(unassigned, loose):
+                outputs[k] = text
+        elif loose:
+            shared = "\n".join(loose)  # one screen after several calls (Terminus): the calls share it
+        actions: list[Action] = []
+        typed: list[str] = []
+        for call, out in zip(mapped, outputs):
+            if call.kind == "keys":
+                typed += keys.feed(call.command)
+                if out is not None and typed:
+                    actions.append(_shell("\n".join(typed), out, cwd))
+                    cwd, typed = session_cwd("\n".join(typed), cwd), []
+                continue
+            if call.kind == "shell":
+                start = call.cwd if call.cwd is not None else cwd if call.session else None
+                actions.append(_shell(call.command, out if out is not None else shared or "", start or ""))
+                if call.session:
+                    cwd = session_cwd(call.command, cwd)
+                continue
+            actions.append(Action(command=clip(call.command), kind=call.kind, path=call.path,
+                                  output=clip(out if out is not None else "")))
+        if typed:
+            actions.append(_shell("\n".join(typed), shared or "", cwd))
+            cwd = session_cwd("\n".join(typed), cwd)
+        message = step.get("message")
+        added = traj.add_step(message=message if isinstance(message, str) else None, actions=actions)
+        added.prompt_tokens, added.completion_tokens, added.cost_usd = step_usage(step.get("metrics"))
+    return traj
+
+
+def step_usage(metrics) -> tuple[int | None, int | None, float | None]:
+    """ATIF step `metrics` (prompt_tokens, completion_tokens, cost_usd); anything malformed is unknown."""
+    if not isinstance(metrics, dict):
+        return None, None, None
+    return usage_numbers(metrics, metrics.get("cost_usd"))
+
+
+def _shell(command: str, output: str, cwd: str) -> Action:
+    return Action(command=command[:MAX_OUTPUT_CHARS], output=clip(output), kind="shell", cwd=cwd or None)

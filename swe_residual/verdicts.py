@@ -1,0 +1,151 @@
+"""Turn what a verifier wrote (JUnit XML, CTRF JSON, reward files) into a Verdict.
+
+Grading follows DeepSWE: with a fail-to-pass / pass-to-pass list the outcome is 1 iff every
+listed test passed; a listed test that is missing or skipped counts as failed (missing ids are
+reported separately). Without lists, a Harbor reward decides (reward >= 1 -> 1). A reward of -1,
+or nothing readable at all, is a VerifierError: never a task failure by itself (the run re-verifies,
+then checks the verifier on the reference solution; docs/errors.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from swe_residual.errors import VerifierError
+from swe_residual.tasks import Task
+
+_CTRF_BUCKET = re.compile(r"^\[(f2p|p2p)\] ")
+_CTRF_STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "pending": "skipped",
+                "other": "failed", "error": "failed"}
+
+
+class Verdict(BaseModel):
+    valid: bool = True
+    outcome: int = Field(ge=0, le=1)
+    tests: dict[str, str] = Field(default_factory=dict)
+    missing: list[str] = Field(default_factory=list)
+    reward: float | None = None
+
+    @property
+    def failing(self) -> list[str]:
+        return sorted(t for t, s in self.tests.items() if s != "passed")
+
+
+def parse_junit(path: Path) -> dict[str, str]:
+    """{classname.name: passed|failed|skipped}; errors count as failed."""
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise VerifierError(f"unreadable JUnit report {path.name}: {exc}") from None
+    statuses: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        cls, name = case.get("classname") or "", case.get("name") or ""
+        test_id = f"{cls}.{name}" if cls else name
+        if case.find("failure") is not None or case.find("error") is not None:
+            status = "failed"
+        elif case.find("skipped") is not None:
+            status = "skipped"
+        else:
+            status = "passed"
+        # a test reported twice (e.g. a teardown error) keeps its worst status
+        if statuses.get(test_id) != "failed":
+            statuses[test_id] = status
+    return statuses
+
+
+def parse_ctrf(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise VerifierError(f"unreadable CTRF report {path.name}: {exc}") from None
+    return ctrf_statuses(data, path.name)
+
+
+def ctrf_statuses(data: object, where: str) -> dict[str, str]:
+    """{test: passed|failed|skipped} from parsed CTRF JSON (also used for imported trials)."""
+    try:
+        tests = data["results"]["tests"]  # type: ignore[index]
+    except (KeyError, TypeError) as exc:
+        raise VerifierError(f"unreadable CTRF report {where}: no results.tests ({exc})") from None
+    out: dict[str, str] = {}
+    if not isinstance(tests, list):
+        raise VerifierError(f"unreadable CTRF report {where}: results.tests is not a list")
+    for t in tests:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            raise VerifierError(f"unreadable CTRF report {where}: a test without a name")
+        # DeepSWE's published grader names tests "[f2p] <id>" / "[p2p] <id>"
+        name = _CTRF_BUCKET.sub("", t["name"])
+        status = _CTRF_STATUS.get(str(t.get("status", "other")), "failed")
+        if out.get(name) != "failed":
+            out[name] = status
+    return out
+
+
+def read_reward(logs_dir: Path, kinds: frozenset[str] = frozenset({"reward"})) -> float | None:
+    if "reward" not in kinds:
+        return None
+    js, txt = logs_dir / "reward.json", logs_dir / "reward.txt"
+    try:
+        if js.exists():
+            data = json.loads(js.read_text(encoding="utf-8"))
+            value = float(data["reward"] if isinstance(data, dict) else data)
+        elif txt.exists():
+            value = float(txt.read_text(encoding="utf-8").strip())
+        else:
+            return None
+    except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise VerifierError(f"unreadable reward file in {logs_dir.name}/: {str(exc)[:200]}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise VerifierError(f"malformed reward {value} in {logs_dir.name}/")
+    return value
+
+
+def read_statuses(logs_dir: Path, kinds: frozenset[str] = frozenset({"ctrf", "junit"})) -> dict[str, str] | None:
+    """Per-test statuses from ctrf.json, else every JUnit XML in the logs dir; None if none. Only
+    the kinds the task declares are read."""
+    if "ctrf" in kinds and (logs_dir / "ctrf.json").exists():
+        return parse_ctrf(logs_dir / "ctrf.json")
+    xmls = sorted(logs_dir.glob("*.xml")) if "junit" in kinds else []
+    if not xmls:
+        return None
+    statuses: dict[str, str] = {}
+    for x in xmls:
+        statuses.update(parse_junit(x))
+    return statuses
+
+
+def grade(task: Task, logs_dir: Path, exit_code: int | None = None) -> Verdict:
+    reward = read_reward(logs_dir, task.reports)
+    if reward is not None and reward < 0:
+        raise VerifierError(f"verifier of task {task.id} reported reward {reward:g} (verification itself failed)")
+    statuses = read_statuses(logs_dir, task.reports)
+    grading = task.grading
+    if grading is not None and grading.required:
+        if statuses is None and reward is not None:
+            # e.g. DeepSWE: the model patch did not apply, so only reward.json was written
+            outcome = int(reward >= 1.0)
+            tests = {} if outcome else {t: "failed" for t in grading.required}
+            return Verdict(outcome=outcome, tests=tests, missing=list(tests), reward=reward)
+        if statuses is None:
+            raise VerifierError(f"verifier of task {task.id} wrote no test report (junit xml or ctrf.json) "
+                             f"in {logs_dir.name}/ (exit code {exit_code})")
+        tests: dict[str, str] = {}
+        missing: list[str] = []
+        for test_id in grading.required:
+            status = statuses.get(test_id)
+            if status is None:
+                missing.append(test_id)
+                status = "failed"
+            tests[test_id] = status
+        outcome = int(all(s == "passed" for s in tests.values()))
+        return Verdict(outcome=outcome, tests=tests, missing=missing, reward=reward)
+    if reward is not None:
+        return Verdict(outcome=int(reward >= 1.0), tests=statuses or {}, reward=reward)
+    if statuses:
+        return Verdict(outcome=int(all(s == "passed" for s in statuses.values())), tests=statuses)
+    raise VerifierError(f"verifier of task {task.id} produced no reward and no test report (exit code {exit_code})")
