@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from swe_residual.agents import Agent, AgentContext, AgentResult, get_agent  # noqa: E402
-from swe_residual.backends.docker import DockerBackend  # noqa: E402
+from swe_residual.backends.docker.backend import DockerBackend  # noqa: E402
 from swe_residual.run.runner import Case, run_case  # noqa: E402
 from swe_residual.run.verification import ReferenceChecks  # noqa: E402
 from swe_residual.states import load_states  # noqa: E402

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from swe_residual.errors import InfraError, InputError, RunDirError
-from swe_residual.report.gates import EXIT_INVALID, GateConfig
-from swe_residual.report.html.run_page import RUN_PAGE
-from swe_residual.results import RESULTS
+from swe_residual.registry import BACKENDS
+from swe_residual.results import RESULTS, RUN_PAGE, STARTS
 from swe_residual.run.plan import build_plan, check_backend, run_backend, tracks_in
-from swe_residual.run.runner import STARTS
 from swe_residual.run.session import RunSession
+
+# report code (tables, gates, pages) is imported where the end of a run needs it: `pytest --help` and
+# the configure step stay light
 
 SESSION_KEY = pytest.StashKey[RunSession]()
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="agent to evaluate (repeatable; default: oracle and nop)")
     g.addoption("--start", dest="swe_start", default="both", choices=[*STARTS, "both"],
                 help="which starting states to run (default: both)")
-    g.addoption("--backend", dest="swe_backend", default=None, choices=["local", "docker"],
+    g.addoption("--backend", dest="swe_backend", default=None, choices=BACKENDS,
                 help="where states are materialized (default: the track's default_backend in "
                      "suites/<track>/track.toml, else local)")
     g.addoption("--states", dest="swe_states", default=str(ROOT / "states.yaml"), metavar="PATH",
@@ -186,6 +187,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     """A run dir that cannot be written while the run's outputs (summary, HTML) are written is an
     invalid run (exit 11, one line), never a traceback."""
+    from swe_residual.report.gates import EXIT_INVALID
     controller = session.config.pluginmanager.get_plugin("swe-residual-controller")
     try:
         return (yield)
@@ -230,6 +232,7 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-html renders the report
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from swe_residual.report.gates import EXIT_INVALID, GateConfig
         opt = self.config.getoption
         if opt("collectonly") or opt("setupplan") or opt("setuponly"):
             return  # nothing ran: the manifest names the cases, there is nothing to report
@@ -284,6 +287,7 @@ class Controller:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        from swe_residual.report.gates import EXIT_INVALID
         # outermost wrapper: the tables come last, after pytest's short test summary
         result = yield
         if self.summary is not None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from swe_residual.errors import InputError
+from swe_residual.registry import BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--track", default="demo")
     v.add_argument("--states", default=str(ROOT / "states.yaml"))
     v.add_argument("--tasks-dir", default=None)
-    v.add_argument("--backend", default=None, choices=["local", "docker"],
+    v.add_argument("--backend", default=None, choices=BACKENDS,
                    help="default: the track's default backend (suites/<track>/track.toml), else local")
     v.add_argument("--run-dir", default=None, help="keep the validation runs here (default: a temp dir)")
     v.add_argument("-j", "--jobs", type=int, default=2)

@@ -22,6 +22,8 @@ from pydantic import BaseModel, Field
 
 RESULTS = "results.jsonl"
 MANIFEST = "manifest.json"
+RUN_PAGE = "report.html"          # the run page (report/html/run_page.py)
+STARTS = ("clean", "residual")     # the protocol's starting conditions (a handoff view adds "+<view>")
 SUMMARY = "summary.json"
 
 #: residual+summary / residual+trace: a residual start whose request also shows the predecessor's

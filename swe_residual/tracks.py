@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from swe_residual.errors import InputError
+from swe_residual.registry import BACKENDS
 
 CONFIG_NAME = "track.toml"
-BACKENDS = ("local", "docker")
 _TOP_KEYS = {"default_backend", "backend_reason", "kind", "tasks"}
 KINDS = ("repository", "machine")
 SUITES_ROOT = Path(__file__).resolve().parent.parent / "suites"

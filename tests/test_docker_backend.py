@@ -19,7 +19,7 @@ import yaml
 
 from swe_residual.agents import Agent, AgentContext, AgentResult, get_agent
 from swe_residual.backends import repo
-from swe_residual.backends.docker import DockerBackend
+from swe_residual.backends.docker.backend import DockerBackend
 from swe_residual.backends.docker.engine import LABEL_PID, LABEL_RUN
 from swe_residual.backends.workspace import final_state
 from swe_residual.errors import InfraError
@@ -325,7 +325,7 @@ def test_sigkilled_worker_leftovers_are_swept_by_the_next_session(backend, calc,
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from swe_residual.backends.docker import DockerBackend
+        from swe_residual.backends.docker.backend import DockerBackend
         from swe_residual.tasks import load_task
         b = DockerBackend(run_id={run!r}, sweep=False)
         env = b.materialize(load_task(Path({str(task.path)!r}), "demo"), None)
@@ -362,7 +362,7 @@ def test_concurrent_processes_build_an_image_once(backend, tmp_path, docker_clie
         import json, sys
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from swe_residual.backends.docker import DockerBackend
+        from swe_residual.backends.docker.backend import DockerBackend
         from swe_residual.tasks import load_task
         b = DockerBackend(run_id="{RUN_PREFIX}-build-" + sys.argv[1], sweep=False)
         img = b.images.clean(load_task(Path({str(task_dir)!r}), "demo"))

@@ -25,7 +25,7 @@ TASKS = ["date-range-merge", "ttl-cache", "slugify-unicode", "semver-prerelease"
 
 @pytest.fixture
 def two_hosts(docker_client, bookworm_image):
-    from swe_residual.backends.docker import DockerBackend
+    from swe_residual.backends.docker.backend import DockerBackend
     from swe_residual.tasks import load_tasks
 
     from .docker_helpers import private_dockerd

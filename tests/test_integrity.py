@@ -300,7 +300,7 @@ def private_engine(docker_client, bookworm_image):
 def test_engine_restarted_mid_case_is_infra_and_resume_completes_the_run(tmp_path, private_engine):
     import time
 
-    from swe_residual.backends.docker import DockerBackend
+    from swe_residual.backends.docker.backend import DockerBackend
 
     host, start, stop = private_engine
     task = docker_task(tmp_path / "w")

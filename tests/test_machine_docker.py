@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swe_residual.backends.docker import DockerBackend, criu
+from swe_residual.backends.docker import criu
+from swe_residual.backends.docker.backend import DockerBackend
 from swe_residual.backends.docker.engine import LABEL_CASE, LABEL_RUN
 from swe_residual.errors import ReplayError, RestoreError
 from swe_residual.states import load_states

@@ -136,7 +136,7 @@ def test_verifier_broken_on_the_reference_too_is_infra_and_not_counted(tmp_path)
 
 
 def test_backend_error_during_materialization_is_infra_not_agent_error(tmp_path, docker_client, bookworm_image):
-    from swe_residual.backends.docker import DockerBackend
+    from swe_residual.backends.docker.backend import DockerBackend
 
     task_dir = docker_task(tmp_path)
     toml = task_dir / "task.toml"

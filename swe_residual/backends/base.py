@@ -109,6 +109,12 @@ class Backend(ABC):
     name: str
     host: str | None = None      # the engine it runs on, where there can be several
 
+    @classmethod
+    def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
+               host: str | None = None) -> "Backend":
+        """The backend for a run session's options (each backend takes the ones it uses)."""
+        return cls()
+
     def check(self) -> None:
         """Raise InputError (a usage error before any case runs) when this backend cannot work."""
 

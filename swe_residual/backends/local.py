@@ -145,6 +145,11 @@ def machine_refusal(task: Task) -> str:
 class LocalBackend(Backend):
     name = "local"
 
+    @classmethod
+    def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
+               host: str | None = None) -> "LocalBackend":
+        return cls(work_root=work_root)
+
     def __init__(self, work_root: Path | None = None):
         self.bwrap = bwrap_path()
         if not self.bwrap:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from swe_residual.registry import BACKENDS
 from swe_residual.residualize.workdir import WorkDir
 
 
@@ -15,7 +16,7 @@ def _tasks_options(p: argparse.ArgumentParser, track_required: bool = False) -> 
 
 
 def _backend_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default=None, choices=["local", "docker"],
+    p.add_argument("--backend", default=None, choices=BACKENDS,
                    help="where cases run (default: the track's default backend)")
 
 

@@ -31,7 +31,6 @@ from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
 from swe_residual.trajectory import Trajectory
 
-STARTS = ("clean", "residual")
 HANDOFF_VIEWS = ("summary", "trace")
 
 

@@ -13,18 +13,20 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from swe_residual.agents import Agent
 from swe_residual.backends import docker_hosts as hb_docker_hosts
 from swe_residual.backends import get_backend
 from swe_residual.backends.base import Backend
 from swe_residual.errors import HarnessError, InfraError, InputError, RunDirError
-from swe_residual.report.gates import GateConfig, GateResult, check_gates
 from swe_residual.results import MANIFEST, RESULTS, Manifest, Record, StateFacts, TaskFacts, append_record, iter_records
 from swe_residual.run.plan import Plan
 from swe_residual.run.runner import Case, run_case
 from swe_residual.run.verification import ReferenceChecks
+
+if TYPE_CHECKING:       # the report code is imported by finish() only
+    from swe_residual.report.gates import GateConfig, GateResult
 
 MIN_FREE_BYTES = 64 << 20
 PREPARE_RETRY_S = 10.0
@@ -293,6 +295,7 @@ class RunSession:
     def finish(self, collected: Iterable[str], gates: GateConfig | None = None,
                baseline: Path | None = None) -> tuple[dict, GateResult | None]:
         """The report of the run dir and the gate result; writes summary.json, tables, csv."""
+        from swe_residual.report.gates import check_gates
         from swe_residual.report.tables import build_report, load_runs, write_outputs
 
         records, manifest = load_runs([self.run_dir])

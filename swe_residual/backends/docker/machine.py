@@ -53,7 +53,7 @@ from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
 
 if TYPE_CHECKING:
-    from swe_residual.backends.docker import DockerBackend
+    from swe_residual.backends.docker.backend import DockerBackend
 
 SNAPSHOT_VERSION = "machine-v3"
 RESTORE_TIMEOUT_S = 30.0           # per process: running (and listening) again

@@ -27,9 +27,8 @@ from typing import Any
 from swe_residual.redact import redact, secret_values
 from swe_residual.report.html.case_page import SYMBOL, WORD, CaseInputs, outcome_class, render_case
 from swe_residual.report.html.kit import esc, forget_paths, page, read_text
-from swe_residual.results import Manifest
+from swe_residual.results import RUN_PAGE, Manifest
 
-RUN_PAGE = "report.html"
 PAGES = "pages"
 RUN_INFO = "run-info.json"
 REQUEST_LIMIT = 256 << 10        # bytes of one instruction.md kept and shown
