@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from swe_residual.errors import HarnessError
 from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
 
@@ -48,6 +49,7 @@ class Environment(ABC):
     baseline: str = ""              # "<blob> <path>" lines: untracked files the clean state ships
     touched: bool = False           # a command ran or a file was copied in since materialize
     start_patch: bytes | None = None  # the starting state as a patch (b"" for a clean start)
+    report: dict | None = None      # machine states: how this instance was restored (method, times, processes)
 
     def path(self, harbor_path: str) -> str:
         """How commands inside see a Harbor path (identity except in the unsandboxed local mode)."""
@@ -94,6 +96,11 @@ class Environment(ABC):
     def ready(self) -> None:
         """Be ready to run commands now (a container starts); idempotent, implied by execute."""
 
+    def changes(self) -> list[dict] | None:
+        """The file changes since the instance started ({"Path", "Kind": 0 changed, 1 added, 2
+        deleted}), where the backend can tell (a machine state's container); else None."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Remove everything this environment created (idempotent)."""
@@ -106,8 +113,22 @@ class Environment(ABC):
 
 
 class Backend(ABC):
+    """Where environments come from. What a backend can do is declared here and checked once, in
+    the plan (run/plan.py check_backend), before any case runs."""
+
     name: str
     host: str | None = None      # the engine it runs on, where there can be several
+    supports_machine_states: bool = False   # can hold a whole machine (installed software, live processes)
+    needs_task_repository: bool = False     # runs only tasks that ship their repository (metadata.repository_dir)
+
+    @classmethod
+    def hosts(cls, given: list[str] | None = None) -> list[str | None]:
+        """The engines cases are spread over (None: the only one there is)."""
+        return [None]
+
+    @classmethod
+    def check_available(cls, hosts: list[str | None], timeout: float = 5.0) -> None:
+        """InputError (a usage error before any case) when an engine of `hosts` does not answer."""
 
     @classmethod
     def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
@@ -131,9 +152,20 @@ class Backend(ABC):
     def verifier_environment(self, task: Task) -> Environment:
         """A fresh environment of the task's separate verifier (environment_mode = "separate")."""
 
+    def snapshot(self, task: Task, state: LoadedState):
+        """Machine-capable backends: the state's snapshot, built from its interactions (or reused)."""
+        raise HarnessError(machine_refusal(self.name, task))
+
     def sweep(self) -> list[str]:
         """Remove what processes of this host that are gone left behind (containers, workspaces)."""
         return []
 
     def close(self) -> None:
         """Release session-level resources."""
+
+
+def machine_refusal(backend: str, task: Task) -> str:
+    """Why a backend that cannot hold machine states refuses a machine-track task (one line)."""
+    return (f"--backend {backend}: task {task.id} of track {task.track!r} is a machine task: the {backend} backend "
+            "cannot hold machine states (installed software, configuration, live processes), only a repository; "
+            "use --backend docker")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from swe_residual.backends import repo
-from swe_residual.backends.base import COPY_LIMIT, Backend, Environment, ExecResult
+from swe_residual.backends.base import COPY_LIMIT, Backend, Environment, ExecResult, machine_refusal
 from swe_residual.backends.owners import owner_name, sweep_dirs
 from swe_residual.backends.safecopy import copy_tree
 from swe_residual.backends.sandbox import Bind, SandboxSpec, bwrap_argv, bwrap_path, run_tree, runtime_path
@@ -135,15 +135,9 @@ class LocalEnvironment(Environment):
 LOCAL_ROOT = Path(tempfile.gettempdir()) / "swe-residual-local"
 
 
-def machine_refusal(task: Task) -> str:
-    """Why the local backend cannot run a machine-track task (one line)."""
-    return (f"--backend local: task {task.id} of track {task.track!r} is a machine task: the local backend cannot "
-            "hold machine states (installed software, configuration, live processes), only a repository; "
-            "use --backend docker")
-
-
 class LocalBackend(Backend):
     name = "local"
+    needs_task_repository = True
 
     @classmethod
     def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
@@ -170,7 +164,7 @@ class LocalBackend(Backend):
         with self._lock:
             if key not in self._bases:
                 if task.kind == "machine":
-                    raise InputError(machine_refusal(task))
+                    raise InputError(machine_refusal(self.name, task))
                 src = task.repository_dir
                 if src is None:
                     raise InputError(f"{task.path / 'task.toml'}: metadata.repository_dir: the local backend "

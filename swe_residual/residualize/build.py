@@ -101,7 +101,7 @@ def validate_candidate(session: RunSession, case: Case, run: PredecessorRun) -> 
     try:
         session.backend.prepare(case.task, [state])
         if state.kind == "machine":
-            snap = session.backend.machine.snapshot(case.task, state)
+            snap = session.backend.snapshot(case.task, state)
             state.entry.provenance = {**(state.entry.provenance or {}), "snapshot": snap.method}
             if not snap.deterministic:
                 return out("rebuild_failed", "two replays of its interactions differ: " + "; ".join(snap.differences))

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swe_residual.agents import AgentRegistry
+from swe_residual.backends import backend_class
+from swe_residual.backends.base import machine_refusal
 from swe_residual.errors import InputError
 from swe_residual.run.runner import Case, build_cases
 from swe_residual.states import LoadedState, load_states
@@ -90,23 +92,19 @@ def check_backend(plan: Plan, backend: str, hosts: list[str] | None = None) -> N
     if not tracks:
         return
     configs = {t: load_track_config(SUITES_ROOT / t) for t in tracks}
-    if backend == "docker":
-        from swe_residual.backends import docker_hosts
-        from swe_residual.backends.docker.engine import check_engine
-        try:
-            for host in docker_hosts(hosts):
-                check_engine(base_url=host)
-        except InputError as exc:
-            needs = [f"track {t!r} needs Docker ({c.backend_reason or 'its default backend is docker'})"
-                     for t, c in configs.items() if c.default_backend == "docker"]
-            raise InputError("; ".join([*needs, str(exc)])) from None
-        return
+    cls = backend_class(backend)
+    try:
+        cls.check_available(cls.hosts(hosts))
+    except InputError as exc:
+        needs = [f"track {t!r} needs {backend.capitalize()} "
+                 f"({c.backend_reason or f'its default backend is {backend}'})"
+                 for t, c in configs.items() if c.default_backend == backend]
+        raise InputError("; ".join([*needs, str(exc)])) from None
     for case in plan.cases:
         task = case.task
-        if task.kind == "machine":
-            from swe_residual.backends.local import machine_refusal
-            raise InputError(machine_refusal(task))
-        if task.repository_dir is None:
+        if task.kind == "machine" and not cls.supports_machine_states:
+            raise InputError(machine_refusal(backend, task))
+        if task.repository_dir is None and cls.needs_task_repository:
             why = configs[case.track].backend_reason
             raise InputError(f"--backend {backend}: task {task.id} of track {case.track!r} ships no repository "
                              f"({task.path / 'task.toml'} has no [metadata] repository_dir), so only Docker "

@@ -1,6 +1,6 @@
-"""One attempt of one case: materialize -> agent -> final patch -> verify -> record.
+"""One attempt of one case: materialize -> agent -> verify -> flag -> record (class Attempt).
 
-A Case is (agent, task, start, state). run_case appends exactly one record per attempt and
+A Case is (agent, task, start, state). An Attempt appends exactly one record and
 classifies every way an attempt can end by the taxonomy in swe_residual/errors.py: a counted
 rule gives an outcome; an InfraError is recorded with no outcome and then propagates, so the
 session can rerun the case from a fresh instance.
@@ -20,18 +20,22 @@ from typing import Iterable, Mapping
 
 from swe_residual.agents import Agent, AgentContext, AgentResult, Budget
 from swe_residual.agents.config import agent_label
-from swe_residual.backends.base import Backend
+from swe_residual.backends.base import Backend, Environment
 from swe_residual.errors import BudgetExhausted, ContextExhausted, HarnessError, InfraError, RunDirError
 from swe_residual.interactions import FILE_NAME, dumps
 from swe_residual.redact import redact
 from swe_residual.results import Record, append_record
 from swe_residual.run import integrity
-from swe_residual.run.verification import ReferenceChecks, VerifierStandby, agent_stopped, verify_with_policy
+from swe_residual.run.verification import (
+    ReferenceChecks,
+    Verification,
+    VerifierStandby,
+    agent_stopped,
+    verify_with_policy,
+)
 from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
 from swe_residual.trajectory import Trajectory
-
-HANDOFF_VIEWS = ("summary", "trace")
 
 
 @dataclass(frozen=True)
@@ -125,110 +129,179 @@ def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
                            message=f"{type(exc).__name__}: {exc}")
 
 
-def run_case(case: Case, *, agent: Agent, backend: Backend, run_dir: Path, references: ReferenceChecks,
-             attempt: int = 1, agent_timeout: float | None = None, grade_uncommitted: bool = False) -> Record:
-    """Run one attempt and append its record; re-raises InfraError after recording it.
+class Attempt:
+    """One attempt of one case, one method per phase: materialize the start, run the agent, collect
+    what it left, verify (with the re-verify policy), flag, record. `timings` holds each phase's
+    seconds. Reruns after an infra error are the session's (RunSession.run), not the attempt's.
 
     grade_uncommitted: grade the whole final tree even where the task's verifier collects only
     commits (DeepSWE) - how `validate` grades a residual state itself, whose work is uncommitted.
     """
-    started = time.monotonic()
-    artifacts = run_dir / "cases" / case.dir_name / f"attempt-{attempt}"
-    shutil.rmtree(artifacts, ignore_errors=True)
-    try:
-        artifacts.mkdir(parents=True)
-    except OSError as exc:
-        raise RunDirError(f"cannot write {artifacts}: {exc.strerror or exc}") from None
-    rel = lambda p: str(p.relative_to(run_dir))  # noqa: E731
-    record = case.record(harness=agent.harness, attempt=attempt, backend=backend.name, host=backend.host)
-    trajectory = Trajectory(agent=case.agent_label, harness=agent.harness)
-    traj_path = artifacts / "trajectory.json"
-    try:
-        request = request_of(case)
+
+    def __init__(self, case: Case, *, agent: Agent, backend: Backend, run_dir: Path, references: ReferenceChecks,
+                 attempt: int = 1, agent_timeout: float | None = None, grade_uncommitted: bool = False):
+        self.case, self.agent, self.backend, self.run_dir = case, agent, backend, run_dir
+        self.references, self.agent_timeout, self.grade_uncommitted = references, agent_timeout, grade_uncommitted
+        self.artifacts = run_dir / "cases" / case.dir_name / f"attempt-{attempt}"
+        self.record = case.record(harness=agent.harness, attempt=attempt, backend=backend.name, host=backend.host)
+        self.trajectory = Trajectory(agent=case.agent_label, harness=agent.harness)
+        self.timings: dict[str, float] = {}
+        self.env: Environment | None = None
+        self.standby: VerifierStandby | None = None
+        self.verification: Verification | None = None
+
+    def _rel(self, path: Path) -> str:
+        return str(path.relative_to(self.run_dir))
+
+    def _timed(self, phase: str, started: float) -> float:
+        self.timings[phase] = seconds = time.monotonic() - started
+        return seconds
+
+    # -- the attempt --------------------------------------------------------------------------------
+    def run(self) -> Record:
+        """Run every phase and append the record; re-raises InfraError after recording it."""
+        started = time.monotonic()
+        shutil.rmtree(self.artifacts, ignore_errors=True)
         try:
-            env = backend.materialize(case.task, case.state, request)
+            self.artifacts.mkdir(parents=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot write {self.artifacts}: {exc.strerror or exc}") from None
+        try:
+            try:
+                self.materialize()
+                self.run_agent()
+                self.verify()
+            finally:
+                self.release()
+        except Exception as exc:
+            raise self.infra(exc, started) from None
+        self.flag()
+        self.grade()
+        return self.append(started)
+
+    # -- phases -------------------------------------------------------------------------------------
+    def materialize(self) -> None:
+        """A fresh instance of the starting state with the request; a fresh verifier instance gets
+        ready while the agent works (not for in-place verification)."""
+        t0 = time.monotonic()
+        case = self.case
+        self.request = request_of(case)
+        try:
+            self.env = self.backend.materialize(case.task, case.state, self.request)
         except InfraError:
             raise
         except Exception as exc:  # an engine or host failure while building the starting state
             raise HarnessError(f"materializing the {case.start} start: {type(exc).__name__}: {exc}") from exc
-        # a fresh verifier instance gets ready while the agent works (not for in-place verification)
-        standby = VerifierStandby(backend, case.task) if case.task.verify_mode != "in_place" else None
+        if case.task.verify_mode != "in_place":
+            self.standby = VerifierStandby(self.backend, case.task)
+        if self.env.report:              # how a machine state was restored (method, times, processes)
+            path = self.artifacts / "snapshot.json"
+            path.write_text(json.dumps(self.env.report, indent=1, sort_keys=True), encoding="utf-8")
+            self.record.artifacts["snapshot"] = self._rel(path)
+        self._timed("materialize", t0)
+
+    def run_agent(self) -> None:
+        """The agent in the environment, within the budget; then what it left: the trajectory, its
+        terminal interactions, how it ended and what it used."""
+        task, record, trajectory = self.case.task, self.record, self.trajectory
+        ctx = AgentContext(request=self.request, env=self.env, task=task,
+                           budget=budget_for(task, self.agent, self.agent_timeout), trajectory=trajectory,
+                           artifacts_dir=self.artifacts)
+        t0 = time.monotonic()
+        result = _run_agent(self.agent, ctx)
+        agent_stopped(task, self.env)
+        record.agent_duration_s = round(self._timed("agent", t0), 3)
+        record.declared_complete = result.declared_complete
+        record.termination = result.termination
+        record.steps = result.steps
+        record.prompt_tokens, record.completion_tokens, record.cost_usd = trajectory.usage()
+        traj_path = self.artifacts / "trajectory.json"
+        trajectory.write(traj_path)
+        record.artifacts["trajectory"] = self._rel(traj_path)
+        if ctx.interactions:
+            path = self.artifacts / FILE_NAME
+            path.write_text(redact(dumps(ctx.interactions).decode("utf-8")), encoding="utf-8")
+            record.artifacts["interactions"] = self._rel(path)
+
+    def verify(self) -> None:
+        """The final state graded by the hidden tests (final patch on a fresh instance, or in place)."""
+        t0 = time.monotonic()
         try:
-            report = getattr(env, "report", None)
-            if report:              # how a machine state was restored (method, times, processes)
-                (artifacts / "snapshot.json").write_text(json.dumps(report, indent=1, sort_keys=True),
-                                                         encoding="utf-8")
-                record.artifacts["snapshot"] = rel(artifacts / "snapshot.json")
-            ctx = AgentContext(request=request, env=env, task=case.task,
-                               budget=budget_for(case.task, agent, agent_timeout), trajectory=trajectory,
-                               artifacts_dir=artifacts)
-            t0 = time.monotonic()
-            result = _run_agent(agent, ctx)
-            agent_stopped(case.task, env)
-            record.agent_duration_s = round(time.monotonic() - t0, 3)
-            record.declared_complete = result.declared_complete
-            record.termination = result.termination
-            record.steps = result.steps
-            record.prompt_tokens, record.completion_tokens, record.cost_usd = trajectory.usage()
-            trajectory.write(traj_path)
-            record.artifacts["trajectory"] = rel(traj_path)
-            if ctx.interactions:
-                (artifacts / FILE_NAME).write_text(redact(dumps(ctx.interactions).decode("utf-8")), encoding="utf-8")
-                record.artifacts["interactions"] = rel(artifacts / FILE_NAME)
-            try:
-                v = verify_with_policy(backend, case.task, env, artifacts, references,
-                                       grade_uncommitted=grade_uncommitted, standby=standby)
-            finally:
-                if (artifacts / "final.patch").is_file():
-                    record.artifacts["patch"] = rel(artifacts / "final.patch")
-                if (artifacts / "final.changes").is_file():
-                    record.artifacts["changes"] = rel(artifacts / "final.changes")
-            record.verify_duration_s = round(v.duration_s, 3)
-            record.artifacts["verifier_log"] = rel(v.log_path)
+            self.verification = verify_with_policy(self.backend, self.case.task, self.env, self.artifacts,
+                                                   self.references, grade_uncommitted=self.grade_uncommitted,
+                                                   standby=self.standby)
         finally:
-            env.close()
-            if standby is not None:
-                standby.close()
-    except Exception as exc:
+            for name, key in (("final.patch", "patch"), ("final.changes", "changes")):
+                if (self.artifacts / name).is_file():
+                    self.record.artifacts[key] = self._rel(self.artifacts / name)
+            self._timed("verify", t0)
+        self.record.verify_duration_s = round(self.verification.duration_s, 3)
+        self.record.artifacts["verifier_log"] = self._rel(self.verification.log_path)
+
+    def release(self) -> None:
+        """Remove the environments of this attempt (whatever phase it ended in)."""
+        if self.env is not None:
+            self.env.close()
+        if self.standby is not None:
+            self.standby.close()
+
+    def flag(self) -> None:
+        """Integrity flags: what in the final patch could flip a verdict without solving the task."""
+        final_patch, ignored = self.artifacts / "final.patch", self.artifacts / "final.ignored"
+        if not final_patch.is_file():
+            return
+        state = self.case.state
+        self.record.integrity = integrity.flags(
+            final_patch.read_bytes(), ignored.read_text(encoding="utf-8").splitlines() if ignored.is_file() else [],
+            self.case.task, state.patch if state is not None else b"")
+        if ignored.is_file():
+            self.record.artifacts["ignored"] = self._rel(ignored)
+
+    def grade(self) -> None:
+        """Outcome and rule by the taxonomy (docs/errors.md): an exhausted budget or context is a
+        task failure whatever the final state; otherwise the verifier's verdict."""
+        v, record = self.verification, self.record
+        notes = [n for n in (v.note, v.patch_problem) if n]
+        record.verdict_note = redact("; ".join(notes))[:2000] or None
+        if record.termination in ("budget", "context_exhausted"):
+            record.outcome, record.rule = 0, record.termination
+        else:
+            record.outcome = v.verdict.outcome
+            record.rule = ("verifier_agent_caused" if v.agent_caused
+                           else "agent_error" if record.termination == "agent_error" else "verdict")
+        record.verdict = "pass" if record.outcome == 1 else "fail"
+        record.tests = v.verdict.tests
+        record.missing_tests = v.verdict.missing
+
+    def append(self, started: float) -> Record:
+        self.record.duration_s = round(time.monotonic() - started, 3)
+        append_record(self.run_dir, self.record)
+        return self.record
+
+    def infra(self, exc: Exception, started: float) -> InfraError:
+        """Record an attempt that ended in an infrastructure problem (never the agent's failure) and
+        return the error to raise, its record on exc.record."""
         if not isinstance(exc, InfraError):  # a harness bug or host OSError: never the agent's failure
             exc = HarnessError(f"{type(exc).__name__}: {exc}")
+        record = self.record
         record.error = redact(str(exc))[:2000]
         record.rule = exc.rule
         record.termination = record.termination or "infra"
-        record.duration_s = round(time.monotonic() - started, 3)
-        if trajectory.steps and "trajectory" not in record.artifacts:
+        if self.trajectory.steps and "trajectory" not in record.artifacts:
             try:
-                trajectory.write(traj_path)
-                record.artifacts["trajectory"] = rel(traj_path)
+                self.trajectory.write(self.artifacts / "trajectory.json")
+                record.artifacts["trajectory"] = self._rel(self.artifacts / "trajectory.json")
             except OSError:
                 pass  # a full run dir: append_record below says so
-        append_record(run_dir, record)
+        self.append(started)
         exc.record = record
-        raise exc
-    verdict = v.verdict
-    final_patch = artifacts / "final.patch"
-    if final_patch.is_file():
-        ignored = artifacts / "final.ignored"
-        record.integrity = integrity.flags(final_patch.read_bytes(),
-                                           ignored.read_text(encoding="utf-8").splitlines() if ignored.is_file() else [],
-                                           case.task, case.state.patch if case.state is not None else b"")
-        if ignored.is_file():
-            record.artifacts["ignored"] = rel(ignored)
-    notes = [n for n in (v.note, v.patch_problem) if n]
-    record.verdict_note = redact("; ".join(notes))[:2000] or None
-    if record.termination in ("budget", "context_exhausted"):
-        # an exhausted budget or context is a task failure whatever the final state
-        record.outcome, record.rule = 0, record.termination
-    else:
-        record.outcome = verdict.outcome
-        record.rule = ("verifier_agent_caused" if v.agent_caused
-                       else "agent_error" if record.termination == "agent_error" else "verdict")
-    record.verdict = "pass" if record.outcome == 1 else "fail"
-    record.tests = verdict.tests
-    record.missing_tests = verdict.missing
-    record.duration_s = round(time.monotonic() - started, 3)
-    append_record(run_dir, record)
-    return record
+        return exc
+
+
+def run_case(case: Case, **options) -> Record:
+    """Run one attempt of a case and append its record (Attempt); re-raises InfraError after
+    recording it."""
+    return Attempt(case, **options).run()
 
 
 def explain_failure(record: Record) -> str:

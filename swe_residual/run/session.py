@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from swe_residual.agents import Agent
-from swe_residual.backends import docker_hosts as hb_docker_hosts
-from swe_residual.backends import get_backend
+from swe_residual.backends import backend_class, get_backend
 from swe_residual.backends.base import Backend
 from swe_residual.errors import HarnessError, InfraError, InputError, RunDirError
 from swe_residual.results import MANIFEST, RESULTS, Manifest, Record, StateFacts, TaskFacts, append_record, iter_records
@@ -80,7 +79,7 @@ class RunSession:
         self.backend_name = backend
         # several Docker engines: this process prefers hosts[host_index % n] and fails over to the
         # others when its engine stops answering
-        self.hosts: list[str | None] = hb_docker_hosts(docker_hosts) if backend == "docker" else [None]
+        self.hosts: list[str | None] = backend_class(backend).hosts(docker_hosts)
         self.host_index = host_index % len(self.hosts)
         self._down: dict[str | None, float] = {}
         self.agent_timeout = agent_timeout
@@ -129,10 +128,8 @@ class RunSession:
             if why:
                 raise InputError(why)
         check_state_patches(self.plan)
-        if self.plan.cases and self.backend_name == "docker":
-            from swe_residual.backends.docker.engine import check_engine
-            for host in self.hosts:
-                check_engine(base_url=host)
+        if self.plan.cases:
+            backend_class(self.backend_name).check_available(self.hosts)
 
     def _load_previous(self) -> None:
         for rec in iter_records(self.run_dir):
@@ -209,9 +206,8 @@ class RunSession:
         """After an infra error: is the engine still there? If not, drop its connection and avoid it."""
         if len(self.hosts) < 2:
             return
-        from swe_residual.backends.docker.engine import check_engine
         try:
-            check_engine(timeout=3.0, base_url=host)
+            backend_class(self.backend_name).check_available([host], timeout=3.0)
         except InputError:
             self._down[host] = time.monotonic()
             with self._lock:

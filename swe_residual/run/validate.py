@@ -67,11 +67,10 @@ def machine_check(session: RunSession, state) -> tuple[dict | None, list[str]]:
     """Snapshot and restore one machine state: (facts, problems), each problem one line."""
     case = next(c for c in session.plan.cases if c.state is not None and c.state.id == state.id)
     backend = session.backend
-    machine = getattr(backend, "machine", None)
-    if machine is None:
+    if not backend.supports_machine_states:
         return None, [f"the {backend.name} backend cannot hold machine states; use --backend docker"]
     try:
-        snap = machine.snapshot(case.task, state)
+        snap = backend.snapshot(case.task, state)
     except InfraError as exc:
         return None, [f"the state could not be rebuilt: {exc}"]
     facts = {"method": snap.method, "snapshot_s": snap.snapshot_s, "replay_s": snap.replay.duration_s,
@@ -86,7 +85,7 @@ def machine_check(session: RunSession, state) -> tuple[dict | None, list[str]]:
     except InfraError as exc:
         return facts, problems + [str(exc)]
     try:
-        facts["restore_s"] = (getattr(env, "report", None) or {}).get("restore_s")
+        facts["restore_s"] = (env.report or {}).get("restore_s")
         res = env.execute(USABLE, timeout=60)
         if res.exit_code != 0 or "swe-residual-usable" not in res.output:
             problems.append(f"a command does not run in the restored state (exit {res.exit_code})")

@@ -135,10 +135,10 @@ def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path) -> Verif
     logs = artifacts_dir / "verifier"
     shutil.rmtree(logs, ignore_errors=True)
     started = time.monotonic()
-    changes = getattr(env, "changes", None)
+    changes = env.changes()
     if changes is not None:
         kinds = {0: "C", 1: "A", 2: "D"}
-        lines = sorted(f"{kinds.get(c.get('Kind'), '?')} {c.get('Path')}" for c in changes())
+        lines = sorted(f"{kinds.get(c.get('Kind'), '?')} {c.get('Path')}" for c in changes)
         (artifacts_dir / "final.changes").write_text("\n".join(lines[:CHANGES_LIMIT]) + ("\n" if lines else ""),
                                                    encoding="utf-8")
     timeout = task.config.verifier.timeout_sec

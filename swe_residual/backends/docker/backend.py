@@ -7,11 +7,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from swe_residual.backends import docker_hosts
 from swe_residual.backends.base import Backend, Environment
 from swe_residual.backends.docker.engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK, Engine, check_engine
 from swe_residual.backends.docker.environment import DockerEnvironment
 from swe_residual.backends.docker.images import ImageInfo, TaskImages
 from swe_residual.backends.docker.machine import MachineEnvironment, MachineStates
+from swe_residual.backends.machine.snapshot import Snapshot
 from swe_residual.backends.sandbox import PIDS_MAX
 from swe_residual.backends.workspace import apply_state
 from swe_residual.states import LoadedState
@@ -20,6 +22,16 @@ from swe_residual.tasks import Task
 
 class DockerBackend(Backend):
     name = "docker"
+    supports_machine_states = True
+
+    @classmethod
+    def hosts(cls, given: list[str] | None = None) -> list[str | None]:
+        return docker_hosts(given)
+
+    @classmethod
+    def check_available(cls, hosts: list[str | None], timeout: float = 5.0) -> None:
+        for host in hosts:
+            check_engine(timeout=timeout, base_url=host)
 
     @classmethod
     def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
@@ -46,6 +58,9 @@ class DockerBackend(Backend):
                 self.machine.snapshot(task, state)
             else:
                 self.state_image(task, state)
+
+    def snapshot(self, task: Task, state: LoadedState) -> Snapshot:
+        return self.machine.snapshot(task, state)
 
     def state_image(self, task: Task, state: LoadedState) -> ImageInfo:
         def build(clean: ImageInfo, state: LoadedState, tag: str) -> str:
