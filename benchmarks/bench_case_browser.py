@@ -14,7 +14,7 @@ Measured on the 2-core dev machine (shared; load average 4-6 from other work): r
 show); write_browser 4.1-17.9 s and the whole command 9.1-18.0 s, depending on how busy the
 cores were. What it took: pages rewritten in place (deleting 10k old pages cost more than
 writing them), each task's grid row built once for its pages, diffs escaped per file, directories
-resolved once, and a forked child writing every other task's pages (browser.PARALLEL_MIN).
+resolved once, and a forked child writing every other task's pages (report/html/run_page.py).
 
     python3 -m pytest benchmarks/bench_case_browser.py -s
     SWE_RESIDUAL_BENCH_STRICT=1 ... additionally fails when the command takes TARGET_S or more

@@ -125,7 +125,7 @@ def test_demo_residual_dirs(demo_export):
         patch = (env / ".swe-residual" / "state.patch").read_bytes()
         assert hashlib.sha256(patch).hexdigest() == state.artifact.sha256 == e["state_patch_sha256"]
         assert (env / ".swe-residual" / "apply_patch.sh").read_bytes() == \
-            (ROOT / "swe_residual/scripts/apply_patch.sh").read_bytes()
+            (ROOT / "swe_residual/backends/scripts/apply_patch.sh").read_bytes()
 
 
 def test_start_selects_what_is_exported(tmp_path):

@@ -13,7 +13,7 @@ dir's results.jsonl, with the artifacts and manifest our own runs have, so `swe-
   `pytest suites/<track> --agent <agent>` builds it, so imported and local runs of one agent name
   compare and merge.
 * How a trial ended maps to our taxonomy with the same rules as the predecessor importer
-  (residualize/endings.py harbor_ending, residualize/importers.py settle): e.g. AgentTimeoutError is
+  (sources/endings.py harbor_ending and settle): e.g. AgentTimeoutError is
   `budget` (counted, outcome 0), a model API error `infra_model_service` and VerifierTimeoutError
   `infra_verifier` (no outcome).
 * Idempotent: a trial whose id is already in the run dir (its result.json is kept under

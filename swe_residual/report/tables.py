@@ -9,9 +9,7 @@ depend on which run dir they came from.
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import io
 import json
 import os
@@ -434,26 +432,17 @@ def render_csv(report: dict) -> str:
     return buf.getvalue()
 
 
-def _html_table(t: Table) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c in t.columns)
-    body = "".join("<tr>" + "".join(f"<td><b>{e(c)}</b></td>" if (i, j) in t.bold else f"<td>{e(c)}</td>"
-                                    for j, c in enumerate(row)) + "</tr>" for i, row in enumerate(t.rows))
-    notes = "".join(f"<li>{e(n)}</li>" for n in t.notes if n)
-    return (f'<h3>{e(t.title)}</h3><table class="swe-residual"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>" + (f"<ul>{notes}</ul>" if notes else ""))
-
-
 def render_html_fragment(report: dict, figures: bool = True) -> str:
     """Escaped HTML tables and the two figures (embedded PNGs) for the pytest-html summary."""
+    from swe_residual.report.html.kit import figure, report_table
+
     parts = ['<div class="swe-residual-report"><h2>SWE-Residual</h2>']
-    parts += [_html_table(t) for t in all_tables(report)]
+    parts += [report_table(t) for t in all_tables(report)]
     if figures:
         for title, png in (("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
                            ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))):
             if png:
-                parts.append(f'<h3>{html.escape(title)}</h3><img alt="{html.escape(title)}" '
-                             f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"/>')
+                parts.append(figure(title, png))
     parts.append("</div>")
     return "".join(parts)
 

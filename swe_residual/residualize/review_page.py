@@ -4,14 +4,13 @@ A reviewer enters their name once (a SameSite=Strict cookie), sees every candida
 status, opens one (request, trajectory summary, hidden-test statuses, files, the diff with +/-
 lines coloured) and records keep/reject for both criteria plus a comment. Decisions go through
 review.record_review, as on the command line. Packet text is untrusted: every piece is HTML-escaped
-and the Content-Security-Policy forbids scripts. Posts must carry the page's per-server token and,
-when the browser sends one, an Origin equal to the page's own; the Host header must name the
-server (DNS rebinding).
+(report/html/kit.py) and the Content-Security-Policy forbids scripts. Posts must carry the page's
+per-server token and, when the browser sends one, an Origin equal to the page's own; the Host
+header must name the server (DNS rebinding).
 """
 
 from __future__ import annotations
 
-import html
 import secrets
 import sys
 from http import cookies
@@ -19,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from swe_residual.errors import InputError
+from swe_residual.patches import split_patch
+from swe_residual.report.html.kit import diff_lines, esc, page, table
 from swe_residual.residualize.filter import candidates
 from swe_residual.residualize.packets import MAX_DIFF_BYTES, Packet, failing_first, read_packet
 from swe_residual.residualize.records import Review
@@ -36,41 +37,14 @@ COOKIE = "swe_residual_reviewer"
 MAX_BODY = 64 * 1024
 LOOPBACK = ("127.0.0.1", "localhost")
 
+# on top of the kit's styles: the whole of each text shown, statuses, messages, the decision form
 CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1300px;color:#1d1d1f}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
-pre{background:#f6f8fa;padding:.8em;overflow:auto;white-space:pre-wrap;word-break:break-word}
-pre.diff{white-space:pre}.diff span{display:block}
-.add{background:#e6ffec;color:#116329}.del{background:#ffebe9;color:#82071e}
-.hunk{color:#0550ae;background:#ddf4ff}.meta{color:#57606a;font-weight:bold}
-.pending{color:#9a6700}.kept{color:#116329}.rejected{color:#82071e}
-.error{background:#ffebe9;border:1px solid #82071e;padding:.6em}.saved{background:#e6ffec;padding:.6em}
-fieldset{margin:.6em 0}textarea{width:100%;height:6em;box-sizing:border-box}
+pre{max-height:none}
+.pending{color:var(--m)}.kept{color:var(--p)}.rejected{color:var(--f)}
+.error{background:var(--fb);border:1px solid var(--f);border-radius:6px;padding:6px 10px}
+.saved{background:var(--pb);border-radius:6px;padding:6px 10px}
+fieldset{margin:.6em 0}textarea{width:100%;height:6em}
 """
-
-
-def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def diff_html(diff: str) -> str:
-    """Each line of a git diff in a span classed by what it is (headers, hunk lines, +, -)."""
-    out, header = [], False
-    for line in diff.split("\n"):
-        if line.startswith("diff --git "):
-            cls, header = "meta", True
-        elif line.startswith("@@"):
-            cls, header = "hunk", False
-        elif header:
-            cls = "meta"
-        elif line.startswith("+"):
-            cls = "add"
-        elif line.startswith("-"):
-            cls = "del"
-        else:
-            cls = "ctx"
-        out.append(f'<span class="{cls}">{esc(line) or " "}</span>')
-    return "".join(out)
 
 
 class ReviewServer(ThreadingHTTPServer):
@@ -103,11 +77,10 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ---------------------------------------------------------------------------------
     def send_page(self, status: int, title: str, body: str, headers: dict[str, str] | None = None) -> None:
-        page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
-                f"<style>{CSS}</style></head><body>{body}</body></html>").encode()
+        data = page(title, body, css=CSS, policy=False).encode()   # the policy is the header below
         self.send_response(status)
         self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(page)))
+        self.send_header("Content-Length", str(len(data)))
         self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
                          "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
         self.send_header("X-Content-Type-Options", "nosniff")
@@ -117,7 +90,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(page)
+            self.wfile.write(data)
 
     def redirect(self, location: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(303)
@@ -255,8 +228,8 @@ class Handler(BaseHTTPRequestHandler):
                 "<p>Keep a candidate only if it is (a) <b>task-directed</b>: a coherent attempt at the request, not "
                 "unrelated or incidental changes, and (b) <b>task-verifier consistent</b>: the request and the hidden "
                 "tests agree on what completion means. Each candidate needs two reviewers.</p>"
-                "<table id='candidates'><tr><th>candidate</th><th>task</th><th>predecessor</th><th>status</th>"
-                f"<th>reviewed by</th><th>your decision</th></tr>{''.join(rows)}</table>{agree}")
+                + table(["candidate", "task", "predecessor", "status", "reviewed by", "your decision"], rows,
+                        ' id="candidates"') + agree)
 
     def candidate_page(self, cid: str, who: str, *, saved: bool = False, error: str | None = None,
                        status: int = 200, comment: str | None = None) -> None:
@@ -300,7 +273,7 @@ class Handler(BaseHTTPRequestHandler):
                 f"<h2>Files touched ({len(p.files)})</h2><ul id='files'>"
                 + "".join(f"<li><code>{esc(f)}</code></li>" for f in p.files)
                 + f"</ul><h2>Diff clean &rarr; candidate{note}</h2>"
-                + f"<pre class='diff' id='diff'>{diff_html(p.diff)}</pre>")
+                + f"<pre class='diff' id='diff'>{diff_lines(split_patch(p.diff))}</pre>")
 
     def decision_form(self, cid: str, mine: Review | None, comment: str | None) -> str:
         def radios(field: str, label: str, current: bool | None) -> str:

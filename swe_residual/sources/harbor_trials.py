@@ -13,7 +13,7 @@ A trial dir is what `harbor run` / Pier leave per trial (Harbor's TrialPaths):
                   verifier/reward.json | reward.txt, ctrf.json, test-stdout.txt, ...
 
 Nothing here decides what a trial means for a benchmark (residualize/importers.py does for
-predecessor runs, import_harbor_job.py for results). Everything is read through safe_read: no symlink is
+predecessor runs, harbor/import_job.py for results). Everything is read through safe_read: no symlink is
 followed and every file is bounded; a trial that cannot be read raises TrialError naming the file.
 """
 

@@ -3,7 +3,7 @@
 The evidence of acceptance bias is per state: the predecessor's diff the agent started from, the
 agent's final diff (vs the base commit, so it contains whatever it kept), the tests that went
 from failing to passing or the other way, integrity flags and every step of the trajectory.
-All of it is hostile text from the run dir and is escaped (browser_html).
+All of it is hostile text from the run dir and is escaped (kit.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from swe_residual.patches import FileDiff, split_patch
 from swe_residual.report.html.kit import (
-    FilePatch,
     Text,
     clip,
     details,
@@ -25,8 +25,9 @@ from swe_residual.report.html.kit import (
     inside,
     page,
     read_text,
-    split_patch,
+    table,
     tail_lines,
+    tr,
 )
 
 PATCH_LIMIT = 1 << 20          # bytes of a patch shown on a page (the file is linked)
@@ -183,16 +184,11 @@ def _cell(status: str) -> str:
 def _test_table(rows: list[tuple[str, str]], start_of, tests: dict, missing: set[str], clean_tests: dict | None) -> str:
     if not rows:
         return '<p class="mute">No test moved and none is still failing.</p>'
-    head = "<tr><th>test</th><th>moved</th><th>at start</th><th>final</th>" + (
-        "<th>same agent, clean start</th>" if clean_tests is not None else "") + "</tr>"
-    body = []
-    for kind, t in rows:
-        cells = [(f"<td><code>{esc(t)}</code></td><td>{esc(kind)}</td><td>{_cell(start_of(t))}</td>"
-                  f"<td>{_cell(_status(tests, missing, t))}</td>")]
-        if clean_tests is not None:
-            cells.append(f"<td>{_cell(clean_tests.get(t, 'n/a'))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="wrap"><table><thead>{head}</thead><tbody>{"".join(body)}</tbody></table></div>'
+    clean = clean_tests is not None
+    columns = ["test", "moved", "at start", "final"] + (["same agent, clean start"] if clean else [])
+    body = [tr(f"<code>{esc(t)}</code>", esc(kind), _cell(start_of(t)), _cell(_status(tests, missing, t)),
+               *([_cell(clean_tests.get(t, "n/a"))] if clean else [])) for kind, t in rows]
+    return table(columns, body)
 
 
 def _final_only(tests: dict, missing: set[str], clean_tests: dict | None) -> str:
@@ -221,7 +217,7 @@ def _integrity(r: Any) -> str:
             f"record field <code>integrity</code>):<ul>{items}</ul></div></section>")
 
 
-def _patch_files(t: Text | None) -> list[FilePatch] | None:
+def _patch_files(t: Text | None) -> list[FileDiff] | None:
     return split_patch(t.text) if t is not None and t.text is not None else None
 
 
@@ -254,10 +250,9 @@ def _diffs(c: CaseInputs) -> str:
             else:
                 how = "changed by the agent"
             notes[path] = how
-            rows.append(f"<tr><td><code>{esc(path)}</code></td><td>{esc(how)}</td></tr>")
+            rows.append(tr(f"<code>{esc(path)}</code>", esc(how)))
         cut = final.truncated or c.state_patch.truncated
-        out.append('<h3 id="per-file">Inherited vs final, per file</h3><div class="wrap"><table><thead><tr><th>file</th>'
-                   f'<th>what the agent did</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        out.append('<h3 id="per-file">Inherited vs final, per file</h3>' + table(["file", "what the agent did"], rows)
                    + ('<p class="warn">A patch is shortened here: its last file may be misjudged.</p>' if cut else ""))
     if r.start == "residual":
         sp = c.state.patch if c.state is not None else None
@@ -375,5 +370,4 @@ def _attempts(c: CaseInputs) -> str:
                     f"<td>{esc(clip(r.error or '', 300)[0])}</td><td>{links}</td></tr>")
     return ('<h2 id="attempts">Every record of this case</h2><p class="mute small">Shown in full above: attempt '
             f"{esc(c.primary.attempt)} (the newest with a valid verdict, else the newest).</p>"
-            '<div class="wrap"><table><thead><tr><th>attempt</th><th>verdict</th><th>rule</th><th>finished</th>'
-            f'<th>error</th><th>artifacts</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+            + table(["attempt", "verdict", "rule", "finished", "error", "artifacts"], rows))

@@ -1,10 +1,12 @@
-"""HTML building blocks of the case browser: the page shell, our CSS, bounded file reading, diffs.
+"""The one HTML kit of our pages: the run page and case pages of a run dir and the Stage III
+review page. One CSS block, esc(), the page frame, tables, figures, diffs (read by patches.py)
+and bounded reading of run-dir files.
 
-Everything shown comes from a run dir and is hostile (agent output, patches, logs): every piece
-of text goes through esc(), files are read only inside the run dirs (no symlink leads out), up
-to a size bound, and each page carries a Content-Security-Policy that allows no script but the
-page's own (by hash), no style but ours and no network at all, so a page works offline and an
-escaping mistake still could not run anything.
+Everything shown is hostile (agent output, patches, logs): every piece of text goes through
+esc(), files are read only inside the run dirs (no symlink leads out), up to a size bound, and a
+page carries a Content-Security-Policy that allows no script but the page's own (by hash), no
+style but ours and no network at all, so it works offline and an escaping mistake still could
+not run anything. (The review server sends its own policy as a header.)
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import functools
 import hashlib
 import html
 import os
+import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from swe_residual.patches import ADD, DEL, HEAD, HUNK, NOTE, FileDiff
 
 CSS = """
 :root{--fg:#1f2328;--mute:#59636e;--line:#d1d9e0;--bg2:#f6f8fa;--p:#1a7f37;--pb:#d2f4d8;--f:#cf222e;--fb:#ffd8d6;
@@ -80,23 +86,25 @@ def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+@functools.lru_cache(maxsize=64)
 def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
-_CSS_HASH = _sha256(CSS)
-
-
-def page(title: str, body: str, script: str | None = None) -> str:
-    """A complete offline page: our CSS, the body, and at most our own script (allowed by hash)."""
-    scripts = f"'{_sha256(script)}'" if script else "'none'"
-    csp = (f"default-src 'none'; img-src data:; style-src '{_CSS_HASH}'; script-src {scripts}; "
-           "base-uri 'none'; form-action 'none'")
+def page(title: str, body: str, script: str | None = None, *, css: str = "", policy: bool = True) -> str:
+    """A complete offline page: our CSS (and the page's own rules `css`), the body, and at most our
+    own script (allowed by hash). policy=False leaves the policy to the server's header."""
+    style = CSS + css
+    meta = ""
+    if policy:
+        scripts = f"'{_sha256(script)}'" if script else "'none'"
+        csp = (f"default-src 'none'; img-src data:; style-src '{_sha256(style)}'; script-src {scripts}; "
+               "base-uri 'none'; form-action 'none'")
+        meta = f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
     tail = f"<script>{script}</script>" if script else ""
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{meta}'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{body}{tail}</body></html>\n")
+            f"<title>{esc(title)}</title><style>{style}</style></head><body>{body}{tail}</body></html>\n")
 
 
 def facts(rows: Iterable[tuple[str, str]]) -> str:
@@ -108,6 +116,42 @@ def details(summary: str, body: str, open_: bool = False, cls: str = "") -> str:
     """A collapsible block; summary and body are HTML already."""
     attrs = (' open' if open_ else '') + (f' class="{cls}"' if cls else '')
     return f"<details{attrs}><summary>{summary}</summary>{body}</details>"
+
+
+def table(columns: Sequence[str], rows: Iterable[str], attrs: str = "") -> str:
+    """A table in a scrolling div: column names (text), then rows that are HTML already
+    (`<tr>...</tr>`, callers escape); no head row without columns."""
+    head = ("<thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in columns) + "</tr></thead>") if columns else ""
+    return f'<div class="wrap"><table{attrs}>{head}<tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def tr(*cells: str) -> str:
+    """A table row of plain cells; each cell is HTML already."""
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+_NUMERIC = re.compile(r"[-\d.,/ \[\]%n/a*]+")
+
+
+def report_table(t: Any) -> str:
+    """A report table (swe_residual.report.tables.Table): its title, cells as text (numbers right
+    aligned, the best per track bold), its notes below."""
+    rows = []
+    for i, row in enumerate(t.rows):
+        cells = []
+        for j, c in enumerate(row):
+            num = ' class="num"' if j and _NUMERIC.fullmatch(c or "") else ""
+            cells.append(f"<td{num}><b>{esc(c)}</b></td>" if (i, j) in t.bold else f"<td{num}>{esc(c)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes if n)
+    return (f"<h3>{esc(t.title)}</h3>" + table(t.columns, rows, ' class="swe-residual"')
+            + (f'<ul class="notes">{notes}</ul>' if notes else ""))
+
+
+def figure(title: str, png: bytes) -> str:
+    """A titled PNG, embedded (the pages load nothing)."""
+    return (f'<div><h3>{esc(title)}</h3><img class="fig" alt="{esc(title)}" '
+            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></div>')
 
 
 # -- reading run-dir files ------------------------------------------------------------------------
@@ -189,83 +233,33 @@ def tail_lines(text: str, n: int) -> tuple[str, bool]:
     return ("\n".join(lines[-n:]), True) if len(lines) > n else (text, False)
 
 
-# -- diffs ------------------------------------------------------------------------------------------
+# -- diffs (read by swe_residual.patches) ---------------------------------------------------------
 
-@dataclass
-class FilePatch:
-    """One file's section of a git diff: its path, the section's lines, + and - counts."""
-
-    path: str
-    lines: list[str]
-    added: int = 0
-    deleted: int = 0
-
-    def body(self) -> str:
-        """The section without its index line (blob ids), to compare two patches' versions."""
-        return "\n".join(line for line in self.lines if not line.startswith("index "))
+# the classes of a line of each kind: the one the styles use and the kind's name
+_LINE_CLASS = {ADD: "a add", DEL: "d del", HUNK: "h hunk", HEAD: "g head", NOTE: "g note"}
 
 
-def split_patch(text: str) -> list[FilePatch]:
-    """The file sections of a git diff (a line starting "diff --git " always opens one: inside a
-    hunk every content line starts with ' ', '+', '-' or '\\'). Text before the first section,
-    or a plain unified diff, is one section named by its '+++' line."""
-    files: list[FilePatch] = []
-    cur: FilePatch | None = None
-    for line in text.split("\n"):
-        if line.startswith("diff --git ") or cur is None:
-            cur = FilePatch(_path_of(line), [])
-            files.append(cur)
-        cur.lines.append(line)
-        if line.startswith("+++ ") and cur.path == "":
-            cur.path = line[4:].split("\t", 1)[0].removeprefix("b/")
-        elif line.startswith("+") and not line.startswith("+++ "):
-            cur.added += 1
-        elif line.startswith("-") and not line.startswith("--- "):
-            cur.deleted += 1
-    if files and files[-1].lines == [""]:
-        files.pop()
-    elif files and files[-1].lines and files[-1].lines[-1] == "":
-        files[-1].lines.pop()
-    return [f for f in files if any(f.lines)]
+def diff_lines(files: Iterable[FileDiff]) -> str:
+    """The escaped lines of patch sections (patches.split_patch), each line marked by its kind
+    for colour (context and empty lines are plain).
 
-
-def _path_of(header: str) -> str:
-    if not header.startswith("diff --git "):
-        return ""
-    rest = header[len("diff --git "):]
-    b = rest.rfind(" b/")
-    return rest[b + 3:] if b >= 0 else rest
-
-
-def diff_lines(lines: list[str]) -> str:
-    """Escaped diff lines, added/deleted/hunk/header lines marked for colour.
-
-    Escaped as one text (escaping adds no newline and leaves '+', '-', '@' and ' ' alone, so
-    each escaped line starts as the original did)."""
+    Escaped as one text (escaping adds no newline, so the escaped lines match the kinds)."""
+    files = list(files)
+    kinds = [k for f in files for k in f.kinds]
     out = []
-    for e in esc("\n".join(lines)).split("\n"):
-        c = e[:1]
-        if c == "+" and not e.startswith("+++ "):
-            out.append(f'<span class="a">{e}</span>')
-        elif c == "-" and not e.startswith("--- "):
-            out.append(f'<span class="d">{e}</span>')
-        elif c == "@":
-            out.append(f'<span class="h">{e}</span>')
-        elif c == " " or not e:
-            out.append(e)
-        else:
-            out.append(f'<span class="g">{e}</span>')
+    for kind, e in zip(kinds, esc("\n".join(line for f in files for line in f.lines)).split("\n")):
+        cls = _LINE_CLASS.get(kind) if e else None
+        out.append(f'<span class="{cls}">{e}</span>' if cls else e)
     return "\n".join(out)
 
 
-def diff_block(files: list[FilePatch], collapsed: set[str] = frozenset(), notes: dict[str, str] | None = None) -> str:
+def diff_block(files: list[FileDiff], collapsed: set[str] = frozenset(), notes: dict[str, str] | None = None) -> str:
     """One collapsible block per file; files named in `collapsed` start closed."""
     notes = notes or {}
     parts = []
     for f in files:
         note = f' <span class="mute">{esc(notes[f.path])}</span>' if f.path in notes else ""
         summary = (f"<code>{esc(f.path or '(no file header)')}</code> "
-                   f'<span class="exit0">+{f.added}</span> <span class="exitn">-{f.deleted}</span>{note}')
-        parts.append(details(summary, f'<pre class="diff">{diff_lines(f.lines)}</pre>',
-                             open_=f.path not in collapsed))
+                   f'<span class="exit0">+{len(f.added)}</span> <span class="exitn">-{f.deleted}</span>{note}')
+        parts.append(details(summary, f'<pre class="diff">{diff_lines([f])}</pre>', open_=f.path not in collapsed))
     return "".join(parts)

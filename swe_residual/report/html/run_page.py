@@ -12,7 +12,6 @@ pages: the environment block and each task's request (instruction.md).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -26,7 +25,7 @@ from typing import Any
 
 from swe_residual.redact import redact, secret_values
 from swe_residual.report.html.case_page import SYMBOL, WORD, CaseInputs, outcome_class, render_case
-from swe_residual.report.html.kit import esc, forget_paths, page, read_text
+from swe_residual.report.html.kit import esc, figure, forget_paths, page, read_text, report_table, table
 from swe_residual.results import RUN_PAGE, Manifest
 
 PAGES = "pages"
@@ -331,29 +330,12 @@ def grid_html(grid: Grid) -> str:
 
 # -- the run page ------------------------------------------------------------------------------------
 
-def _table_html(t) -> str:
-    head = "".join(f"<th>{esc(c)}</th>" for c in t.columns)
-    body = []
-    for i, row in enumerate(t.rows):
-        cells = []
-        for j, c in enumerate(row):
-            num = ' class="num"' if j and re.fullmatch(r"[-\d.,/ \[\]%n/a*]+", c or "") else ""
-            cells.append(f"<td{num}><b>{esc(c)}</b></td>" if (i, j) in t.bold else f"<td{num}>{esc(c)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes if n)
-    return (f'<h3>{esc(t.title)}</h3><div class="wrap"><table class="swe-residual"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table></div>" + (f'<ul class="notes">{notes}</ul>' if notes else ""))
-
-
 def _figures(report: dict) -> str:
     from swe_residual.report.tables import figure_conditional, figure_success
 
-    out = []
-    for title, png in (("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
-                       ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))):
-        if png:
-            out.append(f'<div><h3>{esc(title)}</h3><img class="fig" alt="{esc(title)}" '
-                       f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></div>')
+    out = [figure(title, png) for title, png in (
+        ("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
+        ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))) if png]
     return '<div class="figs">' + "".join(out) + "</div>" if out else ""
 
 
@@ -393,10 +375,10 @@ def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: st
     if isinstance(gates, dict) and gates.get("violations"):
         body.append('<div class="warn">' + "<br>".join(f"GATE: {esc(v)}" for v in gates["violations"]) + "</div>")
     body.append('<div class="swe-residual-report"><h2 id="tables">Tables</h2>')
-    body.append(_table_html(tables[0]))
+    body.append(report_table(tables[0]))
     body.append('<h2 id="figures">Figures</h2>' + (_figures(report) or '<p class="mute">No figure: matplotlib '
                                                     "is missing or no agent has both starts.</p>"))
-    body.append('<h2>More tables</h2>' + "".join(_table_html(t) for t in tables[1:]) + "</div>")
+    body.append('<h2>More tables</h2>' + "".join(report_table(t) for t in tables[1:]) + "</div>")
     body.append(grid_html(grid))
     problems = (_case_list("Cases without a valid verdict", "infra", infra, PAGES + "/")
                 + _case_list("Runs with integrity flags", "flagged", flagged, PAGES + "/"))
@@ -407,9 +389,9 @@ def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: st
                      + "</p>")
     body.append('<h2 id="problems">Problems</h2>' + (problems or '<p class="mute">None: every case has a valid '
                                                      "verdict and no run is flagged.</p>"))
-    env_rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in environment.items())
+    env_rows = [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in environment.items()]
     body.append('<h2 id="environment">Environment</h2>' + (
-        f'<div class="wrap"><table class="env"><tbody>{env_rows}</tbody></table></div>' if env_rows else
+        table((), env_rows, ' class="env"') if env_rows else
         '<p class="mute">Not recorded (run-info.json is written by suite runs).</p>'))
     body.append(f'<p class="mute small">Generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))} by SWE-Residual.</p>')
     return page(f"SWE-Residual run {title}", "".join(body), script=GRID_SCRIPT)
