@@ -325,7 +325,7 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
         """pytest-html's report (only with --html PATH) gets the tables above its test list."""
-        from swe_residual.report.tables import render_html_fragment
+        from swe_residual.report.html.run_page import render_html_fragment
 
         if self.summary is not None:
             prefix.append(render_html_fragment(self.summary))

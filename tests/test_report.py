@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from swe_residual.report.html.run_page import render_html_fragment
 from swe_residual.report.tables import (
     build_report,
     figure_conditional,
@@ -18,7 +19,6 @@ from swe_residual.report.tables import (
     load_construction,
     load_runs,
     render_csv,
-    render_html_fragment,
     render_markdown,
     render_text,
     write_outputs,

@@ -432,21 +432,6 @@ def render_csv(report: dict) -> str:
     return buf.getvalue()
 
 
-def render_html_fragment(report: dict, figures: bool = True) -> str:
-    """Escaped HTML tables and the two figures (embedded PNGs) for the pytest-html summary."""
-    from swe_residual.report.html.kit import figure, report_table
-
-    parts = ['<div class="swe-residual-report"><h2>SWE-Residual</h2>']
-    parts += [report_table(t) for t in all_tables(report)]
-    if figures:
-        for title, png in (("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
-                           ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))):
-            if png:
-                parts.append(figure(title, png))
-    parts.append("</div>")
-    return "".join(parts)
-
-
 # -- figures ------------------------------------------------------------------------------------
 
 def _pyplot():
@@ -541,7 +526,6 @@ __all__ = [
     "load_construction_file",
     "load_runs",
     "render_csv",
-    "render_html_fragment",
     "render_markdown",
     "render_text",
     "write_outputs",

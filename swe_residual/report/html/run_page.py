@@ -532,7 +532,23 @@ def _remove_others(pages: Path, keep: set[str]) -> None:
                 os.unlink(entry.path)
 
 
+def render_html_fragment(report: dict, figures: bool = True) -> str:
+    """Escaped HTML tables and the two figures (embedded PNGs) for the pytest-html summary."""
+    from swe_residual.report.tables import all_tables, figure_conditional, figure_success
+
+    parts = ['<div class="swe-residual-report"><h2>SWE-Residual</h2>']
+    parts += [report_table(t) for t in all_tables(report)]
+    if figures:
+        for title, png in (("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
+                           ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))):
+            if png:
+                parts.append(figure(title, png))
+    parts.append("</div>")
+    return "".join(parts)
+
+
 __all__ = [
+    "render_html_fragment",
     "PAGES",
     "RUN_INFO",
     "RUN_PAGE",
