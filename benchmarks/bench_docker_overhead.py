@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from swe_residual.agents import Agent, AgentContext, AgentResult, get_agent  # noqa: E402
+from swe_residual.agents import Agent, AgentContext, AgentRegistry, AgentResult  # noqa: E402
 from swe_residual.backends.docker.backend import DockerBackend  # noqa: E402
 from swe_residual.run.runner import Case, run_case  # noqa: E402
 from swe_residual.run.verification import ReferenceChecks  # noqa: E402
@@ -84,7 +84,7 @@ def measure(task_id: str = "date-range-merge", runs: int = 10, warmup: int = 2, 
     states = [s for s in load_states(ROOT / "states.yaml", {"demo": tasks}, tracks={"demo"}) if s.task == task_id]
     work = Path(tempfile.mkdtemp(prefix="bench-docker-"))
     backend = DockerBackend(run_id=f"bench-{os.getpid()}", work_root=work / "backend")
-    agents = {"nop": get_agent("nop"), "1-cmd": OneCommand("1-cmd")}
+    agents = {"nop": AgentRegistry().get("nop"), "1-cmd": OneCommand("1-cmd")}
     results: dict = {"task": task_id, "runs": runs, "starts": {}}
     try:
         starts = [("clean", None)] + ([("residual", states[0])] if states else [])

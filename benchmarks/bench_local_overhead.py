@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.agents import get_agent
+from swe_residual.agents import AgentRegistry
 from swe_residual.backends import repo
 from swe_residual.backends.local import LocalBackend
 from swe_residual.run.runner import Case, run_case
@@ -60,7 +60,7 @@ def test_nop_case_local_backend(benchmark, demo, tmp_path):
     counter = iter(range(1, 10_000))
 
     def case():
-        rec = run_case(Case("nop", task, "residual", state), agent=get_agent("nop"), backend=backend,
+        rec = run_case(Case("nop", task, "residual", state), agent=AgentRegistry().get("nop"), backend=backend,
                        run_dir=run_dir, references=ReferenceChecks(run_dir), attempt=next(counter))
         assert rec.verdict == "fail"
 

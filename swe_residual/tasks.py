@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from swe_residual.errors import InputError
 from swe_residual.patches import patch_files
+from swe_residual.tracks import KINDS
 
 
 class _Open(BaseModel):
@@ -115,12 +116,6 @@ def pydantic_error_line(path: Path, exc: ValidationError, prefix: str = "") -> s
 
 
 REPORT_KINDS = ("ctrf", "junit", "reward")
-KINDS = ("repository", "machine")
-# Where the verifier runs: "fresh" - a fresh instance of the clean state plus the agent's final
-# patch (repository tasks, Harbor's shared mode); "separate" - collect hooks in the agent's
-# environment, then the task's own verifier image (DeepSWE); "in_place" - in the agent's own
-# container after the agent stopped, its processes still running (Terminal-Bench 2).
-VERIFY_MODES = ("fresh", "separate", "in_place")
 
 
 @dataclass(frozen=True)
@@ -134,8 +129,11 @@ class Task:
     kind: str = "repository"        # repository | machine (from the track's track.toml)
 
     @property
-    def verify_mode(self) -> str:
-        """fresh | separate | in_place (VERIFY_MODES): where this task's verifier runs."""
+    def verify_mode(self) -> Literal["fresh", "separate", "in_place"]:
+        """Where this task's verifier runs: "fresh" - a fresh instance of the clean state plus the
+        agent's final patch (repository tasks, Harbor's shared mode); "separate" - collect hooks in
+        the agent's environment, then the task's own verifier image (DeepSWE); "in_place" - in the
+        agent's own container after the agent stopped, its processes still running (Terminal-Bench 2)."""
         if self.kind == "machine":
             return "in_place"
         return "separate" if self.config.verifier.environment_mode == "separate" else "fresh"

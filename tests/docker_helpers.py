@@ -34,10 +34,24 @@ def docker_required() -> bool:
     return os.environ.get(REQUIRE_ENV, "").strip() == "1"
 
 
+def engine_problem() -> str | None:
+    """Why no Docker engine answers (the check the docker backend makes), None when one does."""
+    try:
+        from swe_residual.backends.docker.engine import check_engine
+    except ImportError as exc:          # the docker SDK is not installed
+        return f"cannot import the docker backend: {exc}"
+    from swe_residual.errors import InputError
+    try:
+        check_engine()
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
 def require_docker() -> None:
     """Skip the calling test when the engine is unreachable, or fail if Docker is required."""
-    ok, reason = images.docker_available()
-    if ok:
+    reason = engine_problem()
+    if reason is None:
         return
     if docker_required():
         pytest.fail(f"Docker required ({REQUIRE_ENV}=1) but unavailable: {reason}", pytrace=False)

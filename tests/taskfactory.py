@@ -93,9 +93,10 @@ def make_patch(base_files: Path, edit) -> bytes:
     """Diff (binary, incl. new files) produced by `edit(workdir)` on a fresh base repository."""
     work = base_files.parent / f".patch-work-{hashlib.sha1(str(base_files).encode()).hexdigest()[:6]}"
     shutil.rmtree(work, ignore_errors=True)
-    repo.init_base_repo(base_files, work)
+    base = repo.init_base_repo(base_files, work)
     edit(work)
-    data = repo.diff_from(work, repo.head(work))
+    repo.git(work, "add", "-A")                  # a scratch repository: its own index may change
+    data = repo.git(work, "diff", "--cached", "--binary", base).stdout
     shutil.rmtree(work)
     return data
 

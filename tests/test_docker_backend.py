@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swe_residual.agents import Agent, AgentContext, AgentResult, get_agent
+from swe_residual.agents import Agent, AgentContext, AgentRegistry, AgentResult
 from swe_residual.backends import repo
 from swe_residual.backends.docker.backend import DockerBackend
 from swe_residual.backends.docker.engine import LABEL_PID, LABEL_RUN
@@ -163,7 +163,7 @@ def test_oracle_and_nop_outcomes_and_final_patches(backend, calc, tmp_path):
     run_dir.mkdir()
     for agent, start, st, outcome in [("oracle", "clean", None, 1), ("oracle", "residual", state, 1),
                                       ("nop", "residual", state, 0), ("nop", "clean", None, 0)]:
-        rec = run_one(Case(agent, task, start, st), get_agent(agent), backend, run_dir)
+        rec = run_one(Case(agent, task, start, st), AgentRegistry().get(agent), backend, run_dir)
         assert rec.outcome == outcome and rec.backend == "docker", rec
     records = list(iter_records(run_dir))
     nop_res = records[2]
@@ -182,7 +182,7 @@ def _infra(backend, task, tmp_path) -> str:
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
     with pytest.raises(InfraError) as err:
-        run_one(Case("nop", task, "clean"), get_agent("nop"), backend, run_dir)
+        run_one(Case("nop", task, "clean"), AgentRegistry().get("nop"), backend, run_dir)
     (rec,) = list(iter_records(run_dir))
     assert rec.outcome is None and rec.verdict == "infra_error" and rec.error == str(err.value)
     return str(err.value)
@@ -258,7 +258,8 @@ def test_deepswe_fixture_outcomes(backend, deepswe, tmp_path, docker_client):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     f2p, p2p = task.grading.f2p_node_ids, task.grading.p2p_node_ids
-    agents = {"oracle": get_agent("oracle"), "nop": get_agent("nop"),
+    registry = AgentRegistry()
+    agents = {"oracle": registry.get("oracle"), "nop": registry.get("nop"),
               "fix-no-commit": ScriptedAgent("fix-no-commit", [FIX]),
               "fix-and-commit": ScriptedAgent("fix-and-commit", [FIX, COMMIT])}
     cases = [("oracle", None, 1), ("nop", None, 0), ("oracle", state, 1), ("nop", state, 0),

@@ -269,7 +269,7 @@ def leftovers(backend: str, pids: set[str]) -> list:
 
 def test_a_final_state_too_large_to_grade_is_a_failure_with_a_note(tmp_path, monkeypatch):
     import swe_residual.backends.workspace as workspace
-    from swe_residual.agents import get_agent
+    from swe_residual.agents import AgentRegistry
     from swe_residual.backends.local import LocalBackend
     from swe_residual.run.runner import Case
     from swe_residual.tasks import load_task
@@ -278,7 +278,7 @@ def test_a_final_state_too_large_to_grade_is_a_failure_with_a_note(tmp_path, mon
 
     monkeypatch.setattr(workspace, "FINAL_PATCH_LIMIT", 200_000)   # 200 kB instead of 64 MiB, same code
     task = load_task(make_task(tmp_path), "demo")
-    agent = get_agent("command:head -c 300000 /dev/urandom > blob.bin")
+    agent = AgentRegistry().get("command:head -c 300000 /dev/urandom > blob.bin")
     backend = LocalBackend(work_root=tmp_path / "work")
     (tmp_path / "run").mkdir()
     try:

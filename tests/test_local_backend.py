@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.agents import get_agent
+from swe_residual.agents import AgentRegistry
 from swe_residual.backends import repo
 from swe_residual.backends.local import LocalBackend
+from swe_residual.backends.workspace import final_state
 from swe_residual.errors import InfraError, InputError
 from swe_residual.results import iter_records
 from swe_residual.run.runner import Case
@@ -40,8 +41,11 @@ def test_residual_workspace_has_clean_history_and_uncommitted_patch(world):
         assert git_out(res_ws, "log", "--format=%H %an %ad %s") == git_out(clean_ws, "log", "--format=%H %an %ad %s")
         assert git_out(clean_ws, "status", "--porcelain") == ""
         assert git_out(res_ws, "status", "--porcelain").splitlines() == [" M calc.py", "?? NOTES.md", "?? logo.bin"]
-        # the whole working tree differs from the base by exactly the state's patch (binary file included)
-        assert repo.diff_from(res_ws, res.base_commit) == patch
+        # the whole working tree differs from the base by exactly the state's patch (binary file included),
+        # as the harness computes a final patch (an environment nothing ran in is taken to be its start:
+        # one no-op command makes final_state diff the tree)
+        assert res.execute("true", timeout=60).exit_code == 0
+        assert final_state(res).patch == patch
         # and `git diff` shows the tracked part of it, uncommitted
         assert "+def div(a, b):" in git_out(res_ws, "diff")
         assert res.base_commit == clean.base_commit == repo.head(res_ws)
@@ -100,7 +104,7 @@ def test_oracle_and_nop_records(world):
     run_dir.mkdir()
     for agent, start, st, outcome in [("oracle", "clean", None, 1), ("oracle", "residual", state, 1),
                                       ("nop", "residual", state, 0), ("nop", "clean", None, 0)]:
-        rec = run_one(Case(agent, task, start, st), get_agent(agent), backend, run_dir)
+        rec = run_one(Case(agent, task, start, st), AgentRegistry().get(agent), backend, run_dir)
         assert rec.outcome == outcome, rec
     records = list(iter_records(run_dir))
     assert [r.case_id for r in records] == ["oracle-calc-clean", "oracle-calc-residual-calc--partial",
@@ -125,7 +129,8 @@ def _infra(tmp, task, state, backend):
     run_dir = tmp / "run"
     run_dir.mkdir(exist_ok=True)
     with pytest.raises(InfraError) as err:
-        run_one(Case("nop", task, "residual" if state else "clean", state), get_agent("nop"), backend, run_dir)
+        run_one(Case("nop", task, "residual" if state else "clean", state), AgentRegistry().get("nop"), backend,
+                run_dir)
     records = list(iter_records(run_dir))
     assert len(records) == 1 and records[0].outcome is None and records[0].verdict == "infra_error"
     assert records[0].error == str(err.value) and "\n" not in str(err.value)
@@ -184,7 +189,7 @@ def test_without_bwrap_the_same_cases_run_unsandboxed_on_host_paths(world):
     run_dir.mkdir()
     outcomes = {}
     for agent, start, st in [("oracle", "clean", None), ("oracle", "residual", state), ("nop", "residual", state)]:
-        rec = run_one(Case(agent, task, start, st), get_agent(agent), backend, run_dir)
+        rec = run_one(Case(agent, task, start, st), AgentRegistry().get(agent), backend, run_dir)
         outcomes[(agent, start)] = rec.outcome
         assert rec.rule == "verdict", rec
     assert outcomes == {("oracle", "clean"): 1, ("oracle", "residual"): 1, ("nop", "residual"): 0}

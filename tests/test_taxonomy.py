@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.agents import get_agent
+from swe_residual.agents import AgentRegistry
 from swe_residual.agents.config import AgentSpec
 from swe_residual.agents.msa import MiniSweAgent
 from swe_residual.backends.local import LocalBackend
@@ -147,7 +147,7 @@ def test_backend_error_during_materialization_is_infra_not_agent_error(tmp_path,
     run_dir.mkdir()
     try:
         with pytest.raises(InfraError) as err:
-            run_one(Case("oracle", task, "clean"), get_agent("oracle"), backend, run_dir)
+            run_one(Case("oracle", task, "clean"), AgentRegistry().get("oracle"), backend, run_dir)
     finally:
         backend.close()
     (r,) = iter_records(run_dir)

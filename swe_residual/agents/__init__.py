@@ -54,9 +54,4 @@ class AgentRegistry:
         return MiniSweAgent(name, spec)
 
 
-def get_agent(name: str, registry: AgentRegistry | None = None) -> Agent:
-    return (registry or AgentRegistry()).get(name)
-
-
-__all__ = ["Agent", "AgentContext", "AgentResult", "AgentRegistry", "AgentSpec", "Budget", "BudgetExhausted",
-           "get_agent"]
+__all__ = ["Agent", "AgentContext", "AgentResult", "AgentRegistry", "AgentSpec", "Budget", "BudgetExhausted"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from swe_residual.errors import HarnessError
@@ -53,14 +52,3 @@ def init_base_repo(files: Path, dest: Path) -> str:
 
 def head(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").stdout.decode().strip()
-
-
-def diff_from(repo: Path, base: str) -> bytes:
-    """Binary diff of the whole working tree (tracked, untracked, staged or committed) vs base.
-
-    A private index is used so the repository's own index is left as the agent left it.
-    """
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        git(repo, "add", "-A", env=env)
-        return git(repo, "diff", "--cached", "--binary", base, env=env).stdout

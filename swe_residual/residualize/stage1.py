@@ -8,6 +8,7 @@ interrupted Stage I resumes where it stopped.
 from __future__ import annotations
 
 import argparse
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,13 +22,18 @@ from swe_residual.results import RESULTS, Record
 from swe_residual.run.plan import Plan, Track
 from swe_residual.run.runner import Case
 from swe_residual.run.session import RunSession
+from swe_residual.sources.endings import model_family
 from swe_residual.trajectory import Trajectory
 
 
-def model_family(name: str, spec: AgentSpec | None, harness: str) -> str:
-    """What the predecessor is recorded as: its model (provider prefix dropped), else its harness."""
-    if spec is not None and spec.model and "${" not in spec.model:
-        return spec.model.split("/", 1)[-1]
+def agent_family(spec: AgentSpec | None, harness: str) -> str:
+    """The `model_family` a local predecessor is recorded under: the family of the model its config
+    names, as sources.endings.model_family computes it for imported runs (so Table 8 puts local and
+    imported runs of one model in one group), with `${VAR}`s expanded as the model agents expand
+    them; without a model (or with a variable left unset) its harness."""
+    model = os.path.expandvars(spec.model) if spec is not None and spec.model else ""
+    if model.strip() and "$" not in model:
+        return model_family(model)
     return harness
 
 
@@ -78,8 +84,7 @@ def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
     agent = registry.get(args.predecessor)
     probe = Case(args.predecessor, next(iter(tasks.values())), "clean")
     predecessor = {"agent": probe.agent_label,
-                   "model_family": args.model_family or model_family(args.predecessor, registry.spec(args.predecessor),
-                                                                     agent.harness)}
+                   "model_family": args.model_family or agent_family(registry.spec(args.predecessor), agent.harness)}
     backend = args.backend or default_backend(args.track)
     chosen = args.task or sorted(tasks)
     recorded = wd.runs()

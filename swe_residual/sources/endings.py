@@ -39,13 +39,6 @@ HARBOR_MODEL_SERVICE = {
 }
 HARBOR_VERIFIER = {"VerifierTimeoutError", "RewardFileNotFoundError", "RewardFileEmptyError",
                    "VerifierOutputParseError"}
-HARBOR_ENVIRONMENT = {
-    "EnvironmentStartTimeoutError", "SandboxBuildFailedError", "AgentSetupTimeoutError", "HealthcheckError",
-    "SandboxLikelyOutOfMemoryError", "MemoryLimitExceededError", "SSHAccessError", "GKEExecStreamClosedError",
-    "GKEPodNotFoundError", "RuntimeRequestError", "AddTestsDirError", "DownloadVerifierDirError",
-    "ServiceOperationsUnsupportedError", "VercelScopeError", "DspyImportError", "MissingExtraError",
-    "RegradeError",
-}
 HARBOR_CANCELLED = {"CancelledError"}
 
 
@@ -67,7 +60,9 @@ def harbor_ending(exception_type: str | None) -> Ending | None:
         return Ending("infra", "infra_model_service")
     if e in HARBOR_CANCELLED:
         return Ending("infra", "infra_crash")
-    return Ending("infra", "infra_harness")  # HARBOR_ENVIRONMENT and anything unknown: never the agent's
+    # the sandbox or Harbor itself failed (EnvironmentStartTimeoutError, SandboxBuildFailedError,
+    # AgentSetupTimeoutError, ...), or a name we do not know: never the agent's
+    return Ending("infra", "infra_harness")
 
 
 MSA_BUDGET = {"LimitsExceeded", "TimeExceeded"}

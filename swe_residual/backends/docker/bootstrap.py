@@ -8,7 +8,6 @@ names.  See /work/shared/docs/MACHINE.md for the machine facts behind this.
 Public API:
 
 * :func:`ensure_docker_daemon` - start ``dockerd`` (as root) if it is not answering.
-* :func:`docker_available` - side-effect-free check, ``(ok, reason)``.
 * :func:`bootstrap_base_images` - build missing base images from a debootstrap rootfs.
 * :func:`base_images_of` - the distinct external ``FROM`` images of Dockerfiles.
 """
@@ -46,7 +45,6 @@ _LOCK_FILE = os.path.join(tempfile.gettempdir(), "swe-residual-bootstrap.lock")
 
 __all__ = [
     "ensure_docker_daemon",
-    "docker_available",
     "bootstrap_base_images",
     "base_images_of",
     "host_apt_mirrors",
@@ -78,12 +76,6 @@ def _ping(timeout: float = 5.0) -> str | None:
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
-
-
-def docker_available() -> tuple[bool, str]:
-    """``(True, "")`` if the Docker engine answers, else ``(False, reason)``. No side effects."""
-    reason = _ping()
-    return (True, "") if reason is None else (False, reason)
 
 
 def _pid_state(pid: int) -> str | None:

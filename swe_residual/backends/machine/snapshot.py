@@ -31,7 +31,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 FORMAT = "swe-residual-snapshot-1"
-METHODS = ("criu", "commit-restart")
 TMUX_SOCKET = "swe-residual"          # the harness's own terminal server (tmux -L); never part of a state
 # Changes every replay makes differently, or that belong to the harness: never part of the digest.
 DEFAULT_VOLATILE = (
