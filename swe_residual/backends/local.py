@@ -23,7 +23,7 @@ from typing import Iterable
 from swe_residual.backends import repo
 from swe_residual.backends.base import COPY_LIMIT, Backend, Environment, ExecResult, machine_refusal
 from swe_residual.backends.owners import owner_name, sweep_dirs
-from swe_residual.backends.safecopy import copy_tree
+from swe_residual.backends.safecopy import copy_tree, remove_tree
 from swe_residual.backends.sandbox import Bind, SandboxSpec, bwrap_argv, bwrap_path, run_tree, runtime_path
 from swe_residual.backends.workspace import AGENT_GIT_IDENTITY, apply_state
 from swe_residual.errors import HarnessError, InputError
@@ -129,7 +129,7 @@ class LocalEnvironment(Environment):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_tree(self.root)
 
 
 LOCAL_ROOT = Path(tempfile.gettempdir()) / "swe-residual-local"
@@ -181,7 +181,7 @@ class LocalBackend(Backend):
             shutil.copytree(app, root / "app", symlinks=True)
             return LocalEnvironment(root, self.bwrap, commit, memory_mb)
         except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
             raise
 
     def materialize(self, task: Task, state: LoadedState | None, request: str | None = None) -> Environment:
@@ -206,4 +206,4 @@ class LocalBackend(Backend):
 
     def close(self) -> None:
         if self._own_root:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_tree(self.root)

@@ -5,9 +5,10 @@ and start time of the process that made them, so a later run can sweep those of 
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 from pathlib import Path
+
+from swe_residual.backends.safecopy import remove_tree
 
 
 def pid_start(pid: int) -> str | None:
@@ -44,6 +45,6 @@ def sweep_dirs(parent: Path) -> list[Path]:
     for d in parent.glob(f"{socket.gethostname()}--*--*") if parent.is_dir() else []:
         _, pid, start = d.name.rsplit("--", 2)
         if not owner_alive(pid, start):
-            shutil.rmtree(d, ignore_errors=True)
+            remove_tree(d)
             removed.append(d)
     return removed

@@ -1,13 +1,18 @@
-"""Copying files out of an environment without trusting it.
+"""Copying and removing trees an environment made, without trusting them.
 
 Both backends hand what an environment produced (logs, reports, artifacts) to the host through
-these two functions: regular files and directories only (symlinks, devices and fifos are
-skipped, never followed), every path stays inside the destination, and the total is bounded.
-tarfile's own `filter="data"` exists only from Python 3.11.4; this works on 3.11.2.
+extract_tar and copy_tree: regular files and directories only (symlinks, devices and fifos are
+skipped, never followed or opened), every path stays inside the destination, and the total size,
+the number of entries and the depth are bounded. tarfile's own `filter="data"` exists only from
+Python 3.11.4; this works on 3.11.2. remove_tree removes a tree of any depth (an agent's scratch
+dir, a dead run's leftovers) without recursion, without following links and without opening
+anything but directories.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -16,6 +21,12 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from swe_residual.errors import HarnessError
+
+MAX_ENTRIES = 200_000       # files and directories copy_tree takes from one tree at most
+MAX_DEPTH = 256             # directory levels below the copied root; deeper ones are left out
+
+_UNHOLDABLE = {errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ELOOP}
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def _inside(dest: Path, rel: str) -> Path | None:
@@ -28,46 +39,67 @@ def _inside(dest: Path, rel: str) -> Path | None:
 def extract_tar(fileobj: IO[bytes], dest: Path, *, strip: int, limit: int, what: str) -> None:
     """Extract regular files and directories of a tar stream into dest, dropping the first
     `strip` path components (the archived directory's own name)."""
-    total = 0
+    total = entries = 0
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=fileobj, mode="r|") as tar:
         for member in tar:
-            rel = "/".join(PurePosixPath(member.name).parts[strip:])
-            if not rel:
-                continue
-            target = _inside(dest, rel)
+            parts = PurePosixPath(member.name).parts[strip:]
+            if not parts or len(parts) > MAX_DEPTH + 1:
+                continue  # the root itself, or deeper than copy_tree would go
+            entries += 1
+            if entries > MAX_ENTRIES:
+                raise HarnessError(f"{what}: more than {MAX_ENTRIES} files and directories; copy stopped")
+            target = _inside(dest, "/".join(parts))
             if target is None:
                 continue
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            if not member.isreg():
-                continue  # symlinks, hard links, devices: never materialized on the host
-            total += member.size
-            if total > limit:
-                raise HarnessError(f"{what}: more than {limit >> 20} MiB; copy stopped")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            src = tar.extractfile(member)
-            with open(target, "wb") as out:
-                shutil.copyfileobj(src, out)
-            os.chmod(target, 0o644 | (0o111 if member.mode & 0o100 else 0))
+            try:
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                if not member.isreg():
+                    continue  # symlinks, hard links, devices: never materialized on the host
+                total += member.size
+                if total > limit:
+                    raise HarnessError(f"{what}: more than {limit >> 20} MiB; copy stopped")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(member)
+                with open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+                os.chmod(target, 0o644 | (0o111 if member.mode & 0o100 else 0))
+            except OSError as exc:
+                if exc.errno not in _UNHOLDABLE:
+                    raise
+                continue  # a name the host cannot hold (too long, a directory where a file was)
 
 
 def copy_tree(src: Path, dest: Path, *, limit: int, what: str) -> None:
-    """Copy the regular files and directories under src to dest without following symlinks."""
-    total = 0
+    """Copy the regular files and directories under src to dest without following symlinks or
+    opening special files; iterative, at most MAX_DEPTH levels deep and MAX_ENTRIES entries."""
+    total = entries = 0
     dest.mkdir(parents=True, exist_ok=True)
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        rel_dir = Path(dirpath).relative_to(src)
-        for name in dirnames:
-            if not os.path.islink(os.path.join(dirpath, name)):
-                (dest / rel_dir / name).mkdir(exist_ok=True)
-        for name in filenames:
-            path = os.path.join(dirpath, name)
+    stack: list[tuple[Path, Path, int]] = [(Path(src), dest, 0)]
+    while stack:
+        here, there, depth = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                listing = list(it)
+        except OSError:
+            continue  # gone, not a directory any more, or unreadable
+        for entry in listing:
+            entries += 1
+            if entries > MAX_ENTRIES:
+                raise HarnessError(f"{what}: more than {MAX_ENTRIES} files and directories; copy stopped")
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < MAX_DEPTH:
+                        (there / entry.name).mkdir(exist_ok=True)
+                        stack.append((Path(entry.path), there / entry.name, depth + 1))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue  # symlinks, fifos, sockets, devices
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError:
-                continue  # a symlink (ELOOP) or something unreadable
+                continue  # a symlink (ELOOP), a name too long, or something unreadable
             with os.fdopen(fd, "rb") as fh:
                 st = os.fstat(fd)
                 if not stat.S_ISREG(st.st_mode):
@@ -75,5 +107,73 @@ def copy_tree(src: Path, dest: Path, *, limit: int, what: str) -> None:
                 total += st.st_size
                 if total > limit:
                     raise HarnessError(f"{what}: more than {limit >> 20} MiB; copy stopped")
-                with open(dest / rel_dir / name, "wb") as out:
+                with open(there / entry.name, "wb") as out:
                     shutil.copyfileobj(fh, out)
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Remove `path` and everything below it, whatever its depth (no recursion, no path longer
+    than one name: every step is relative to an open directory), never following a symlink and
+    never opening a fifo or device; what cannot be removed is left (never an error)."""
+    path = os.fspath(path)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError:
+        return
+    names: list[str] = []      # the directories below `path` that fd is in, in order
+    stuck: set[tuple[int, str]] = set()
+    try:
+        while True:
+            child = None
+            try:
+                with os.scandir(fd) as it:
+                    for entry in it:
+                        if (len(names), entry.name) in stuck:
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            child = entry.name
+                            break
+                        with contextlib.suppress(OSError):
+                            os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+            if child is not None:
+                try:
+                    os.chmod(child, 0o700, dir_fd=fd)      # a directory the agent made unreadable
+                except OSError:
+                    pass
+                try:
+                    nfd = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    stuck.add((len(names), child))          # cannot enter it: leave it
+                    continue
+                os.close(fd)
+                fd = nfd
+                names.append(child)
+                continue
+            if not names:
+                break
+            try:
+                parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                return
+            os.close(fd)
+            fd = parent
+            name = names.pop()
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                stuck.add((len(names), name))
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+

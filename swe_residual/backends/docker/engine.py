@@ -15,7 +15,6 @@ import io
 import os
 import queue
 import re
-import shutil
 import socket
 import tarfile
 import tempfile
@@ -29,6 +28,7 @@ import docker.errors
 import requests
 
 from swe_residual.backends.owners import owner_alive, owner_name, pid_start, sweep_dirs
+from swe_residual.backends.safecopy import remove_tree
 from swe_residual.errors import HarnessError, InputError
 
 LABEL_RUN = "swe-residual.run"
@@ -344,7 +344,7 @@ class Engine:
                 with contextlib.suppress(*ENGINE_ERRORS):
                     self.api.remove_container(c["Id"], force=True, v=True)
         if self._own_work:
-            shutil.rmtree(self.work_root, ignore_errors=True)
+            remove_tree(self.work_root)
         for client in (self._long_client, self.client):
             with contextlib.suppress(*ENGINE_ERRORS):
                 client.close()

@@ -153,18 +153,31 @@ class TaskImages:
                     self._tag(image_id, name)
             return self._with_meta(ImageInfo(ref=tag, id=image_id), task)
 
+    def meta_path(self, image_id: str) -> Path:
+        """Where the probed facts of an image are cached: keyed by the image id (content-addressed)
+        and by the probe script, so an entry cannot outlive the image or the probe it came from."""
+        probe = hashlib.sha256(script("probe_image.sh").encode()).hexdigest()[:12]
+        return self.engine.cache_dir / "meta" / f"{image_id.split(':')[-1]}.{probe}.json"
+
     def _with_meta(self, info: ImageInfo, task: Task) -> ImageInfo:
-        """Base commit and shipped untracked files of an image (probed once, cached on disk)."""
-        path = self.engine.cache_dir / "meta" / (info.id.split(":")[-1] + ".json")
+        """Base commit and shipped untracked files of an image: probed once, cached on disk only
+        when the probe succeeded and its facts hold (a repository task's base commit is a full
+        commit id that HEAD resolves to); a cached entry that does not hold is probed again."""
+        path = self.meta_path(info.id)
         meta = None
         if path.is_file():
             with contextlib.suppress(ValueError, OSError):
                 meta = json.loads(path.read_text(encoding="utf-8"))
+            if not (isinstance(meta, dict) and _meta_holds(meta, task)):
+                meta = None
         if meta is None:
             out = self._probe(info.id, task)
             lines = out.decode("utf-8", errors="replace").splitlines()
             head = lines[0].strip() if lines else ""
             meta = {"base_commit": head, "baseline": [ln.split(" ", 1) for ln in lines[1:] if " " in ln]}
+            if not _meta_holds(meta, task):
+                raise HarnessError(f"probing the image of task {task.id}: /app has no commit (git rev-parse "
+                                   f"HEAD printed {head[:80]!r}); nothing cached, the next case probes again")
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(meta), encoding="utf-8")
@@ -317,3 +330,17 @@ class TaskImages:
             raise HarnessError(f"building {what}: image {tag} missing after a successful build (log: {log_path})")
         self.built.append(tag)
         return attrs["Id"]
+
+
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _meta_holds(meta: dict, task: Task) -> bool:
+    """A probe's facts are fit to cache: a repository task's image has a full commit id at HEAD of
+    /app (a machine task's need not have a repository), and the baseline is a list of pairs."""
+    head, baseline = meta.get("base_commit"), meta.get("baseline")
+    if not isinstance(head, str) or not isinstance(baseline, list):
+        return False
+    if not all(isinstance(x, list) and len(x) == 2 and all(isinstance(v, str) for v in x) for x in baseline):
+        return False
+    return task.kind == "machine" or bool(_COMMIT_ID.fullmatch(head))
