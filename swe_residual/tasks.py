@@ -11,6 +11,7 @@ that decides where its verifier runs (swe_residual/run/verification.py).
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -116,6 +117,9 @@ def pydantic_error_line(path: Path, exc: ValidationError, prefix: str = "") -> s
 
 
 REPORT_KINDS = ("ctrf", "junit", "reward")
+_REPORT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.xml")
+# pytest's --junitxml / --junit-xml naming a file in the verifier's logs dir ($LOGS_DIR or /logs/verifier)
+_JUNIT_ARG = re.compile(r"--junit-?xml[= ]\s*[\"']?(?:\$\{?LOGS_DIR\}?|/logs/verifier)/([A-Za-z0-9_][A-Za-z0-9_.-]*\.xml)")
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,26 @@ class Task:
                     and p.stat().st_size < (1 << 20):
                 text += p.read_text(encoding="utf-8", errors="replace").lower()
         return frozenset(k for k in REPORT_KINDS if k in text) or frozenset(REPORT_KINDS)
+
+    @cached_property
+    def junit_reports(self) -> tuple[str, ...]:
+        """The JUnit files grading reads from the verifier's logs dir: `[verifier] junit_reports`
+        in task.toml, else the names the task's own test files give pytest's --junitxml under the
+        logs dir, else junit.xml. Never a glob: an extra XML file written there is not read."""
+        declared = (self.config.verifier.model_extra or {}).get("junit_reports")
+        if declared is not None:
+            if not (isinstance(declared, list) and declared and all(
+                    isinstance(n, str) and _REPORT_NAME.fullmatch(n) for n in declared)):
+                raise InputError(f"{self.path / 'task.toml'}: verifier.junit_reports: a non-empty list of file "
+                                 "names in the logs dir (e.g. [\"junit.xml\"])")
+            return tuple(dict.fromkeys(declared))
+        names: dict[str, None] = {}
+        for p in sorted(self.tests_dir.rglob("*")) if self.tests_dir.is_dir() else []:
+            if p.is_file() and p.suffix in ("", ".sh", ".py", ".toml", ".cfg", ".ini") \
+                    and p.stat().st_size < (1 << 20):
+                for m in _JUNIT_ARG.finditer(p.read_text(encoding="utf-8", errors="replace")):
+                    names[m.group(1)] = None
+        return tuple(names) or ("junit.xml",)
 
     def check_base_commit(self, actual: str, where: str) -> None:
         """InputError when task.toml names a base commit other than the one the environment has."""

@@ -10,6 +10,7 @@ then checks the verifier on the reference solution; docs/errors.md).
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -61,8 +62,8 @@ def parse_junit(path: Path) -> dict[str, str]:
 def parse_ctrf(path: Path) -> dict[str, str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise VerifierError(f"unreadable CTRF report {path.name}: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise VerifierError(f"unreadable CTRF report {path.name}: {str(exc)[:200]}") from None
     return ctrf_statuses(data, path.name)
 
 
@@ -89,28 +90,39 @@ def ctrf_statuses(data: object, where: str) -> dict[str, str]:
 def read_reward(logs_dir: Path, kinds: frozenset[str] = frozenset({"reward"})) -> float | None:
     if "reward" not in kinds:
         return None
-    js, txt = logs_dir / "reward.json", logs_dir / "reward.txt"
+    js, txt = _report(logs_dir / "reward.json"), _report(logs_dir / "reward.txt")
     try:
-        if js.exists():
+        if js is not None:
             data = json.loads(js.read_text(encoding="utf-8"))
             value = float(data["reward"] if isinstance(data, dict) else data)
-        elif txt.exists():
+        elif txt is not None:
             value = float(txt.read_text(encoding="utf-8").strip())
         else:
             return None
-    except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError, json.JSONDecodeError) as exc:
         raise VerifierError(f"unreadable reward file in {logs_dir.name}/: {str(exc)[:200]}") from None
     if value != value or value in (float("inf"), float("-inf")):
         raise VerifierError(f"malformed reward {value} in {logs_dir.name}/")
     return value
 
 
-def read_statuses(logs_dir: Path, kinds: frozenset[str] = frozenset({"ctrf", "junit"})) -> dict[str, str] | None:
-    """Per-test statuses from ctrf.json, else every JUnit XML in the logs dir; None if none. Only
-    the kinds the task declares are read."""
-    if "ctrf" in kinds and (logs_dir / "ctrf.json").exists():
-        return parse_ctrf(logs_dir / "ctrf.json")
-    xmls = sorted(logs_dir.glob("*.xml")) if "junit" in kinds else []
+def _report(path: Path) -> Path | None:
+    """A declared report file: None when absent; a directory, link or other non-file where it
+    belongs is unreadable (a VerifierError, judged by the re-verify and reference policy)."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() or not path.is_file():
+        raise VerifierError(f"unreadable report {path.name}: not a regular file")
+    return path
+
+
+def read_statuses(logs_dir: Path, kinds: frozenset[str] = frozenset({"ctrf", "junit"}),
+                  junit_names: tuple[str, ...] = ("junit.xml",)) -> dict[str, str] | None:
+    """Per-test statuses from ctrf.json, else from the task's declared JUnit files (in the order
+    declared); None if none. Only the kinds and files the task declares are read, never a glob."""
+    if "ctrf" in kinds and (ctrf := _report(logs_dir / "ctrf.json")) is not None:
+        return parse_ctrf(ctrf)
+    xmls = [x for x in (_report(logs_dir / n) for n in junit_names) if x is not None] if "junit" in kinds else []
     if not xmls:
         return None
     statuses: dict[str, str] = {}
@@ -123,7 +135,7 @@ def grade(task: Task, logs_dir: Path, exit_code: int | None = None) -> Verdict:
     reward = read_reward(logs_dir, task.reports)
     if reward is not None and reward < 0:
         raise VerifierError(f"verifier of task {task.id} reported reward {reward:g} (verification itself failed)")
-    statuses = read_statuses(logs_dir, task.reports)
+    statuses = read_statuses(logs_dir, task.reports, task.junit_reports)
     grading = task.grading
     if grading is not None and grading.required:
         if statuses is None and reward is not None:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from swe_residual.backends.base import ARTIFACTS_DIR, TESTS_DIR, Backend, Environment
 from swe_residual.backends.workspace import PATCH_IN_ENV, final_state, last_line, script
-from swe_residual.errors import InfraError, VerifierError
+from swe_residual.errors import HarnessError, InfraError, VerifierError
 from swe_residual.tasks import Task
 from swe_residual.verdicts import Verdict, grade
 
@@ -149,11 +149,22 @@ def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path) -> Verif
                       f'bash "{env.path(TESTS_DIR)}/test.sh"', timeout=timeout, env=venv)
     log_path = artifacts_dir / "verifier.log"
     log_path.write_text(res.output[-LOG_LIMIT:], encoding="utf-8")
-    env.copy_out("/logs/verifier", logs)
+    # the agent's processes are part of the state (a re-verification needs them): not stopped here
+    _copy_outputs(env, logs)
     if res.timed_out:
         raise VerifierError(f"verifier timed out after {timeout:g}s running tests/test.sh")
     return Verification(verdict=grade(task, logs, res.exit_code), duration_s=time.monotonic() - started,
                         log_path=log_path)
+
+
+def _copy_outputs(env: Environment, logs: Path) -> None:
+    """The verifier's logs dir onto the host. What the tests left there is the agent's state's doing
+    (a tree too large or too deep): a VerifierError, so the re-verify and reference policy decides
+    whether it is the agent's; an engine failure fails the reference the same way (infra)."""
+    try:
+        env.copy_out("/logs/verifier", logs)
+    except HarnessError as exc:
+        raise VerifierError(f"the verifier's outputs cannot be copied: {exc}") from None
 
 
 def run_verifier(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, *,
@@ -220,7 +231,8 @@ def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
             # the agent's tree does not survive as a patch on the clean state
             why = last_line(res.output.split(APPLY_FAILED)[0], "git apply failed").removeprefix("error: ")
             raise VerifierError(f"the final patch does not apply to a fresh clean instance: {why}")
-        venv.copy_out("/logs/verifier", logs)
+        venv.stop()     # nothing the tests started writes the outputs once they are read
+        _copy_outputs(venv, logs)
     finally:
         venv.close()
     duration = time.monotonic() - started
