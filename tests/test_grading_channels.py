@@ -79,3 +79,37 @@ def test_forged_or_broken_reports_never_pass_and_never_become_infra(tmp_path, ba
     assert (broken["rule"], broken["verdict"], broken["outcome"]) == ("verifier_agent_caused", "fail", 0), broken
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert all(summary["tracks"]["demo"][name]["clean"] == 0.0 for name in ATTACKS)
+
+
+# Work without bounds the harness must refuse quickly, as the agent's failure: a final tree of
+# more files than a final state may hold, and a fifo in the repository that would block git.
+UNBOUNDED = {
+    "many-files": "mkdir -p junk && cd junk && seq 1 100001 | xargs touch",
+    "fifo-in-git": "mkfifo .git/objects/ab && mkfifo .git/refs/heads/blocked",
+}
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_unbounded_final_states_end_quickly_as_the_agents_failure(tmp_path, backend):
+    if backend == "docker":
+        from .docker_helpers import require_docker
+        require_docker()
+    task = (docker_task if backend == "docker" else make_task)(tmp_path)
+    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
+    (tmp_path / "agents.yaml").write_text(json.dumps({"agents": {
+        name: {"harness": "command", "command": cmd} for name, cmd in UNBOUNDED.items()}}))
+    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
+           str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--agent-config",
+           str(tmp_path / "agents.yaml"), "--backend", backend, "--start", "clean", "-n", "2", "-p", "no:randomly",
+           *[a for name in UNBOUNDED for a in ("--agent", name)]]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    recs = {r["case_id"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
+    assert sorted(recs) == sorted(f"{name}-calc-clean" for name in UNBOUNDED)
+    why = {"many-files": "more than 100000 files", "fifo-in-git": "holds a special file"}
+    for name in UNBOUNDED:
+        r = recs[f"{name}-calc-clean"]
+        assert (r["rule"], r["verdict"], r["outcome"]) == ("verifier_agent_caused", "fail", 0), r
+        assert why[name] in r["verdict_note"], r["verdict_note"]
+        # the task's limits are 60 s for the agent and 60 s for the verifier: well within them + 60 s
+        assert r["duration_s"] < 60 + 60 + 60, r["duration_s"]

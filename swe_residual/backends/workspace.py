@@ -21,6 +21,7 @@ FINAL_PATCH = "/tmp/.swe-residual-final.patch"
 IGNORED_MARKER = "--- swe-residual: paths git ignores ---"
 HARNESS_TIMEOUT_S = 600.0
 FINAL_PATCH_LIMIT = 64 << 20      # bytes; a larger final state is a failure with a note, never graded
+FINAL_FILES_LIMIT = 100_000       # files in a final tree (.git aside); more is a failure with a note
 
 AGENT_GIT_IDENTITY = {"GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@swe-residual.invalid",
                       "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@swe-residual.invalid"}
@@ -79,6 +80,7 @@ def final_state(env: Environment) -> FinalState:
     res = env.execute(script("final_diff.sh"), timeout=HARNESS_TIMEOUT_S,
                       env={"SWE_BASE": env.base_commit, "SWE_APP": env.app_dir, "SWE_BASELINE": env.baseline,
                            "SWE_OUT": env.path(FINAL_PATCH), "SWE_PATCH_LIMIT": str(FINAL_PATCH_LIMIT),
+                           "SWE_MAX_FILES": str(FINAL_FILES_LIMIT),
                            "SWE_MARKER": IGNORED_MARKER})
     data = env.read_file(FINAL_PATCH, limit=FINAL_PATCH_LIMIT) if res.exit_code == 0 else None
     if data is None:

@@ -3,7 +3,8 @@
 # The agent's repository is read through a private git dir that borrows its objects: its config
 # (fsmonitor, filters, diff drivers), hooks, info/exclude and index never apply. Files the clean
 # state ships untracked ($SWE_BASELINE lines "<blob> <path>") are left out while unchanged, so the
-# patch applies to the clean state.
+# patch applies to the clean state. A tree of more than $SWE_MAX_FILES files, or a repository holding a
+# fifo, socket or device, is refused (exit 7) before git reads anything.
 set -u
 app="${SWE_APP:-/app}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/.swe-residual-diff.XXXXXX") || exit 3
@@ -14,6 +15,15 @@ git init -q --bare "$work/git" >/dev/null || exit 3
 export GIT_DIR="$work/git" GIT_WORK_TREE="$app" GIT_INDEX_FILE="$work/index"
 g() { git -c core.quotepath=off -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.autocrlf=false "$@"; }
 [ -d "$app/.git/objects" ] || { echo "no repository at $app (.git/objects is gone)"; exit 5; }
+# a fifo, socket or device in the repository would block or mislead git: the state cannot be read
+special=$(find "$app/.git" \( -type p -o -type s -o -type b -o -type c \) -print -quit 2>/dev/null)
+[ -z "$special" ] || { echo "the repository holds a special file (${special#"$app"/}): the final state cannot be read"; exit 7; }
+# at most SWE_MAX_FILES files in the final tree (git itself excluded)
+count=$(find "$app" -path "$app/.git" -prune -o ! -type d -print 2>/dev/null | head -n "$(( ${SWE_MAX_FILES:-100000} + 1 ))" | wc -l)
+if [ "$count" -gt "${SWE_MAX_FILES:-100000}" ]; then
+  echo "the final state holds more than ${SWE_MAX_FILES:-100000} files (the limit of a final state)"
+  exit 7
+fi
 printf '%s\n' "$app/.git/objects" > "$GIT_DIR/objects/info/alternates"
 g read-tree "$SWE_BASE" 2>&1 || { echo "base commit $SWE_BASE is not readable in $app/.git"; exit 5; }
 g add -A . >/dev/null || exit 4
