@@ -113,3 +113,26 @@ def test_unbounded_final_states_end_quickly_as_the_agents_failure(tmp_path, back
         assert why[name] in r["verdict_note"], r["verdict_note"]
         # the task's limits are 60 s for the agent and 60 s for the verifier: well within them + 60 s
         assert r["duration_s"] < 60 + 60 + 60, r["duration_s"]
+
+
+@pytest.mark.docker
+def test_an_agent_that_ends_its_containers_pid_1_is_graded(tmp_path):
+    from .docker_helpers import require_docker
+    require_docker()
+    task = docker_task(tmp_path)
+    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
+    # appends to calc.py, then stops the container's init: the state on disk is what is graded
+    (tmp_path / "agents.yaml").write_text(json.dumps({"agents": {
+        "ends-pid-1": {"harness": "command", "command": "echo '# touched' >> calc.py; kill -TERM 1; sleep 2"}}}))
+    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
+           str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--agent-config",
+           str(tmp_path / "agents.yaml"), "--backend", "docker", "--agent", "ends-pid-1", "-p", "no:randomly"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]       # failures, not errors
+    recs = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert len(recs) == 2 and all(r["attempt"] == 1 for r in recs)               # never rerun as infra
+    for r in recs:
+        # its own command died with the container: the agent's error, counted, outcome from the verifier
+        assert (r["rule"], r["verdict"], r["outcome"]) == ("agent_error", "fail", 0), r
+        patch = (tmp_path / "run" / r["artifacts"]["patch"]).read_text()
+        assert "+# touched" in patch                                             # its change was graded

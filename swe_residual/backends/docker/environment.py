@@ -64,16 +64,38 @@ class DockerEnvironment(Environment):
         self.touched = True
         self._needs_kill = True
         started = time.monotonic()
-        rc, out, host_timeout = self.engine.exec(
-            self.container_id, ["bash", "-c", script(self.wrapper), "swe-residual-exec", f"{timeout:.3f}", command],
-            environment={**EXEC_ENV, **AGENT_GIT_IDENTITY, **(env or {})}, timeout=timeout + HOST_GRACE_S,
-            workdir=self.workdir)
+        argv = ["bash", "-c", script(self.wrapper), "swe-residual-exec", f"{timeout:.3f}", command]
+        environment = {**EXEC_ENV, **AGENT_GIT_IDENTITY, **(env or {})}
+        try:
+            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
+                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        except HarnessError:
+            if not self._started_again():
+                raise
+            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
+                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
         duration = time.monotonic() - started
         timed_out = host_timeout or (rc == 137 and duration >= timeout - 0.05)
         if not host_timeout:
             self._needs_kill = False
         return ExecResult(command=command, output=out.decode("utf-8", errors="replace"),
                           exit_code=None if timed_out else rc, duration_s=duration, timed_out=timed_out)
+
+    def _exited(self) -> bool:
+        """The container has exited (the agent ended its PID 1), its filesystem intact."""
+        try:
+            state = self.engine.api.inspect_container(self.container_id).get("State") or {}
+        except Exception:  # noqa: BLE001 - the engine itself is failing: the caller's error stands
+            return False
+        return not state.get("Running") and state.get("Status") == "exited"
+
+    def _started_again(self) -> bool:
+        """Start an exited container again (what ran in it is gone, as after stop()), so the agent
+        ending PID 1 never becomes an engine failure; False when it is not merely exited."""
+        if not self._exited():
+            return False
+        self.engine.start(self.container_id, self.what)
+        return True
 
     def copy_in(self, src: Path, dest: str) -> None:
         self.copy_in_many([(src, dest)])
@@ -108,8 +130,13 @@ class DockerEnvironment(Environment):
         """Kill every process except PID 1 (as root, so nothing the agent started survives)."""
         if self._closed or not self._needs_kill or not self._started:
             return
-        self.engine.exec(self.container_id, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"], user="0", timeout=30,
-                         workdir="/")
+        try:
+            self.engine.exec(self.container_id, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"], user="0",
+                             timeout=30, workdir="/")
+        except HarnessError:
+            if not self._exited():
+                raise
+            # the agent ended PID 1: every process is gone already
         self._needs_kill = False
 
     def close(self) -> None:
