@@ -8,12 +8,10 @@ uncommitted.
 
 from __future__ import annotations
 
-import fcntl
 import filecmp
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -26,21 +24,26 @@ from swe_residual.backends import repo
 from swe_residual.errors import InputError
 from swe_residual.harbor.export import (
     EXPORT_FORMAT,
+    HARBOR_TASK_SCHEMA,
+    HARBOR_VERSION,
+    JUNIT_TO_CTRF,
+    ctrf_test_sh,
     export_tasks,
     harbor_slug,
+    residual_solve_script,
     rewrite_task_toml,
+    target_schema,
 )
 from swe_residual.patches import parse_patch, patch_files
-from swe_residual.states import load_states
+from swe_residual.states import LoadedState, load_states
 from swe_residual.tasks import load_tasks
 
+from .harbor_helpers import harbor_venv_python
 from .taskfactory import docker_task, partial_state_patch, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
 DEEPSWE = ROOT / "tests" / "fixtures" / "deepswe"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-HARBOR_SPEC = os.environ.get("SWE_RESIDUAL_HARBOR_SPEC", "harbor==0.26.0")
-REQUIRE_HARBOR = "SWE_RESIDUAL_REQUIRE_HARBOR"
 
 # The demo track: 8 tasks; states.yaml lists 2+2+3+2+2+2+2+2 = 17 states for them.
 DEMO_TASKS, DEMO_STATES = 8, 17
@@ -49,6 +52,52 @@ DEMO_TASKS, DEMO_STATES = 8, 17
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, env=ENV,
                           capture_output=True, text=True, timeout=300, check=False)
+
+
+def tree_files(root: Path) -> dict[str, tuple[bytes, int]]:
+    """{relative path: (content, mode)} of every file under root (links as their target text)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_symlink():
+            out[str(p.relative_to(root))] = (os.readlink(p).encode(), 0)
+        elif p.is_file():
+            out[str(p.relative_to(root))] = (p.read_bytes(), p.stat().st_mode & 0o777)
+    return out
+
+
+def exported_copy(src: Path, dest: Path, *, state: LoadedState | None = None) -> None:
+    """dest is src as the export writes it, exactly: every file byte for byte (mode kept) except
+    task.toml (checked by the caller), tests/test.sh moved to tests/.swe-residual/ under the
+    CTRF-writing wrapper, and for a residual start solution/solve.sh moved under the wrapper that
+    undoes the state and environment/ (checked by the caller)."""
+    want, got, residual = tree_files(src), tree_files(dest), state is not None
+    for files in (want, got):
+        files.pop("task.toml")
+        if residual:
+            for k in [k for k in files if k.startswith("environment/")]:
+                files.pop(k)
+    want["tests/.swe-residual/test.sh"] = want["tests/test.sh"]
+    want["tests/test.sh"] = (ctrf_test_sh(("junit.xml",)).encode(), 0o755)
+    want["tests/.swe-residual/junit_to_ctrf.py"] = (JUNIT_TO_CTRF.read_bytes(), 0o644)
+    if residual:
+        want["solution/.swe-residual/solve.sh"] = want["solution/solve.sh"]
+        want["solution/solve.sh"] = (residual_solve_script(state).encode(), 0o755)
+        want["solution/.swe-residual/state.patch"] = (state.patch_path.read_bytes(), 0o644)
+        assert b'g apply -R --binary --whitespace=nowarn "$here/.swe-residual/state.patch"' in want["solution/solve.sh"][0]
+    assert sorted(got) == sorted(want), dest
+    for k in want:
+        assert got[k] == want[k], f"{dest / k} differs"
+
+
+def schema_only_changed(src_toml: Path, dest_toml: Path) -> None:
+    """The exported task.toml is the task's text with the schema_version line alone rewritten."""
+    a, b = src_toml.read_text().splitlines(), dest_toml.read_text().splitlines()
+    changed = [(x, y) for x, y in zip(a, b) if x != y]
+    assert len(a) == len(b) and len(changed) == 1, changed
+    assert changed[0][1].startswith(f'schema_version = "{HARBOR_TASK_SCHEMA}"  # was schema_version = ')
+    want = tomllib.loads(src_toml.read_text())
+    want["schema_version"] = HARBOR_TASK_SCHEMA
+    assert tomllib.loads(dest_toml.read_text()) == want
 
 
 def same_tree(a: Path, b: Path) -> bool:
@@ -90,9 +139,13 @@ def test_demo_export_index_and_clean_copies(demo_export):
     assert sorted(e["state_id"] for e in entries if e["start"] == "residual") == demo_ids
     for e in entries:
         if e["start"] == "clean":
-            # the clean start is the task dir, byte for byte
-            assert same_tree(ROOT / "suites" / "demo" / "tasks" / e["source"], demo_export / e["name"]), e["name"]
+            # the clean start is the task dir, byte for byte, but for the schema_version line and the
+            # verifier wrapped to write ctrf.json
+            src = ROOT / "suites" / "demo" / "tasks" / e["source"]
+            exported_copy(src, demo_export / e["name"])
+            schema_only_changed(src / "task.toml", demo_export / e["name"] / "task.toml")
             assert e["state_id"] is None and e["harbor_name"] == e["name"] == e["task"]
+            assert e["ctrf"] == "junit" and e["solution"] == "reference"
 
 
 def test_demo_residual_dirs(demo_export):
@@ -103,10 +156,12 @@ def test_demo_residual_dirs(demo_export):
         state, src, dest = states[e["state_id"]], ROOT / "suites/demo/tasks" / e["source"], demo_export / e["name"]
         assert e["name"] == state.id       # demo state ids are already '<task>--<what>'
         assert filecmp.cmp(src / "instruction.md", dest / "instruction.md", shallow=False)
-        assert same_tree(src / "tests", dest / "tests") and same_tree(src / "solution", dest / "solution")
-        # task.toml: the original data plus [metadata.swe_residual], nothing else
+        exported_copy(src, dest, state=state)
+        assert e["ctrf"] == "junit" and e["solution"] == "undo-state-then-reference"
+        # task.toml: the original data in Harbor's task schema plus [metadata.swe_residual], nothing else
         got = tomllib.loads((dest / "task.toml").read_text())
         want = tomllib.loads((src / "task.toml").read_text())
+        want["schema_version"] = HARBOR_TASK_SCHEMA
         ours = got["metadata"].pop("swe_residual")
         assert got == want
         assert ours == {"format": EXPORT_FORMAT, "track": "demo", "task": state.task, "start": "residual",
@@ -151,7 +206,11 @@ def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
     index = json.loads((deepswe_export / "export.json").read_text())
     by_start = {e["start"]: e for e in index["tasks"]}
     clean, res = by_start["clean"], by_start["residual"]
-    assert same_tree(DEEPSWE / "wordstats-top-words", deepswe_export / clean["name"])
+    # the verifier writes ctrf.json itself (tests/ unchanged); task.toml gets Harbor's task schema
+    assert clean["ctrf"] == res["ctrf"] == "task"
+    clean_src, clean_dest = tree_files(DEEPSWE / "wordstats-top-words"), tree_files(deepswe_export / clean["name"])
+    assert clean_src.pop("task.toml") != clean_dest.pop("task.toml") and clean_src == clean_dest
+    schema_only_changed(DEEPSWE / "wordstats-top-words" / "task.toml", deepswe_export / clean["name"] / "task.toml")
     assert clean["harbor_name"] == "swe-residual/wordstats-top-words"
     assert res["name"] == "wordstats-top-words--ties-by-first-seen"
     assert res["harbor_name"] == "swe-residual/wordstats-top-words--ties-by-first-seen"
@@ -163,6 +222,7 @@ def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
     want = tomllib.loads((DEEPSWE / "wordstats-top-words" / "task.toml").read_text())
     assert want["environment"].pop("docker_image") == image and "docker_image" not in got["environment"]
     want["task"]["name"] = res["harbor_name"]
+    want["schema_version"] = HARBOR_TASK_SCHEMA
     assert got["metadata"].pop("swe_residual")["state_id"] == "wordstats-top-words--ties-by-first-seen"
     assert got == want
     assert sorted(p.name for p in (dest / "environment").iterdir()) == [".swe-residual", "Dockerfile"]
@@ -252,58 +312,9 @@ def test_slugs_are_harbor_names():
 
 
 # -- Harbor's own task model --------------------------------------------------------------------
-def python312() -> str | None:
-    """A CPython >= 3.12 on this machine: $SWE_RESIDUAL_PYTHON312, .ci/python312.sh's prefix, PATH."""
-    candidates = [os.environ.get("SWE_RESIDUAL_PYTHON312", ""),
-                  os.environ.get("SWE_RESIDUAL_PYTHON312_PREFIX", "/opt/swe-residual/python3.13") + "/bin/python3.13",
-                  *(shutil.which(f"python3.{m}") or "" for m in (14, 13, 12))]
-    for c in candidates:
-        if c and os.access(c, os.X_OK):
-            ok = subprocess.run([c, "-c", "import sys, venv, ssl; sys.exit(sys.version_info < (3, 12))"],
-                                capture_output=True, check=False)
-            if ok.returncode == 0:
-                return c
-    return None
-
-
-def harbor_unavailable(reason: str):
-    if os.environ.get(REQUIRE_HARBOR, "").strip() == "1":
-        pytest.fail(f"{REQUIRE_HARBOR}=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def harbor_python() -> str:
-    """Python of a venv holding the `harbor` package (made once, kept in the cache dir)."""
-    py = python312()
-    if py is None:
-        harbor_unavailable("no Python >= 3.12 for the harbor package (run .ci/python312.sh)")
-    version = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    cache = Path(os.environ.get("SWE_RESIDUAL_CACHE")
-                 or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swe-residual")
-    venv = cache / f"harbor-venv-py{version}-{harbor_slug(HARBOR_SPEC)}"
-    vpy = venv / "bin" / "python"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{venv}.lock", "w") as lock:       # xdist workers: one of them makes the venv
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (venv / ".complete").is_file():
-            _make_harbor_venv(py, venv)
-    return str(vpy)
-
-
-def _make_harbor_venv(py: str, venv: Path) -> None:
-    vpy = venv / "bin" / "python"
-    shutil.rmtree(venv, ignore_errors=True)
-    made = subprocess.run([py, "-m", "venv", str(venv)], capture_output=True, text=True, check=False)
-    pip = made.returncode == 0 and subprocess.run(
-        [str(vpy), "-m", "pip", "install", "-q", "--disable-pip-version-check", HARBOR_SPEC],
-        capture_output=True, text=True, timeout=1200, check=False)
-    if made.returncode != 0 or pip.returncode != 0:
-        err = (made.stderr if made.returncode else pip.stderr).strip().splitlines()
-        shutil.rmtree(venv, ignore_errors=True)
-        harbor_unavailable(f"cannot install {HARBOR_SPEC} with {py}: {err[-1] if err else 'no output'}")
-    (venv / ".complete").write_text(HARBOR_SPEC + "\n")
+    return harbor_venv_python()
 
 
 # Runs in the harbor venv: loads each task dir with Harbor's Task model and reports what Harbor
@@ -430,3 +441,214 @@ def test_docker_builds_residual_through_dockerignore(docker_client, bookworm_ima
         check_state_uncommitted(docker_client, image, base, patch)
     finally:
         docker_client.images.remove(image, force=True)
+
+
+# -- Harbor's task schema ------------------------------------------------------------------------
+def test_task_toml_targets_harbors_schema():
+    # the deprecated fields as Harbor itself reads them, the old marker replaced, comments kept
+    old = ('version = "1.0"  # old marker\n[metadata]\ntask_id = "x"\n[environment]\nmemory = "2G"\n'
+           'storage = "512M"\nallow_internet = false  # offline\ncpus = 2\n[verifier]\ntimeout_sec = 60\n'
+           '[verifier.environment]\nallow_internet = true\nmemory_mb = 1024\nmemory = "1G"\n')
+    out = target_schema(old, Path("task.toml"))
+    assert tomllib.loads(out) == {
+        "schema_version": HARBOR_TASK_SCHEMA, "metadata": {"task_id": "x"},
+        "environment": {"memory_mb": 2048, "storage_mb": 512, "network_mode": "no-network", "cpus": 2},
+        "verifier": {"timeout_sec": 60, "environment": {"network_mode": "public", "memory_mb": 1024}}}
+    assert f'# was version = "1.0"; swe-residual export targets Harbor {HARBOR_VERSION}' in out
+    assert '# memory = "1G"' in out            # a duplicate of memory_mb: commented out, visible
+    # no marker: one is put at the top; an up-to-date task only gets the marker line rewritten
+    assert target_schema("[metadata]\n", Path("t")).startswith(f'schema_version = "{HARBOR_TASK_SCHEMA}"')
+    same = f'schema_version = "{HARBOR_TASK_SCHEMA}"\n[environment]\nmemory_mb = 4\n'
+    assert tomllib.loads(target_schema(same, Path("t"))) == tomllib.loads(same)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('schema_version = "9.0"\n', r'schema_version 9.0 is newer than the task schema of Harbor 0.26.0 \(1.4\)'),
+    ('schema_version = "one"\n', r"schema_version: 'one' is not a version"),
+    ('[environment]\nmemory = "2G"\nmemory_mb = 1024\n', r"memory = '2G' \(2048 MB\) contradicts memory_mb = 1024"),
+    ('[environment]\nmemory = "lots"\n', r"'lots' is not a size"),
+    ('environment = {memory = "2G"}\n', r"could not rewrite it for Harbor 0.26.0's task schema 1.4"),
+])
+def test_task_toml_that_cannot_target_the_schema(text, message):
+    with pytest.raises(InputError, match=message):
+        target_schema(text, Path("task.toml"))
+
+
+# -- the verifier's per-test report: JUnit XML -> ctrf.json ---------------------------------------
+JUNIT_CASES = '''
+import pytest
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture broke")
+
+@pytest.fixture
+def bad_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+def test_ok():
+    assert True
+
+def test_fails():
+    assert 1 == 2, "one is not two"
+
+def test_error(broken):
+    pass
+
+def test_passes_then_teardown_errors(bad_teardown):
+    pass
+
+@pytest.mark.skip(reason="later")
+def test_skipped():
+    pass
+
+@pytest.mark.parametrize("x", ["a b", "[x]", "ü"])
+def test_param(x):
+    assert x != "[x]"
+'''
+
+
+def test_junit_to_ctrf_gives_our_grading_statuses(tmp_path):
+    from swe_residual.verdicts import ctrf_statuses, read_statuses
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_cases.py").write_text(JUNIT_CASES)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name, extra in (("a.xml", []), ("b.xml", ["-k", "ok or fails"])):   # b.xml overrides part of a.xml
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
+                        f"--junitxml={logs / name}", "t", *extra], cwd=tmp_path, capture_output=True, check=False)
+    (tmp_path / "b-edit").write_text((logs / "b.xml").read_text().replace('name="test_fails"', 'name="test_ok2"'))
+    (logs / "b.xml").write_text((tmp_path / "b-edit").read_text())
+    (logs / "planted.xml").write_text('<testsuite><testcase classname="t" name="planted"/></testsuite>')
+    want = read_statuses(logs, frozenset({"junit"}), ("a.xml", "b.xml"))       # the declared files, in order
+    assert want["t.test_cases.test_passes_then_teardown_errors"] == "failed"     # worst status kept
+    assert {want["t.test_cases.test_error"], want["t.test_cases.test_skipped"]} == {"failed", "skipped"}
+    res = subprocess.run(["python3", "-I", str(JUNIT_TO_CTRF), str(logs), "a.xml", "b.xml"], capture_output=True,
+                         text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    ctrf = json.loads((logs / "ctrf.json").read_text())
+    assert "t.planted" not in want and ctrf_statuses(ctrf, "ctrf.json") == want and list(ctrf_statuses(ctrf, "ctrf.json")) == list(want)
+    summary = ctrf["results"]["summary"]
+    assert summary["tests"] == len(want) == summary["passed"] + summary["failed"] + summary["skipped"]
+    failed = {t["name"]: t for t in ctrf["results"]["tests"] if t["status"] == "failed"}
+    assert "one is not two" in failed["t.test_cases.test_fails"]["message"]
+
+
+def test_junit_to_ctrf_follows_no_link(tmp_path):
+    # as our grading: a link where a declared report belongs is unreadable, so nothing is written;
+    # a link at ctrf.json is replaced, not followed
+    from swe_residual.errors import VerifierError
+    from swe_residual.verdicts import read_statuses
+
+    logs, outside = tmp_path / "logs", tmp_path / "outside.xml"
+    logs.mkdir()
+    outside.write_text('<testsuite><testcase classname="x" name="planted"/></testsuite>')
+    (logs / "junit.xml").symlink_to(outside)
+
+    def convert(*names: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["python3", "-I", str(JUNIT_TO_CTRF), str(logs), *names], capture_output=True,
+                              text=True, check=False)
+
+    res = convert("junit.xml")
+    assert res.returncode == 1 and "unreadable report junit.xml: not a regular file" in res.stderr
+    with pytest.raises(VerifierError, match="unreadable report junit.xml: not a regular file"):
+        read_statuses(logs, frozenset({"junit"}), ("junit.xml",))
+    assert not (logs / "ctrf.json").exists()
+    (logs / "junit.xml").unlink()
+    (logs / "junit.xml").write_text('<testsuite><testcase classname="x" name="real"/></testsuite>')
+    (logs / "ctrf.json").symlink_to(tmp_path / "target.json")
+    assert convert("junit.xml").returncode == 0
+    assert not (logs / "ctrf.json").is_symlink() and not (tmp_path / "target.json").exists()
+    assert [t["name"] for t in json.loads((logs / "ctrf.json").read_text())["results"]["tests"]] == ["x.real"]
+    (logs / "junit.xml").write_text("<testsuite><testcase")           # unreadable: nothing written
+    (logs / "ctrf.json").unlink()
+    res = convert("junit.xml")
+    assert res.returncode == 1 and "unreadable JUnit report junit.xml" in res.stderr and not (logs / "ctrf.json").exists()
+    assert convert("missing.xml").returncode == 0 and not (logs / "ctrf.json").exists()    # none: nothing
+    assert convert("../outside.xml").returncode == 1
+
+
+def test_reserved_names_in_tests_and_solution_are_refused(tmp_path):
+    task, states_path = _calc(tmp_path)
+    (task / "tests" / ".swe-residual").mkdir()
+    with pytest.raises(InputError, match=r"tests/.swe-residual: name reserved for the export's own files"):
+        _export(tmp_path, states_path)
+    (task / "tests" / ".swe-residual").rmdir()
+    (task / "solution" / ".swe-residual").write_text("mine")
+    with pytest.raises(InputError, match=r"solution/.swe-residual: name reserved for the export's own files"):
+        _export(tmp_path, states_path)
+
+
+@pytest.mark.docker
+def test_docker_residual_reference_and_ctrf_verifier(docker_client, bookworm_image, tmp_path):
+    # in a container of the residual image: solution/solve.sh undoes the state (a changed file, a
+    # new file, a new binary file) and applies the reference; tests/test.sh writes ctrf.json with
+    # the statuses our grading reads from the verifier's JUnit XML
+    import io
+    import tarfile
+
+    from swe_residual.verdicts import ctrf_statuses, read_statuses
+
+    task, states_path = _calc(tmp_path)
+    _export(tmp_path, states_path, start="residual")
+    dest = tmp_path / "out" / "calc--partial"
+    image = _build(docker_client, dest / "environment", "swe-residual-test/export-harbor:calc-solve")
+    c = docker_client.containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none")
+    try:
+        for d in ("solution", "tests"):
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(dest / d, arcname=d)
+            assert c.put_archive("/", buf.getvalue())
+        rc, out = c.exec_run(["/solution/solve.sh"], workdir="/app")
+        assert rc == 0, out.decode()
+        rc, out = c.exec_run(["git", "-c", "safe.directory=*", "status", "--porcelain", "-uall"], workdir="/app")
+        assert out.decode().splitlines() == [" M calc.py"]      # state gone, reference applied
+        rc, out = c.exec_run(["git", "-c", "safe.directory=*", "diff"], workdir="/app")
+        ref = (task / "solution" / "solution.patch").read_text()
+        assert parse_patch(out) == parse_patch(ref)
+        rc, out = c.exec_run(["/tests/test.sh"], workdir="/app")
+        assert rc == 0, out.decode()
+        bits, _ = c.get_archive("/logs/verifier")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
+            for m in tar.getmembers():           # regular files only, inside the target
+                if m.isfile() and ".." not in Path(m.name).parts and not m.name.startswith("/"):
+                    (tmp_path / "got" / m.name).parent.mkdir(parents=True, exist_ok=True)
+                    (tmp_path / "got" / m.name).write_bytes(tar.extractfile(m).read())
+    finally:
+        c.remove(force=True)
+        docker_client.images.remove(image, force=True)
+    logs = tmp_path / "got" / "verifier"
+    ctrf = json.loads((logs / "ctrf.json").read_text())
+    statuses = ctrf_statuses(ctrf, "ctrf.json")
+    assert statuses == read_statuses(logs, frozenset({"junit"}), ("junit.xml",)) and set(statuses.values()) == {"passed"}
+    assert len(statuses) == len(load_tasks(tmp_path / "tasks", "demo")["calc"].grading.required)
+
+
+# -- Harbor itself: the release and schema the export names, harbor lint -------------------------
+HARBOR_FACTS = r"""
+import importlib.metadata, json
+from harbor.models.task.config import TaskConfig
+print(json.dumps({"version": importlib.metadata.version("harbor"), "task_schema": TaskConfig().schema_version}))
+"""
+
+
+def test_export_names_the_harbor_it_targets(harbor_python, demo_export, deepswe_export):
+    res = subprocess.run([harbor_python, "-c", HARBOR_FACTS], capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    facts = json.loads(res.stdout)
+    for export in (demo_export, deepswe_export):
+        named = json.loads((export / "export.json").read_text())["harbor"]
+        assert (named["version"], named["task_schema"]) == (HARBOR_VERSION, HARBOR_TASK_SCHEMA)
+    if facts["version"] == HARBOR_VERSION:        # (SWE_RESIDUAL_HARBOR_SPEC may name another release)
+        assert facts["task_schema"] == HARBOR_TASK_SCHEMA
+    # Harbor's own linter: no invalid or unknown task.toml field, no invalid task file, in any
+    # exported dir; the demo tasks' shared verifier (a property of the task) is all it reports
+    dirs = sorted(str(p) for e in (demo_export, deepswe_export) for p in e.iterdir() if p.is_dir())
+    harbor = str(Path(harbor_python).parent / "harbor")
+    res = subprocess.run([harbor, "lint", "--json", *dirs], capture_output=True, text=True, timeout=600, check=False)
+    findings = json.loads(res.stdout)
+    assert {f["rule"] for f in findings} <= {"shared-verifier"}, findings
+    assert len(dirs) == 27
