@@ -122,6 +122,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         construction += load_construction_file(Path(path))
     report = build_report(records, manifest, construction=construction or None,
                           n_boot=args.n_boot, seed=args.seed)
+    report["unreadable_lines"] = list(records.bad_lines)  # left out of every number above
     if args.html or args.html_dir:
         from swe_residual.report.html.run_page import write_browser
         if not args.html_dir and len(args.run_dirs) > 1:
@@ -138,6 +139,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(render_csv(report), end="")
     else:
         print(render_text(report))
+    if records.bad_lines:  # the tables stand without these lines, but the run is invalid
+        from swe_residual.report.gates import EXIT_INVALID
+        more = f" (+{len(records.bad_lines) - 1} more)" if len(records.bad_lines) > 1 else ""
+        print(f"INVALID RUN (exit {EXIT_INVALID}): unreadable results line, not counted: {records.bad_lines[0]}{more}",
+              file=sys.stderr)
+        return EXIT_INVALID
     return 0
 
 

@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swe_residual.errors import InputError
+from swe_residual.safe_read import valid_json, valid_text
 
 FILE_NAME = "interactions.jsonl"
 MAX_BYTES = 64 << 20            # an interactions file is read up to this size
@@ -52,12 +53,24 @@ class Interaction(BaseModel):
 
 
 def output_digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    """sha256 of the output's bytes (a byte that was not UTF-8 counts as itself; any other lone
+    surrogate as its UTF-8 form, never an error)."""
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()
 
 
 def dumps(items: Iterable[Interaction]) -> bytes:
-    return "".join(json.dumps(i.model_dump(exclude_none=True), sort_keys=True, ensure_ascii=False) + "\n"
-                   for i in items).encode("utf-8")
+    """JSON lines; a lone surrogate in an input (an agent's hostile keys) is escaped as text
+    (safe_read.valid_text), so the file is always valid UTF-8."""
+    rows = [i.model_dump(exclude_none=True) for i in items]
+    try:
+        return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(json.dumps(valid_json(r), sort_keys=True, ensure_ascii=False) + "\n"
+                       for r in rows).encode("utf-8")
 
 
 def write_interactions(path: Path, items: Iterable[Interaction]) -> None:
@@ -117,6 +130,11 @@ def transcript(items: Iterable[Interaction]) -> str:
 # -- converters -------------------------------------------------------------------------------------
 
 
+def _input(text: str) -> str:
+    """An input as an interaction holds it: valid text (safe_read.valid_text), at most MAX_LINE long."""
+    return valid_text(text[:MAX_LINE])[:MAX_LINE]
+
+
 def _wait(value: object) -> float:
     try:
         w = float(value)  # type: ignore[arg-type]
@@ -135,25 +153,25 @@ def from_atif(data: dict) -> list[Interaction]:
         if not isinstance(step, dict) or step.get("source") != "agent":
             continue
         calls = step.get("tool_calls") if isinstance(step.get("tool_calls"), list) else []
+        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
+        results = observation.get("results") if isinstance(observation.get("results"), list) else []
         mine: list[Interaction] = []
         for call in calls:
             args = call.get("arguments") if isinstance(call, dict) else None
             if isinstance(args, str):
                 try:
                     args = json.loads(args)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     args = None
             if not isinstance(args, dict):
                 continue
             if isinstance(args.get("keystrokes"), str):
-                mine.append(Interaction(kind="keys", input=args["keystrokes"][:MAX_LINE],
+                mine.append(Interaction(kind="keys", input=_input(args["keystrokes"]),
                                         wait=_wait(args.get("duration", DEFAULT_KEYS_WAIT))))
             else:
                 cmd = args.get("command", args.get("cmd"))
                 if isinstance(cmd, str) and cmd.strip():
-                    mine.append(Interaction(kind="command", input=cmd[:MAX_LINE]))
-        results = ((step.get("observation") or {}).get("results") or []) if isinstance(step.get("observation"), dict) \
-            else []
+                    mine.append(Interaction(kind="command", input=_input(cmd)))
         contents = [r.get("content") for r in results if isinstance(r, dict) and isinstance(r.get("content"), str)]
         if mine and contents:
             mine[-1].output_sha256 = output_digest(contents[-1])
@@ -182,7 +200,7 @@ def from_tb1_commands(text: str, where: str) -> list[Interaction]:
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise InputError(f"{where}:{n}: not a Python string or list of strings")
         for k in keys:
-            out.append(Interaction(kind="keys", input="\n" if k in ("Enter", "C-m", "KPEnter") else k, wait=None))
+            out.append(Interaction(kind="keys", input="\n" if k in ("Enter", "C-m", "KPEnter") else _input(k), wait=None))
         if len(out) > MAX_INTERACTIONS:
             raise InputError(f"{where}: more than {MAX_INTERACTIONS} terminal inputs")
     return _merge_enter(out)
@@ -210,7 +228,7 @@ def from_trajectory_actions(steps) -> list[Interaction]:
     for step in steps:
         for a in step.actions:
             if a.kind == "shell" and a.command.strip():
-                out.append(Interaction(kind="command", input=a.command[:MAX_LINE], exit_status=a.exit_code,
+                out.append(Interaction(kind="command", input=_input(a.command), exit_status=a.exit_code,
                                        output_sha256=output_digest(a.output) if a.output else None,
                                        duration_s=a.duration_s))
     return out

@@ -1,7 +1,10 @@
 """The results contract: one JSON line per finished case in <run-dir>/results.jsonl.
 
 Lines are appended at once (flushed and fsynced, under an advisory lock so xdist workers can share
-the file) and never rewritten. The run dir also holds manifest.json, the facts offline reports
+the file) and never rewritten. Every string is made valid and bounded before it is written
+(safe_read.valid_json), so no agent can write a line that does not read back; a line that does
+not read anyway (edited by hand, an older writer) is left out and named (path:line) by the
+readers, never raised. The run dir also holds manifest.json, the facts offline reports
 need (tasks, states, their failing sets and patches), so `swe-residual report` works from the run
 dir alone.
 """
@@ -18,13 +21,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from swe_residual.safe_read import valid_json, valid_text
 
 RESULTS = "results.jsonl"
 MANIFEST = "manifest.json"
 RUN_PAGE = "report.html"          # the run page (report/html/run_page.py)
 STARTS = ("clean", "residual")     # the protocol's starting conditions (a handoff view adds "+<view>")
 SUMMARY = "summary.json"
+MAX_TEXT = 100_000                 # characters of any one string of a record as written
 
 #: residual+summary / residual+trace: a residual start whose request also shows the predecessor's
 #: trajectory (--handoff-view); never mixed with the blind residual start of the paper
@@ -64,6 +70,8 @@ class Record(BaseModel):
     verdict_note: str | None = None
     integrity: list[str] = Field(default_factory=list, description="integrity signals of the final state "
                                  "(swe_residual/run/integrity.py)")
+    integrity_notes: list[str] = Field(default_factory=list, description="integrity notes of the final state: "
+                                       "honest-looking test infrastructure, not counted (run/integrity.py)")
     artifacts: dict[str, str] = Field(default_factory=dict, description="paths relative to the run dir")
     finished_at: float = Field(default_factory=time.time)
 
@@ -83,11 +91,13 @@ def append_record(run_dir: Path, record: Record | dict[str, Any]) -> None:
 
 
 def append_line(path: Path, record: BaseModel | dict[str, Any]) -> None:
-    """Append one JSON line atomically with respect to other writers and make it durable."""
+    """Append one JSON line atomically with respect to other writers and make it durable. Strings
+    are made valid (a lone surrogate from a file name or an agent's output escaped as text) and
+    bounded to MAX_TEXT characters; a number that JSON cannot hold (inf, nan) is null."""
     from swe_residual.errors import RunDirError
 
     data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
-    line = (json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+    line = (json.dumps(valid_json(data, MAX_TEXT), sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
     path = Path(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -108,16 +118,41 @@ def append_line(path: Path, record: BaseModel | dict[str, Any]) -> None:
         raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def iter_records(run_dir: Path) -> Iterator[Record]:
-    """Every complete line of a run's results.jsonl (a torn last line from a crash is skipped)."""
+def iter_records(run_dir: Path, bad: list[str] | None = None) -> Iterator[Record]:
+    """Every complete line of a run's results.jsonl (a torn last line from a crash is skipped, and
+    blank lines). A line that is not a record is left out and, with `bad`, named there
+    ("<path>:<line>: <why>"): readers never raise on a line."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         return
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        for n, line in enumerate(fh, 1):
             if not line.endswith("\n"):
                 break
-            yield Record.model_validate_json(line)
+            try:
+                record = Record.model_validate_json(line)
+            except ValueError as exc:
+                if line.strip() and bad is not None:
+                    bad.append(bad_line(path, n, line, exc))
+                continue
+            yield record
+
+
+def bad_line(path: Path, n: int, line: str | bytes, exc: Exception) -> str:
+    """One line naming a results line that is not a record, and why."""
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", "surrogateescape")
+    try:
+        line.encode("utf-8")
+        if isinstance(exc, ValidationError):
+            err = exc.errors()[0]
+            loc = ".".join(map(str, err["loc"]))
+            why = f"{loc}: {err['msg']}" if loc else err["msg"]
+        else:
+            why = f"{type(exc).__name__}: {exc}"
+    except UnicodeEncodeError as enc:
+        why = f"not valid UTF-8 (byte {len(line[:enc.start].encode('utf-8', 'surrogateescape'))})"
+    return valid_text(f"{path}:{n}: {why}", 500)
 
 
 # -- reading many records fast (reports) --------------------------------------------------------
@@ -160,6 +195,7 @@ class RecordRow(msgspec.Struct, kw_only=True, gc=False):
     rule: str | None = None
     verdict_note: str | None = None
     integrity: list[str] = msgspec.field(default_factory=list)
+    integrity_notes: list[str] = msgspec.field(default_factory=list)
     artifacts: dict[str, str] = msgspec.field(default_factory=dict)
     finished_at: float = msgspec.field(default_factory=time.time)
 
@@ -207,35 +243,40 @@ class _Shared:
         return r
 
 
-def read_rows(run_dir: Path) -> list[RecordRow | Record]:
-    """Every complete line of results.jsonl, as iter_records reads it (same values, same errors,
-    a torn last line skipped), decoded by msgspec a chunk at a time; lines it does not take as
-    they are go through Record.model_validate_json."""
+def read_rows(run_dir: Path, bad: list[str] | None = None) -> list[RecordRow | Record]:
+    """Every complete line of results.jsonl, as iter_records reads it (same values, the same lines
+    named in `bad`, a torn last line skipped), decoded by msgspec a chunk at a time; lines it does
+    not take as they are go through Record.model_validate_json."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         return []
     rows: list[RecordRow | Record] = []
     shared = _Shared()
+    named = len(bad) if bad is not None else 0
     with open(path, "rb") as fh:
         head = fh.read(_CHUNK)
         if head.startswith(codecs.BOM_UTF8):
-            return list(iter_records(run_dir))  # text mode keeps the BOM: leave it all to pydantic
+            return list(iter_records(run_dir, bad))  # text mode keeps the BOM: leave it all to pydantic
         tail = b""
         block = head
+        offset = 0  # of this chunk's complete lines in the file
         while block:
             data = tail + block
             if b"\r" in data:  # text mode also ends lines at a lone "\r"
-                return list(iter_records(run_dir))
+                if bad is not None:
+                    del bad[named:]
+                return list(iter_records(run_dir, bad))
             end = data.rfind(b"\n") + 1
             lines, tail = data[:end], data[end:]
-            rows += map(shared.row, _decode(lines))
+            rows += map(shared.row, _decode(lines, path, offset, bad))
+            offset += end
             block = fh.read(_CHUNK)
-    tail.decode("utf-8")  # text mode decodes the torn last line before skipping it
     return rows
 
 
-def _decode(lines: bytes) -> list[RecordRow | Record]:
-    """Complete lines: all at once, else line by line (a blank line, a line msgspec rejects)."""
+def _decode(lines: bytes, path: Path, offset: int, bad: list[str] | None) -> list[RecordRow | Record]:
+    """Complete lines (from byte `offset` of the file): all at once, else line by line (a blank
+    line, a line msgspec rejects; one that pydantic rejects too is named in `bad`)."""
     if not lines:
         return []
     if not lines.startswith(b"\n") and b"\n\n" not in lines:
@@ -244,12 +285,34 @@ def _decode(lines: bytes) -> list[RecordRow | Record]:
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass
     out: list[RecordRow | Record] = []
-    for line in lines.splitlines(keepends=True):
+    before = None  # lines of the file before these: counted only once a line is bad
+    for n, line in enumerate(lines.splitlines(keepends=True), 1):
         try:
             out.append(_DECODER.decode(line))
         except (msgspec.DecodeError, msgspec.ValidationError):
-            out.append(Record.model_validate_json(line.decode("utf-8")))
+            if not line.strip():
+                continue
+            try:
+                out.append(Record.model_validate_json(line.decode("utf-8")))
+            except ValueError as exc:  # not UTF-8, not JSON, not a record
+                if bad is not None:
+                    before = _lines_before(path, offset) if before is None else before
+                    bad.append(bad_line(path, before + n, line, exc))
     return out
+
+
+def _lines_before(path: Path, offset: int) -> int:
+    """How many lines the file has before byte `offset` (only to name a bad line: never on the
+    fast path)."""
+    count = 0
+    with open(path, "rb") as fh:
+        while offset > 0:
+            block = fh.read(min(_CHUNK, offset))
+            if not block:
+                break
+            count += block.count(b"\n")
+            offset -= len(block)
+    return count
 
 
 class RunRecords(Sequence):
@@ -260,8 +323,10 @@ class RunRecords(Sequence):
     pydantic models.
     """
 
-    def __init__(self, rows: list[RecordRow | Record]):
+    def __init__(self, rows: list[RecordRow | Record], bad_lines: list[str] | None = None):
         self.rows = rows
+        #: results lines that are not records, one "<path>:<line>: <why>" each (the run is invalid)
+        self.bad_lines = bad_lines or []
         self._records: list[Record] | None = None
 
     def _all(self) -> list[Record]:

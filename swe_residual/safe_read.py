@@ -4,13 +4,19 @@ Every path is opened component by component below a root the user named, with O_
 a symlink anywhere inside (file or directory) is never followed; only regular files are read
 (no fifos or devices), and never more than a bound. What cannot be read safely raises Unsafe
 with a short reason; a missing file is simply None.
+
+Text that came from someone else is made valid before it is written anywhere (valid_text,
+valid_json): a lone surrogate (a file name's byte that is not UTF-8, a "\\ud800" escape in JSON)
+would make the line or file we write unreadable, so it is escaped as text.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import math
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -20,6 +26,91 @@ from swe_residual.errors import InputError
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+#: JSON read from someone else nests at most this deep (a parse or walk deeper would hit Python's
+#: recursion limit; real trajectories and results nest < 20)
+MAX_JSON_DEPTH = 200
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# a surrogate in a JSON text: an escape (\ud800) or the UTF-8 bytes json.loads decodes with surrogatepass
+_SURROGATE_IN_JSON = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
+
+
+def valid_text(text: str, limit: int | None = None) -> str:
+    """`text` as valid Unicode: a byte that was not UTF-8 (surrogateescape'd, as os.fsdecode gives
+    file names) becomes `\\xNN`, any other lone surrogate `\\uNNNN`; over `limit` characters, the
+    head and a note of how many were cut."""
+    if not text.isascii():
+        text = _SURROGATE.sub(_escape, text)
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + f"... [{len(text) - limit} characters cut]"
+    return text
+
+
+def valid_json(value: Any, limit: int | None = None) -> Any:
+    """A copy of a JSON-like value (dicts, lists, tuples, scalars) that JSON can hold: strings,
+    keys included, are valid_text(s, limit), a float that is not finite (inf, nan) is None; for
+    the fields of a record or a stage line, not for deep documents."""
+    if isinstance(value, str):
+        return valid_text(value, limit)
+    if isinstance(value, dict):
+        return {valid_text(k, limit) if isinstance(k, str) else k: valid_json(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [valid_json(v, limit) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def parse_json(raw: bytes | str, where: object, *, position: bool = True) -> Any:
+    """JSON from someone else: at most MAX_JSON_DEPTH deep and every string valid (valid_text, in
+    place); Unsafe naming `where` (and the line and column, with `position`) when it is not JSON or
+    nests too deep."""
+    where = valid_text(str(where))
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        pos = f" (line {exc.lineno} column {exc.colno})" if position and isinstance(exc, json.JSONDecodeError) else ""
+        raise Unsafe(f"{where}: invalid JSON{pos}: {getattr(exc, 'msg', exc)}") from None
+    except RecursionError:
+        raise Unsafe(f"{where}: invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if not isinstance(data, (dict, list)):
+        return valid_text(data) if isinstance(data, str) else data
+    raw_bytes = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    repair = (b"\\u" in raw_bytes or b"\xed" in raw_bytes) and _SURROGATE_IN_JSON.search(raw_bytes) is not None
+    _walk(data, where, repair)
+    return data
+
+
+def _walk(data: dict | list, where: object, repair: bool) -> None:
+    """Check the depth of parsed JSON without recursion; with `repair`, make its strings valid."""
+    stack: list[tuple[dict | list, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise Unsafe(f"{where}: invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep")
+        if isinstance(node, dict):
+            if repair and any(isinstance(k, str) and not k.isascii() and _SURROGATE.search(k) for k in node):
+                items = [(valid_text(k), v) for k, v in node.items()]
+                node.clear()
+                node.update(items)
+            for k, v in node.items():
+                if isinstance(v, (dict, list)):
+                    stack.append((v, depth + 1))
+                elif repair and isinstance(v, str):
+                    node[k] = valid_text(v)
+        else:
+            for i, v in enumerate(node):
+                if isinstance(v, (dict, list)):
+                    stack.append((v, depth + 1))
+                elif repair and isinstance(v, str):
+                    node[i] = valid_text(v)
 
 
 class Unsafe(Exception):
@@ -98,15 +189,12 @@ def read_bytes(root: Path, rel: str, limit: int) -> bytes | None:
 
 
 def read_json(root: Path, rel: str, limit: int) -> Any:
-    """The parsed JSON of root/rel, None if it is missing; Unsafe if it is not JSON."""
+    """The parsed JSON of root/rel (parse_json: depth-limited, strings made valid), None if it is
+    missing; Unsafe if it is not JSON or nests too deep."""
     data = read_bytes(root, rel, limit)
     if data is None:
         return None
-    try:
-        return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise Unsafe(f"{Path(root) / rel}: invalid JSON{where}: {getattr(exc, 'msg', exc)}") from None
+    return parse_json(data, Path(root) / rel)
 
 
 def is_dir(root: Path, rel: str) -> bool:

@@ -9,14 +9,19 @@ turns ATIF and mini-swe-agent trajectories into it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 from pydantic import BaseModel, Field
+from pydantic_core import PydanticSerializationError
+
+from swe_residual.safe_read import valid_json
 
 FORMAT = "swe-residual-trajectory-1"
 MAX_OUTPUT_CHARS = 200_000
+MAX_TEXT_CHARS = 1_000_000   # any string of a trajectory written the careful way (Trajectory.write)
 
 
 class Action(BaseModel):
@@ -67,8 +72,16 @@ class Trajectory(BaseModel):
                 total(s.cost_usd for s in self.steps))
 
     def write(self, path: Path) -> None:
+        """The trajectory as JSON, secrets redacted. A string that is not valid Unicode (a lone
+        surrogate from an agent's output, message or file name) is escaped as text and every
+        string is bounded (safe_read.valid_text), so the file always reads back."""
         from swe_residual.redact import redact
-        path.write_text(redact(self.model_dump_json(indent=1)), encoding="utf-8")
+        try:
+            text = self.model_dump_json(indent=1)
+        except PydanticSerializationError:  # a lone surrogate somewhere: the careful way
+            data = valid_json(self.model_dump(), limit=MAX_TEXT_CHARS)
+            text = json.dumps(data, indent=1, ensure_ascii=False)
+        path.write_text(redact(text), encoding="utf-8")
 
     @classmethod
     def read(cls, path: Path) -> Trajectory:

@@ -4,7 +4,8 @@
     10 regression: residual success below the floor, gap above the ceiling, more runs with
        integrity flags than allowed, or a drop against the baseline that the paired test says
        is beyond noise
-    11 invalid run: cases missing from results.jsonl, or too many infra errors
+    11 invalid run: a results.jsonl line that is not a record (named path:line; always checked),
+       cases missing from results.jsonl, or too many infra errors
 
 An invalid run wins over a regression (its numbers cannot be trusted). A baseline drop counts
 only when it exceeds max_drop points AND the paired sign-flip test over the shared tasks of
@@ -78,6 +79,19 @@ def infra_fraction(records: Iterable[Record]) -> tuple[float | None, int, int]:
     return (bad / len(valid) if valid else None), bad, len(valid)
 
 
+def unreadable_lines(records: Iterable[Record]) -> list[str]:
+    """The results lines load_runs could not read as records ("<path>:<line>: <why>")."""
+    return list(getattr(records, "bad_lines", None) or [])
+
+
+def _readable(bad: list[str], res: GateResult, what: str = "") -> None:
+    """A line that is not a record makes the run invalid: it is never counted, in any rule."""
+    if bad:
+        more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+        res.fail(EXIT_INVALID, f"{what}unreadable results line{'s' if len(bad) > 1 else ''}, not counted: "
+                 f"{'; '.join(bad[:3])}{more}", gate="unreadable_lines", lines=bad)
+
+
 def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: GateResult) -> None:
     if cfg.check_missing and manifest.cases:
         miss = missing_cases(records, manifest)
@@ -147,9 +161,14 @@ def _baseline(records: list[Record], baseline: list[Record], cfg: GateConfig, re
 
 def check_gates(records: Iterable[Record], manifest: Manifest | None, cfg: GateConfig,
                 baseline: Iterable[Record] | None = None) -> GateResult:
-    """Evaluate every configured gate; one violation line per failed gate."""
+    """Evaluate every configured gate; one violation line per failed gate. Unreadable results
+    lines (load_runs' bad_lines, of the run or the baseline) always make the run invalid."""
+    bad = unreadable_lines(records)
     records = record_rows(records)  # load_runs' plain rows: no pydantic models needed to read them
     res = GateResult()
+    _readable(bad, res)
+    if baseline is not None:
+        _readable(unreadable_lines(baseline), res, "baseline: ")
     _validity(records, manifest or Manifest(), cfg, res)
     _thresholds(success_table(records), cfg, res)
     if baseline is not None:

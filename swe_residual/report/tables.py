@@ -55,8 +55,10 @@ def _absolute(base: str, rel: str) -> str:
 
 
 def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, Manifest]:
-    """Records of every run dir and the union of their manifests (first definition wins)."""
+    """Records of every run dir and the union of their manifests (first definition wins). A
+    results line that is not a record is left out and named in the records' `bad_lines`."""
     rows: list[RecordRow | Record] = []
+    bad: list[str] = []
     merged = Manifest()
     cases: list[str] = []
     for run_dir in run_dirs:
@@ -64,7 +66,7 @@ def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, Manifest]:
         # the manifest first: its parse peaks at about twice what it keeps, and that transient
         # memory is then reused by the rows instead of adding to them
         m = Manifest.read(Path(base))
-        run_rows = read_rows(Path(base))
+        run_rows = read_rows(Path(base), bad)
         for r in run_rows:
             artifacts = r.artifacts
             if artifacts:  # each line's own dict: rewritten in place
@@ -79,7 +81,7 @@ def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, Manifest]:
                 st.patch = _absolute(base, st.patch)  # our own fresh copy: safe to rewrite
                 merged.states[sid] = st
     merged.cases = list(dict.fromkeys(cases))  # first occurrence wins, order kept
-    return RunRecords(rows), merged
+    return RunRecords(rows, bad), merged
 
 
 def load_construction(run_dirs: Iterable[Path | str]) -> list[dict]:

@@ -32,6 +32,7 @@ from swe_residual.interactions import (
 )
 from swe_residual.residualize.records import PredecessorRun
 from swe_residual.residualize.workdir import STAGE1, WorkDir
+from swe_residual.safe_read import valid_text
 from swe_residual.sources.endings import (
     SUBMITTED,
     graded_tests,
@@ -162,7 +163,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
     if not t.agent_name:
         raise InputError(f"{where}: agent_info.name: missing")
     family = ctx.family(t.model_name, f"{where}: agent_info.model_info")
-    traj = import_trajectory(t.trajectory, t.agent_name) if t.trajectory is not None else None
+    traj, raw_traj = _trajectory(t.trajectory, t.agent_name, t.path / (t.trajectory_file or ""), t.notes)
     ending = harbor_ending(t.exception_type)
     if ending is None or ending.rule == "infra_verifier":
         # the agent finished normally, unless its own record says it stopped otherwise
@@ -192,7 +193,19 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
         source={k: v for k, v in source.items() if v is not None},
         termination=ending.termination, tests=tests, error=_error(exc, no_verdict),
         steps=steps, duration_s=t.agent_duration_s, final_message=message, **verdict)
-    return Imported(run, t.patch, traj, dict(t.evidence), interactions=machine_interactions(task, t.trajectory, traj))
+    return Imported(run, t.patch, traj, dict(t.evidence), interactions=machine_interactions(task, raw_traj, traj))
+
+
+def _trajectory(data: dict | None, agent: str, path: Path, notes: list[str]) -> tuple[Trajectory | None, dict | None]:
+    """The normalized trajectory of a run's own (and the raw one, for its interactions); a
+    trajectory of the wrong shape is left out with a note naming its file."""
+    if data is None:
+        return None, None
+    try:
+        return import_trajectory(data, agent), data
+    except ValueError as exc:
+        notes.append(f"{path}: {_first_line(str(exc))}; trajectory not imported")
+        return None, None
 
 
 def machine_interactions(task: Task, raw: dict | None, traj: Trajectory | None) -> list[Interaction] | None:
@@ -223,7 +236,7 @@ def _report_verdict(src: Sources, iid: str, model: str | None, task: Task
     for bucket in ("FAIL_TO_PASS", "PASS_TO_PASS"):
         b = status.get(bucket) if isinstance(status.get(bucket), dict) else {}
         for key, st in (("failure", "failed"), ("success", "passed")):
-            for name in b.get(key) or []:
+            for name in b.get(key) if isinstance(b.get(key), list) else []:
                 if isinstance(name, str) and tests.get(name) != "failed":
                     tests[name] = st
     note = None if entry.get("patch_successfully_applied", True) else "the patch did not apply (report.json)"
@@ -238,7 +251,8 @@ def _msa_facts(data: dict) -> tuple[str | None, str | None, str | None, float | 
     model = model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None
     version = info.get("mini_version") if isinstance(info.get("mini_version"), str) else None
     status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else None
-    stamps = [m["extra"]["timestamp"] for m in data.get("messages") or [] if isinstance(m, dict)
+    messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+    stamps = [m["extra"]["timestamp"] for m in messages if isinstance(m, dict)
               and isinstance(m.get("extra"), dict) and isinstance(m["extra"].get("timestamp"), (int, float))]
     duration = round(max(stamps) - min(stamps), 3) if len(stamps) >= 2 else None
     return model, version, status, duration
@@ -266,7 +280,10 @@ def from_prediction(pred: Prediction, src: Sources, ctx: Context) -> Imported:
     task = ctx.task([pred.instance_id], f"{pred.where}: instance_id")
     patch = pred.patch.encode("utf-8", "surrogateescape") if pred.patch is not None else None
     msa = sibling_trajectory(pred)
-    traj = import_trajectory(msa.data, pred.model) if msa is not None else None
+    shape: list[str] = []
+    traj, _ = _trajectory(msa.data if msa is not None else None, pred.model, msa.path if msa else Path(), shape)
+    if shape:
+        msa = None  # a sibling trajectory of the wrong shape: as if there were none, noted
     ending = msa_ending(_msa_facts(msa.data)[2]) if msa is not None else SUBMITTED  # a prediction is a submission
     outcome, tests, evidence, note = _report_verdict(src, pred.instance_id, pred.model, task)
     why = NO_REPORT
@@ -280,6 +297,7 @@ def from_prediction(pred: Prediction, src: Sources, ctx: Context) -> Imported:
                                                             "model_patch": pred.patch})}
     if msa is not None:
         evidence[msa.path.name] = msa.raw
+    note = "; ".join(n for n in [note, *shape] if n) or None
     source = {"format": "swe-bench", "path": pred.where, "instance_id": pred.instance_id, "model": pred.model,
               "trajectory_file": str(msa.path) if msa else None, "notes": note}
     run = PredecessorRun(
@@ -315,7 +333,10 @@ def from_msa(m: MsaTrajectory, src: Sources, ctx: Context) -> Imported:
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
     submission = info.get("submission") if isinstance(info.get("submission"), str) else None
     patch = submission.encode("utf-8", "surrogateescape") if submission is not None else None
-    traj = import_trajectory(data, "mini-swe-agent")
+    try:
+        traj = import_trajectory(data, "mini-swe-agent")
+    except ValueError as exc:  # the trajectory is the run: without it there is nothing to import
+        raise InputError(f"{m.path}: {_first_line(str(exc))}") from None
     ending = msa_ending(status)
     outcome, tests, evidence, note = _report_verdict(src, iid, model, task)
     verdict, no_verdict = settle(ending, outcome, None, NO_VERDICT_MSA)
@@ -423,17 +444,23 @@ def import_runs(wd: WorkDir, fmt: str, sources: list[str], track: str, tasks_dir
     for item in READERS[fmt](sources, ctx):
         if isinstance(item, Failed):
             failed += 1
-            out(f"  FAILED {item.reason}")
+            out(valid_text(f"  FAILED {item.reason}"))
             continue
         run = item.run
         if run.id in known:
             skipped += 1
-            out(f"  skip {run.id}: already in {STAGE1} (from {run.source.get('path')})")
+            out(valid_text(f"  skip {run.id}: already in {STAGE1} (from {run.source.get('path')})"))
             continue
-        store(wd, item)
+        try:
+            store(wd, item)
+        except (ValueError, RecursionError) as exc:  # content that cannot be written: no half-written run dir
+            shutil.rmtree(wd.run_dir(run.id), ignore_errors=True)
+            failed += 1
+            out(valid_text(f"  FAILED {run.source.get('path')}: cannot be stored: {type(exc).__name__}: {exc}"[:2000]))
+            continue
         known.add(run.id)
         imported += 1
-        out("  " + describe(run))
+        out(valid_text("  " + describe(run)))
     return imported, skipped, failed
 
 

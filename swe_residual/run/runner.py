@@ -174,6 +174,7 @@ class Attempt:
             finally:
                 self.release()
         except Exception as exc:
+            self.flag()   # an infra record that has a final state gets its flags too
             raise self.infra(exc, started) from None
         self.flag()
         self.grade()
@@ -216,8 +217,8 @@ class Attempt:
         record.steps = result.steps
         record.prompt_tokens, record.completion_tokens, record.cost_usd = trajectory.usage()
         traj_path = self.artifacts / "trajectory.json"
-        trajectory.write(traj_path)
-        record.artifacts["trajectory"] = self._rel(traj_path)
+        if self._write_trajectory(traj_path):
+            record.artifacts["trajectory"] = self._rel(traj_path)
         if ctx.interactions:
             path = self.artifacts / FILE_NAME
             path.write_text(redact(dumps(ctx.interactions).decode("utf-8")), encoding="utf-8")
@@ -246,14 +247,21 @@ class Attempt:
             self.standby.close()
 
     def flag(self) -> None:
-        """Integrity flags: what in the final patch could flip a verdict without solving the task."""
+        """Integrity flags of the final state, whatever verdict the attempt got (infra too): cheat
+        signals (`integrity`) and notes (`integrity_notes`). Never raises: a check that fails is
+        itself a signal."""
         final_patch, ignored = self.artifacts / "final.patch", self.artifacts / "final.ignored"
         if not final_patch.is_file():
             return
         state = self.case.state
-        self.record.integrity = integrity.flags(
-            final_patch.read_bytes(), ignored.read_text(encoding="utf-8").splitlines() if ignored.is_file() else [],
-            self.case.task, state.patch if state is not None else b"")
+        try:
+            found = integrity.assess(
+                final_patch.read_bytes(),
+                ignored.read_text(encoding="utf-8", errors="surrogateescape").splitlines() if ignored.is_file() else [],
+                self.case.task, state.patch if state is not None else b"")
+            self.record.integrity, self.record.integrity_notes = found.signals, found.notes
+        except Exception as exc:  # noqa: BLE001 - fail closed: an unread final state is flagged
+            self.record.integrity = [f"{integrity.OPAQUE}: final.patch ({type(exc).__name__})"]
         if ignored.is_file():
             self.record.artifacts["ignored"] = self._rel(ignored)
 
@@ -278,6 +286,19 @@ class Attempt:
         append_record(self.run_dir, self.record)
         return self.record
 
+    def _write_trajectory(self, path: Path) -> bool:
+        """Write the trajectory (Trajectory.write makes every string valid); False when what the
+        agent left still cannot be written: the attempt goes on without that artifact, never
+        without its record. An OSError (the run dir) propagates."""
+        try:
+            self.trajectory.write(path)
+            return True
+        except OSError:
+            raise
+        except Exception:  # noqa: BLE001 - hostile content must not cost the attempt its record
+            path.unlink(missing_ok=True)
+            return False
+
     def infra(self, exc: Exception, started: float) -> InfraError:
         """Record an attempt that ended in an infrastructure problem (never the agent's failure) and
         return the error to raise, its record on exc.record."""
@@ -289,8 +310,8 @@ class Attempt:
         record.termination = record.termination or "infra"
         if self.trajectory.steps and "trajectory" not in record.artifacts:
             try:
-                self.trajectory.write(self.artifacts / "trajectory.json")
-                record.artifacts["trajectory"] = self._rel(self.artifacts / "trajectory.json")
+                if self._write_trajectory(self.artifacts / "trajectory.json"):
+                    record.artifacts["trajectory"] = self._rel(self.artifacts / "trajectory.json")
             except OSError:
                 pass  # a full run dir: append_record below says so
         self.append(started)

@@ -306,8 +306,11 @@ class RunSession:
         report["cases"] = {"collected": len(expected), "recorded": len(recorded & expected),
                            "missing": sorted(expected - recorded),
                            "infra_errors": sorted((recorded & expected) - valid)}
+        # results lines that are not records: left out of every number above, named here, and the
+        # run is invalid (the gates always check it, active or not)
+        report["unreadable_lines"] = list(records.bad_lines)
         gate = None
-        if gates is not None and (baseline is not None or gates.active):
+        if gates is not None and (baseline is not None or gates.active or records.bad_lines):
             gate = check_gates(records, manifest, gates, load_runs([baseline])[0] if baseline else None)
             report["gates"] = {"status": gate.status, "violations": gate.violations, "checks": gate.checks}
         write_outputs(self.run_dir, report)

@@ -58,13 +58,33 @@ class _Call:
     cwd: str | None = None       # a directory the call itself names (Codex workdir)
 
 
-def _text(value: Any) -> str:
-    """An observation's content: a string, or text parts [{"type": "text", "text": ...}]."""
+def kind_of(value: Any) -> str:
+    """What a JSON value is, for a one-line message: `an object`, `a list`, `the number 5`, ..."""
+    if isinstance(value, bool) or value is None:
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"[:60]
+    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _id(value: Any) -> str | int | None:
+    """A tool call id as a key: a non-empty string or a number; anything else is no id."""
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) and value else None
+
+
+def _text(value: Any, depth: int = 0) -> str:
+    """An observation's content: a string, or text parts [{"type": "text", "text": ...}] (parts
+    nested deeper than 20 levels are left out)."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        return "\n".join(_text(v.get("text") if isinstance(v, dict) else v) for v in value)
-    return "" if value is None else str(value)
+        if depth >= 20:
+            return ""
+        return "\n".join(_text(v.get("text") if isinstance(v, dict) else v, depth + 1) for v in value)
+    try:
+        return "" if value is None else str(value)
+    except RecursionError:  # an object nested too deep to show
+        return ""
 
 
 def _path(args: dict, key: str | None) -> str | None:
@@ -75,7 +95,8 @@ def _path(args: dict, key: str | None) -> str | None:
 def _grep_command(args: dict) -> str:
     """Claude Code's Grep as the ripgrep command it runs (output_mode files_with_matches by default)."""
     words = ["rg"]
-    mode = args.get("output_mode") or "files_with_matches"
+    mode = args.get("output_mode")
+    mode = mode if isinstance(mode, str) and mode else "files_with_matches"
     words += {"files_with_matches": ["-l"], "count": ["-c"]}.get(mode, [])
     for flag in ("-n", "-i"):
         if args.get(flag) is True:
@@ -107,7 +128,10 @@ def _shell_text(value: Any) -> str | None:
 def map_call(name: str, args: Any) -> _Call:
     """One ATIF tool call as an action description."""
     args = args if isinstance(args, dict) else {}
-    described = f"{name} {json.dumps(args, sort_keys=True)[:500]}"
+    try:
+        described = f"{name} {json.dumps(args, sort_keys=True)[:500]}"
+    except (ValueError, TypeError, RecursionError):  # arguments nested too deep to show
+        described = f"{name} (arguments not shown)"
     if "keystrokes" in args and isinstance(args["keystrokes"], str):
         return _Call("keys", args["keystrokes"], session=True)
     if name in EDITORS:
@@ -166,7 +190,7 @@ def _message_keystrokes(message: Any) -> list[str]:
     start, end = message.find("{"), message.rfind("}")
     try:
         data = json.loads(message[start:end + 1]) if 0 <= start < end else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     commands = data.get("commands") if isinstance(data, dict) else None
     if not isinstance(commands, list):
@@ -175,22 +199,32 @@ def _message_keystrokes(message: Any) -> list[str]:
 
 
 def from_atif(data: dict, agent: str = "atif") -> Trajectory:
-    """Import an ATIF trajectory: each agent step's tool calls as actions with their results."""
+    """Import an ATIF trajectory: each agent step's tool calls as actions with their results.
+    ValueError when `steps` is not a list; parts of a step of the wrong type are left out."""
     from swe_residual.shell.exposure import session_cwd
 
-    traj = Trajectory(agent=agent, harness=str((data.get("agent") or {}).get("name") or "atif"))
+    steps = data.get("steps")
+    if steps is not None and not isinstance(steps, list):
+        raise ValueError(f"steps: {kind_of(steps)} where a list belongs")
+    info = data.get("agent") if isinstance(data.get("agent"), dict) else {}
+    harness = info.get("name") if isinstance(info.get("name"), str) and info.get("name") else "atif"
+    traj = Trajectory(agent=agent, harness=harness)
     keys = _Keys()
     cwd = ""  # the session shell's working directory ("" = where the harness started it)
-    for step in data.get("steps") or []:
+    for step in steps or []:
         if not isinstance(step, dict) or step.get("source") != "agent":
             continue
-        results = ((step.get("observation") or {}).get("results")) or []
+        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
+        results = observation.get("results") if isinstance(observation.get("results"), list) else []
         results = [r for r in results if isinstance(r, dict)]
-        calls = [c for c in step.get("tool_calls") or [] if isinstance(c, dict)]
-        by_id = {r["source_call_id"]: _text(r.get("content")) for r in results if r.get("source_call_id")}
-        loose = [_text(r.get("content")) for r in results if not r.get("source_call_id")]
+        calls = step.get("tool_calls") if isinstance(step.get("tool_calls"), list) else []
+        calls = [c for c in calls if isinstance(c, dict)]
+        by_id = {_id(r.get("source_call_id")): _text(r.get("content")) for r in results
+                 if _id(r.get("source_call_id")) is not None}
+        loose = [_text(r.get("content")) for r in results if _id(r.get("source_call_id")) is None]
         mapped = [map_call(str(c.get("function_name") or ""), c.get("arguments")) for c in calls]
-        outputs: list[str | None] = [by_id.get(c.get("tool_call_id")) if c.get("tool_call_id") else None for c in calls]
+        outputs: list[str | None] = [by_id.get(_id(c.get("tool_call_id"))) if _id(c.get("tool_call_id")) is not None
+                                     else None for c in calls]
         if not calls:  # raw responses: Terminus keystrokes in the message
             mapped = [_Call("keys", k, session=True) for k in _message_keystrokes(step.get("message"))]
             outputs = [None] * len(mapped)

@@ -27,7 +27,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from swe_residual.errors import InputError, VerifierError
-from swe_residual.safe_read import Unsafe, list_dir, read_bytes, read_json
+from swe_residual.safe_read import Unsafe, list_dir, parse_json, read_bytes, read_json
+from swe_residual.sources.atif import kind_of
 from swe_residual.verdicts import ctrf_statuses
 
 MAX_JSON = 16 << 20           # result.json, config.json, ctrf.json, reward.json
@@ -231,7 +232,10 @@ def _read_trajectory(t: HarborTrial) -> None:
         except (Unsafe, TrialError) as exc:
             t.notes.append(str(exc))
             continue
+        if data is None:
+            continue
         if not isinstance(data, dict):
+            t.notes.append(f"{t.path / rel}: {kind_of(data)} where the trajectory object belongs; not read")
             continue
         t.evidence[rel] = raw
         if rel == MSA_FILE:
@@ -336,12 +340,11 @@ def _rewards(verifier_result: Any, path: Path) -> dict[str, float] | None:
 
 
 def _json(raw: bytes, where: Path) -> Any:
-    import json
+    """parse_json (depth-limited, strings made valid); TrialError naming the file."""
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        pos = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise TrialError(f"{where}: invalid JSON{pos}: {getattr(exc, 'msg', exc)}") from None
+        return parse_json(raw, where)
+    except Unsafe as exc:
+        raise TrialError(str(exc)) from None
 
 
 def _dict(value: Any) -> dict:

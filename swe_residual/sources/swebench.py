@@ -14,12 +14,11 @@ and *.traj.json files. Problems are collected as one-line reasons, never raised 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_residual.safe_read import Unsafe, read_bytes, walk_files
+from swe_residual.safe_read import Unsafe, parse_json, read_bytes, walk_files
 
 MAX_PREDICTIONS = 256 << 20
 MAX_REPORT = 16 << 20
@@ -118,10 +117,9 @@ def _read(out: Sources, root: Path, rel: str, limit: int) -> bytes | None:
 
 def _parse(out: Sources, raw: bytes, where: Path) -> Any:
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        pos = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        out.problems.append(f"{where}: invalid JSON{pos}: {getattr(exc, 'msg', exc)}")
+        return parse_json(raw, where)  # depth-limited, strings made valid
+    except Unsafe as exc:
+        out.problems.append(str(exc))
         return None
 
 
@@ -167,23 +165,24 @@ def _add_predictions(out: Sources, root: Path, name: str) -> None:
     if raw is None:
         return
     try:
-        data: Any = json.loads(raw)
-        items = _prediction_items(data, path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data: Any = parse_json(raw, path)
+    except Unsafe as exc:
         lines = [(n, line) for n, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
         if len(lines) < 2:  # not JSON lines either: one reason for the file
-            pos = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-            out.problems.append(f"{path}: invalid JSON{pos}: {getattr(exc, 'msg', exc)}")
+            out.problems.append(str(exc))
             return
         items = []
         for n, line in lines:
             try:
-                items.append((f"{path}:{n}", json.loads(line)))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                out.problems.append(f"{path}:{n}: invalid JSON: {getattr(e, 'msg', e)}")
-    except ValueError as exc:
-        out.problems.append(str(exc))
-        return
+                items.append((f"{path}:{n}", parse_json(line, f"{path}:{n}", position=False)))
+            except Unsafe as e:
+                out.problems.append(str(e))
+    else:
+        try:
+            items = _prediction_items(data, path)
+        except ValueError as exc:
+            out.problems.append(str(exc))
+            return
     for where, item in items:
         if not isinstance(item, dict):
             out.problems.append(f"{where}: not a prediction object")
@@ -217,8 +216,8 @@ def sibling_trajectory(pred: Prediction) -> MsaTrajectory | None:
     rel = f"{iid}/{iid}.traj.json"
     try:
         raw = read_bytes(pred.path.parent, rel, MAX_TRAJECTORY)
-        data = json.loads(raw) if raw is not None else None
-    except (Unsafe, UnicodeDecodeError, json.JSONDecodeError):
+        data = parse_json(raw, pred.path.parent / rel) if raw is not None else None
+    except Unsafe:
         return None
     if not isinstance(data, dict) or not str(data.get("trajectory_format", "")).startswith("mini-swe-agent"):
         return None
