@@ -119,10 +119,10 @@ def test_hostile_strings_never_cost_a_record_and_the_run_ends_with_its_gates(tmp
         r = records[name]
         assert (r.rule, r.steps, r.termination) == ("verdict", 1, "submitted"), (name, r)
         assert Trajectory.read(run / r.artifacts["trajectory"]).steps[0].message == "inline command agent"
-    # JSON nested 100,000 deep makes the command agent's reader raise: the agent's own failure,
-    # counted (outcome from the verifier), never infra
+    # JSON nested 100,000 deep is refused by the depth-limited reader like any unreadable
+    # trajectory: the run keeps the command's own step and is graded (counted), never infra
     deep = records["deep-trajectory"]
-    assert (deep.rule, deep.termination, deep.outcome) == ("agent_error", "agent_error", 0)
+    assert (deep.rule, deep.termination, deep.outcome, deep.steps) == ("verdict", "submitted", 0, 1), deep
     summary = json.loads((run / "summary.json").read_text())
     assert summary["unreadable_lines"] == [] and summary["cases"]["recorded"] == len(AGENTS)
     assert summary["gates"]["status"] == 10

@@ -9,12 +9,11 @@ of the one command that started the agent.
 
 from __future__ import annotations
 
-import json
-
 from swe_residual.agents.base import Agent, AgentContext, AgentResult
 from swe_residual.agents.config import AgentSpec
 from swe_residual.errors import InputError
 from swe_residual.interactions import from_atif, from_trajectory_actions
+from swe_residual.safe_read import Unsafe, parse_json
 from swe_residual.sources.trajectories import import_trajectory
 
 
@@ -32,10 +31,10 @@ class CommandAgent(Agent):
         res = ctx.shell(self.spec.command or "", message="inline command agent", env=env)
         raw = ctx.env.read_file(traj_path)
         if raw:
-            try:
-                data = json.loads(raw)
-                imported = import_trajectory(data, self.name)
-            except (ValueError, TypeError):
+            try:   # the agent's own file: depth-limited, every string made valid
+                data = parse_json(raw, traj_path)
+                imported = import_trajectory(data, self.name) if isinstance(data, dict) else None
+            except (Unsafe, ValueError, TypeError):
                 imported = None
             if imported is not None and imported.steps:
                 ctx.trajectory.steps = imported.steps
