@@ -175,7 +175,7 @@ class Attempt:
                 self.release()
         except Exception as exc:
             self.flag()   # an infra record that has a final state gets its flags too
-            raise self.infra(exc, started) from None
+            raise self.infra(exc, started)
         self.flag()
         self.grade()
         return self.append(started)
