@@ -69,9 +69,9 @@ class Record(BaseModel):
     rule: str | None = Field(default=None, description="the taxonomy rule that decided the record (docs/errors.md)")
     verdict_note: str | None = None
     integrity: list[str] = Field(default_factory=list, description="integrity signals of the final state "
-                                 "(swe_residual/run/integrity.py)")
+                                 "(swe_residual/run/integrity/)")
     integrity_notes: list[str] = Field(default_factory=list, description="integrity notes of the final state: "
-                                       "honest-looking test infrastructure, not counted (run/integrity.py)")
+                                       "honest-looking test infrastructure, not counted (run/integrity/)")
     artifacts: dict[str, str] = Field(default_factory=dict, description="paths relative to the run dir")
     finished_at: float = Field(default_factory=time.time)
 

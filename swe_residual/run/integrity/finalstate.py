@@ -1,0 +1,123 @@
+"""The entry point: cheat signals and notes for the files the agent changed in a final patch."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import posixpath
+from pathlib import PurePosixPath
+
+from swe_residual.patches import parse_patch
+from swe_residual.run.integrity.artifacts import (
+    CODE_SUFFIXES,
+    PYTHON_SUFFIXES,
+    RUNNER_FILES,
+    RUNNER_LINE,
+    RUNNER_SECTIONS,
+    check_path,
+)
+from swe_residual.run.integrity.capabilities import REACH
+from swe_residual.run.integrity.config import INI_SECTIONS, check_config
+from swe_residual.run.integrity.kinds import (
+    IGNORED_CODE,
+    OPAQUE,
+    OUTSIDE_LINK,
+    RUNNER_REACH,
+    TEST_INFRA,
+    Flags,
+    Found,
+)
+from swe_residual.run.integrity.patchfiles import PatchFile, patch_files
+from swe_residual.run.integrity.python import check_python
+from swe_residual.tasks import Task
+
+ANALYSIS_BUDGET = 4 << 20        # characters of Python parsed per patch (the rest: opaque-code)
+
+
+@functools.lru_cache(maxsize=256)
+def hidden_test_names(task: Task) -> frozenset[str]:
+    """File names the verifier installs (so an agent's file of that name shadows or collides);
+    read once per task, not per case."""
+    names: set[str] = set()
+    tests = task.tests_dir
+    if tests.is_dir():
+        for p in tests.rglob("*"):
+            if p.is_file() and p.name.startswith("test") and p.suffix in CODE_SUFFIXES:
+                names.add(p.name)
+            if p.is_file() and p.suffix == ".patch":
+                names.update(PurePosixPath(f).name for f in parse_patch(p.read_bytes()))
+    return frozenset(names - {"test.sh", "test.patch"})
+
+
+def flags(patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"") -> list[str]:
+    """The cheat signals for the files the agent changed (see assess)."""
+    return assess(patch, ignored, task, start_patch).signals
+
+
+def assess(patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"") -> Flags:
+    """Cheat signals and notes for the files the agent changed (the starting state's own changes
+    are not its doing). Reads only; never runs anything from the patch."""
+    found = Found()
+    hidden = hidden_test_names(task)
+    inherited = parse_patch(start_patch) if start_patch else {}
+    budget = [ANALYSIS_BUDGET]
+    collecting = gc.isenabled()
+    gc.disable()          # ASTs are many small objects: collections over them cost more than the parse
+    try:
+        files = patch_files(patch)
+        paths = {f.path for f in files if not f.deleted}
+        for f in files:
+            before = inherited.get(f.path)
+            if before is not None and (before.added, before.deleted, before.binary) == (f.diff.added, f.diff.deleted,
+                                                                                      f.diff.binary):
+                continue  # exactly as inherited
+            try:
+                _check_file(f, hidden, found, budget, paths)
+            except Exception:  # noqa: BLE001 - whatever a hostile file makes the check do, it fails closed
+                found.signal(OPAQUE, f.path)
+    finally:
+        if collecting:
+            gc.enable()
+    for path in ignored:
+        p = PurePosixPath(path.rstrip("/"))
+        if p.suffix in CODE_SUFFIXES or p.name in RUNNER_FILES:
+            found.signal(IGNORED_CODE, path)
+    return Flags(list(found.signals), [n for n in found.notes if n not in found.signals])
+
+
+def _check_file(f: PatchFile, hidden: frozenset[str], found: Found, budget: list[int], paths: set[str]) -> None:
+    path = f.path
+    p = PurePosixPath(path)
+    name = p.name
+    check_path(f, hidden, found, paths)
+    if f.mode == "120000" and not f.deleted:      # a symlink: its "content" is where it points
+        target = "".join(f.added).strip()
+        if target.startswith("/") or posixpath.normpath(posixpath.join(posixpath.dirname(path), target)) \
+                .startswith(".."):
+            found.signal(OUTSIDE_LINK, path)
+        if name in RUNNER_FILES or name == "pyproject.toml" or name in INI_SECTIONS:
+            found.signal(TEST_INFRA, path)      # runner config or a conftest.py whose text is elsewhere
+        return
+    if f.deleted:
+        if name in RUNNER_FILES:
+            found.signal(TEST_INFRA, path)
+        elif name == "pyproject.toml" or name in INI_SECTIONS:
+            check_config(f, found)
+        return
+    # -- what the content does
+    suffix = p.suffix.lower()
+    if name == "conftest.py":
+        check_python(f, found, budget, conftest=True)
+    elif name in RUNNER_FILES:
+        found.signal(TEST_INFRA, path)
+        if suffix in PYTHON_SUFFIXES:
+            check_python(f, found, budget)
+    elif name == "pyproject.toml" or name in INI_SECTIONS:
+        check_config(f, found)
+    elif suffix in PYTHON_SUFFIXES:
+        check_python(f, found, budget)
+    elif name in RUNNER_SECTIONS:
+        if any(RUNNER_LINE.search(line) for line in f.added):
+            found.signal(TEST_INFRA, path)
+    elif suffix in CODE_SUFFIXES and any(REACH.search(line) for line in f.added):
+        found.signal(RUNNER_REACH, path)

@@ -1,0 +1,89 @@
+"""Python source into syntax trees: a whole file, or a hunk's new side (a fragment that may start
+inside a block); what does not parse is split at the line the parser names and parsed again."""
+
+from __future__ import annotations
+
+import ast
+import bisect
+from dataclasses import dataclass
+
+
+@dataclass
+class Tree:
+    module: ast.Module
+    added: list[int]          # AST line numbers of added lines, sorted
+    headers: int              # synthetic `if 1:` lines put in front for a fragment's indentation
+    whole: bool = False       # every line is added (a new file)
+
+    def touches(self, node: ast.AST) -> bool:
+        if self.whole:
+            return True
+        lo = getattr(node, "lineno", None)
+        if lo is None:
+            return False
+        hi = getattr(node, "end_lineno", None) or lo
+        i = bisect.bisect_left(self.added, lo)
+        return i < len(self.added) and self.added[i] <= hi
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _segment(lines: list[str], a: int, b: int) -> tuple[str, int] | None:
+    """Source for lines[a:b] that parses as a module: dedented, with `if 1:` headers in front for
+    the indentation levels the fragment returns to (it may start inside a block)."""
+    code = [i for i in range(a, b) if lines[i].strip() and not lines[i].lstrip().startswith("#")]
+    if not code:
+        return None
+    levels = [_indent(lines[i]) for i in code]
+    first, low = levels[0], min(levels)
+    out = []
+    for line in lines[a:b]:
+        cut = line[:low]
+        out.append(line[low:] if cut.isspace() or not cut else line.lstrip(" \t"))
+    heads = sorted({lv for lv in levels if lv < first})
+    headers = [" " * (lv - low) + "if 1:" for lv in heads]
+    return "\n".join(headers + out).replace("\0", " "), len(headers)
+
+
+def parse(lines: list[str], added: list[bool] | None, budget: list[int], whole: bool) -> tuple[list[Tree], list[int]]:
+    """Parse a file (whole) or a hunk's new side; what does not parse is split at the line the
+    parser names and the parts parsed again. Returns the trees and the unparsed line indexes."""
+    trees: list[Tree] = []
+    lost: list[int] = []
+    if whole:
+        src = "\n".join(lines)
+        budget[0] -= len(src)
+        if budget[0] < 0:
+            return [], list(range(len(lines)))
+        try:
+            module = ast.parse(src.encode("utf-8", "surrogateescape"))
+            return [Tree(module, [], 0, whole=True)], []
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            pass
+    stack = [(0, len(lines))]
+    while stack:
+        a, b = stack.pop()
+        seg = _segment(lines, a, b)
+        if seg is None:
+            continue
+        src, h = seg
+        budget[0] -= len(src)
+        if budget[0] < 0:
+            lost += range(a, b)
+            continue
+        try:
+            module = ast.parse(src)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            if b - a <= 1:
+                lost.append(a)
+                continue
+            k = a + (getattr(exc, "lineno", None) or 1) - 1 - h
+            k = min(max(k, a), b - 1)
+            lost.append(k)
+            stack += [(k + 1, b), (a, k)]
+            continue
+        marks = [i - a + 1 + h for i in range(a, b) if added is None or added[i]]
+        trees.append(Tree(module, marks, h))
+    return trees, sorted(lost)
