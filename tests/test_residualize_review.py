@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -19,6 +21,7 @@ from swe_residual.errors import InputError
 from swe_residual.residualize.packets import MAX_DIFF_BYTES
 from swe_residual.residualize.records import FilterDecision, PredecessorRun
 from swe_residual.residualize.review import agreement, record_review, review_outcomes
+from swe_residual.residualize.review_page import SCRIPT, SCRIPT_HASH
 from swe_residual.residualize.workdir import REVIEWS, STAGE1, STAGE2, WorkDir
 from swe_residual.trajectory import Action, Trajectory
 
@@ -201,7 +204,9 @@ def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     assert s["text"] == script["replies"][0]["message"].strip()
     assert s["commands_total"] == 3
     assert len(requests) == 3
-    asked = {m["role"]: m["content"] for m in requests[0]["messages"]}
+    # made concurrently (-j 4 by default): find c1's request by what it asks about
+    [c1_request] = [r for r in requests if "$ cat memokit/cache.py" in r["messages"][-1]["content"]]
+    asked = {m["role"]: m["content"] for m in c1_request["messages"]}
     assert "intentions behind its actions" in asked["system"]
     user = asked["user"]
     assert "Add time-to-live expiry" in user and "$ cat memokit/cache.py" in user and "(exit code 0)" in user
@@ -210,6 +215,58 @@ def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     assert "## Trajectory summary (model openai/summarizer)" in md
     # a digest asked for later does not replace a model summary: the packet is up to date
     assert "packets: 0 written, 3 up to date" in cli(str(wd)).stdout
+
+    # summaries are cached per candidate, model and trajectory: packets lost (or of an earlier
+    # version) are rewritten without asking the model again - here one that would refuse
+    cache = sorted((wd / "summaries").glob("*/*.json"))
+    assert [p.parent.name for p in cache] == ["c1", "c2", "c3"]
+    import shutil
+    shutil.rmtree(wd / "packets")
+    with ScriptedModelServer(load_script(FIXTURES / "summary-refused.yaml")) as server:
+        proc = cli("--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url})
+        assert server.requests == []
+    assert "packets: 3 written" in proc.stdout
+    assert packet(wd, "c1")["summary"]["text"] == script["replies"][0]["message"].strip()
+    # a changed trajectory is another key: summarized again
+    trajectory(["ls"], "again", "done").write(wd / "runs" / "c1" / "trajectory.json")
+    with ScriptedModelServer(script) as server:
+        cli("--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url})
+        assert len(server.requests) == 0      # the patch did not change: the packet is up to date
+    (wd / "packets" / "c1" / "packet.json").unlink()
+    with ScriptedModelServer(script) as server:
+        proc = cli("--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url})
+        assert len(server.requests) == 1 and "$ ls" in server.requests[0]["messages"][-1]["content"]
+    assert len(list((wd / "summaries" / "c1").glob("*.json"))) == 2
+
+
+def test_model_summaries_are_made_concurrently(tmp_path):
+    """-j 3 with a model that takes 3 s per answer: the three requests arrive within one answer's
+    time of each other (one at a time, each would wait for the one before: >= 3 s apart)."""
+    import threading
+    import time
+
+    wd = make_workdir(tmp_path)
+    script = {"replies": [{"delay": 3, "message": "A summary."}]}
+    arrivals: list[float] = []
+    with ScriptedModelServer(script) as server:
+        stop = threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                while len(arrivals) < len(server.requests):
+                    arrivals.append(time.monotonic())
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            proc = cli("--tasks-dir", str(TASKS), "--summary-model", "openai/summarizer", "-j", "3", str(wd),
+                       env={**os.environ, "OPENAI_API_KEY": "k", "OPENAI_API_BASE": server.url})
+        finally:
+            stop.set()
+            watcher.join()
+    assert "packets: 3 written" in proc.stdout
+    assert len(arrivals) == 3 and arrivals[-1] - arrivals[0] < 3.0, arrivals
 
 
 # -- decisions -------------------------------------------------------------------------------------
@@ -409,7 +466,14 @@ def test_page_escapes_packet_text_and_refuses_forged_posts(page_server):
     alice = {"Cookie": "swe_residual_reviewer=alice"}
     status, body = http(server.url + "c/c1", headers=alice)
     assert status == 200
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script" not in body
+    # the diff's <script> is text; the one script is the page's own, allowed by its hash only
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and body.count("<script") == 1
+    assert body.endswith(f"<script>{SCRIPT}</script></body></html>\n")
+    with urllib.request.urlopen(urllib.request.Request(server.url + "c/c1", headers=alice), timeout=30) as resp:
+        csp = resp.headers["Content-Security-Policy"]
+    assert csp == (f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'; "
+                   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    assert SCRIPT_HASH == "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
     token = re.search(r'name="token" value="([^"]+)"', body).group(1)
     form = {"token": token, "task_directed": "yes", "consistent": "yes", "comment": "fine"}
     # forged: no token, a wrong token, another origin, another Host (DNS rebinding), no name
@@ -465,14 +529,16 @@ def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
                     dels: [...document.querySelectorAll('#diff span.del')].map(e => e.textContent),
                     request: document.getElementById('request').textContent,
                     summary: document.getElementById('summary').textContent,
-                    files: [...document.querySelectorAll('#files li')].map(e => e.textContent)}; })()""")
-        assert seen["scripts"] == 0                                   # the diff's <script> is text
+                    files: [...document.querySelectorAll('#diff-files tbody tr')].map(
+                        r => [...r.querySelectorAll('td')].map(d => d.textContent))}; })()""")
+        assert seen["scripts"] == 1                      # the page's own; the diff's <script> is text
         assert seen["line"] == f'+        self.doc = "{SCRIPT_LINE}"'
         assert seen["colour"] == "rgb(17, 99, 41)"                     # + lines green, - lines red
         assert seen["dels"] == ["-    def __init__(self, maxsize=128, clock=None):"]
         assert seen["request"] == (TASKS / "ttl-cache" / "instruction.md").read_text(encoding="utf-8")
         assert "[step 0] cat memokit/cache.py" in seen["summary"]
-        assert seen["files"] == ["memokit/cache.py", "memokit/stats.py"]
+        # the per-file summary: cache.py +2 -1 (the signature line replaced, a doc line added), stats.py +1
+        assert seen["files"] == [["memokit/cache.py", "+2", "-1"], ["memokit/stats.py", "+1", "-0"]]
 
         bob = sign_in("bob")
         # c1: both keep; c2: alice keeps, bob rejects (not task-directed); c3: both reject

@@ -97,6 +97,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rev.add_argument("--task-directed", choices=["yes", "no"], default=None)
     rev.add_argument("--consistent", choices=["yes", "no"], default=None)
     rev.add_argument("--comment", default="")
+    rev.add_argument("-j", "--jobs", type=int, default=4, help="packets made at once (model summaries; default 4)")
+    share = rev.add_mutually_exclusive_group()
+    share.add_argument("--export-decisions", default=None, metavar="FILE",
+                       help="write the decisions recorded here as JSONL (only --reviewer's when given)")
+    share.add_argument("--import-decisions", default=None, metavar="FILE",
+                       help="add the decisions of a file another machine exported")
     rev.add_argument("workdir", metavar="WORKDIR")
     rev.set_defaults(func=cmd_review)
 
@@ -133,6 +139,8 @@ def review_command(wd: WorkDir, args: argparse.Namespace) -> int:
         yes_no,
     )
 
+    if args.export_decisions or args.import_decisions:
+        return share_decisions(wd, args)
     given = [flag for attr, flag in DECISION_FLAGS if getattr(args, attr) is not None]
     if given or args.comment:
         missing = [flag for attr, flag in DECISION_FLAGS if getattr(args, attr) is None]
@@ -164,3 +172,31 @@ def review_command(wd: WorkDir, args: argparse.Namespace) -> int:
     if ag["candidates"]:
         print("\n".join(format_agreement(ag)))
     return status
+
+
+def share_decisions(wd: WorkDir, args: argparse.Namespace) -> int:
+    """`review --export-decisions FILE [--reviewer NAME]` / `--import-decisions FILE`."""
+    from swe_residual.errors import InputError
+    from swe_residual.residualize.review import agreement, export_decisions, format_agreement, import_decisions
+
+    flag = "--export-decisions" if args.export_decisions else "--import-decisions"
+    extra = [f for attr, f in DECISION_FLAGS if getattr(args, attr) is not None
+             and not (attr == "reviewer" and args.export_decisions)]
+    extra += ["--comment"] * bool(args.comment) + ["--serve"] * bool(args.serve)
+    if extra:
+        raise InputError(f"review {flag}: drop {', '.join(extra)}"
+                         + (" (only --reviewer goes with --export-decisions)" if args.export_decisions else ""))
+    if args.export_decisions:
+        n = export_decisions(wd, args.export_decisions, args.reviewer)
+        print(f"exported {n} decisions" + (f" of {args.reviewer}" if args.reviewer else "")
+              + f" to {args.export_decisions}")
+        return 0
+    counts, refused = import_decisions(wd, args.import_decisions)
+    for line in refused:
+        print(line)
+    print(f"decisions from {args.import_decisions}: {counts['imported']} imported, {counts['already']} already "
+          f"here, {counts['refused']} refused")
+    ag = agreement(wd)
+    if ag["candidates"]:
+        print("\n".join(format_agreement(ag)))
+    return 1 if refused else 0

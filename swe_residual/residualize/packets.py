@@ -1,19 +1,24 @@
 """Stage III review packets: what each reviewer judges a candidate from.
 
-A packet holds the request, the clean->candidate diff (the final patch), the hidden-test statuses
-of the Stage I verdict and a summary of the predecessor's trajectory: from a LiteLLM model when
-one is configured (the paper uses an LLM summary of intent and strategy), else a deterministic
-digest (commands in order, files touched, first and final messages, steps). Everything in a
-packet comes from the predecessor's environment and is untrusted text: sizes are bounded here and
-every view escapes it.
+A packet holds the request, the clean->candidate diff (the final patch) with its per-file counts,
+the hidden-test statuses of the Stage I verdict, the task's hidden test files (what the reviewer
+compares with the request for task-verifier consistency) and a summary of the predecessor's
+trajectory: from a LiteLLM model when one is configured (the paper uses an LLM summary of intent
+and strategy), else a deterministic digest (commands in order, files touched, first and final
+messages, steps). Model summaries are made concurrently and cached in the work dir
+(summaries/<candidate>/, keyed by model and trajectory hash), so a rewritten packet or a rerun
+never asks the model twice. Everything in a packet comes from the predecessor's environment or a
+fetched task and is untrusted text: sizes are bounded here and every view escapes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swe_residual.digest import MAX_MESSAGE_CHARS, clip, commands_of, digest_lines, elide, trace_text
 from swe_residual.errors import InputError, ModelServiceError
-from swe_residual.patches import patch_files
+from swe_residual.patches import parse_patch, patch_files
 from swe_residual.redact import redact
 from swe_residual.residualize.records import PredecessorRun
 from swe_residual.residualize.workdir import WorkDir
@@ -36,6 +41,10 @@ MAX_PACKET_BYTES = 16 * 1024 * 1024
 MAX_REQUEST_CHARS = 64 * 1024
 MAX_MODEL_INPUT_CHARS = 60_000
 MAX_SUMMARY_CHARS = 20_000
+MAX_TEST_FILE_BYTES = 64 * 1024       # hidden test files shown: each at most this much
+MAX_TEST_BYTES = 256 * 1024           # and all of a task's together
+MAX_TEST_FILES = 200
+SUMMARIES = "summaries"
 
 SUMMARY_PROMPT = """You help a human reviewer decide whether a coding agent's attempt at a task was a \
 coherent, task-directed attempt. Summarize the agent's trajectory below: the intentions behind its \
@@ -52,6 +61,29 @@ class Summary(BaseModel):
     steps: int | None = None
     commands: list[str] = Field(default_factory=list)
     commands_total: int = 0
+    trajectory_sha256: str | None = Field(default=None, description="of the trajectory file summarized "
+                                          "('' when there was none); None in packets of earlier versions")
+
+
+class FileStat(BaseModel):
+    """One file of the final patch: lines added and deleted (the diff's per-file summary)."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    old_path: str | None = None
+    added: int
+    deleted: int
+    binary: bool = False
+
+
+class TestFile(BaseModel):
+    """One of the task's hidden test files, as far as it is shown."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    text: str
+    size: int
+    truncated: bool = False
 
 
 class Packet(BaseModel):
@@ -69,16 +101,15 @@ class Packet(BaseModel):
     diff_truncated: bool
     patch_sha256: str
     files: list[str]
+    file_stats: list[FileStat] | None = Field(default=None, description="per file of the whole patch "
+                                              "(None in packets of earlier versions: they are rewritten)")
     tests: dict[str, str]
+    hidden_tests: list[TestFile] | None = Field(default=None, description="the task's tests/ files, bounded "
+                                                "(None in packets of earlier versions: they are rewritten)")
+    hidden_tests_note: str | None = None
     final_message: str | None = None
     summary: Summary
     written_at: float = Field(default_factory=time.time)
-
-
-
-
-
-
 
 
 def read_bounded(path: Path | None, limit: int) -> bytes | None:
@@ -89,26 +120,21 @@ def read_bounded(path: Path | None, limit: int) -> bytes | None:
         return fh.read(limit + 1)
 
 
-def read_trajectory(wd: WorkDir, run: PredecessorRun) -> tuple[Trajectory | None, str | None]:
-    """The run's trajectory, or None and why not."""
+def read_trajectory(wd: WorkDir, run: PredecessorRun) -> tuple[Trajectory | None, str | None, str]:
+    """The run's trajectory (or None and why not) and the sha256 of its file ('' when there is none)."""
     try:
         data = read_bounded(wd.file(run.trajectory), MAX_TRAJECTORY_BYTES)
     except InputError as exc:
-        return None, str(exc)
+        return None, str(exc), ""
     if data is None:
-        return None, "no trajectory recorded"
+        return None, "no trajectory recorded", ""
+    sha = hashlib.sha256(data).hexdigest()
     if len(data) > MAX_TRAJECTORY_BYTES:
-        return None, f"trajectory larger than {MAX_TRAJECTORY_BYTES >> 20} MiB: not read"
+        return None, f"trajectory larger than {MAX_TRAJECTORY_BYTES >> 20} MiB: not read", sha
     try:
-        return Trajectory.model_validate_json(data), None
+        return Trajectory.model_validate_json(data), None, sha
     except ValidationError as exc:
-        return None, f"{run.trajectory}: not a swe-residual-trajectory-1 file ({exc.errors()[0]['msg']})"
-
-
-
-
-
-
+        return None, f"{run.trajectory}: not a swe-residual-trajectory-1 file ({exc.errors()[0]['msg']})", sha
 
 
 def digest(run: PredecessorRun, traj: Trajectory | None, why_not: str | None, files: list[str]) -> Summary:
@@ -120,9 +146,6 @@ def digest(run: PredecessorRun, traj: Trajectory | None, why_not: str | None, fi
              *digest_lines(traj, files, final, steps, why_not)]
     return Summary(kind="digest", text="\n".join(lines), steps=steps, commands=elide(commands),
                    commands_total=len(commands))
-
-
-
 
 
 def model_summary(model: str, request: str, traj: Trajectory | None, why_not: str | None,
@@ -156,6 +179,40 @@ def model_summary(model: str, request: str, traj: Trajectory | None, why_not: st
                    commands=elide(commands), commands_total=len(commands))
 
 
+# -- the summary cache: summaries/<candidate>/<key>.json ------------------------------------------
+
+def summary_cache_path(wd: WorkDir, candidate: str, model: str, trajectory_sha256: str) -> Path:
+    key = hashlib.sha256(f"{model}\0{trajectory_sha256}".encode()).hexdigest()[:32]
+    return wd.path / SUMMARIES / candidate / f"{key}.json"
+
+
+def cached_summary(wd: WorkDir, candidate: str, model: str, trajectory_sha256: str) -> Summary | None:
+    """The model summary made earlier for this candidate, model and trajectory (None: none, or unreadable)."""
+    path = summary_cache_path(wd, candidate, model, trajectory_sha256)
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        data = read_bounded(path, MAX_PACKET_BYTES)
+        if data is None or len(data) > MAX_PACKET_BYTES:
+            return None
+        s = Summary.model_validate_json(data)
+    except (OSError, ValidationError):
+        return None
+    return s if s.kind == "model" and s.model == model and s.trajectory_sha256 == trajectory_sha256 else None
+
+
+def cache_summary(wd: WorkDir, candidate: str, summary: Summary) -> None:
+    path = summary_cache_path(wd, candidate, summary.model or "", summary.trajectory_sha256 or "")
+    if path.parent.is_symlink():
+        raise InputError(f"{path.parent}: a symlink; remove it so summaries can be cached")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(redact(summary.model_dump_json(indent=1)) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# -- packets --------------------------------------------------------------------------------------
+
 def packet_dir(wd: WorkDir, candidate: str) -> Path:
     return wd.path / "packets" / candidate
 
@@ -174,12 +231,13 @@ def read_packet(wd: WorkDir, candidate: str) -> Packet | None:
         return None
 
 
-def patch_of(wd: WorkDir, run: PredecessorRun) -> tuple[bytes, int, str, list[str]]:
-    """The shown part of the final patch, its full size, its sha256 and the files it touches
-    (read from the whole patch up to MAX_PATCH_BYTES, else from the shown part)."""
+def patch_of(wd: WorkDir, run: PredecessorRun) -> tuple[bytes, int, str, list[str], list[FileStat]]:
+    """The shown part of the final patch, its full size, its sha256, the files it touches and
+    their added/deleted line counts (read from the whole patch up to MAX_PATCH_BYTES, else from
+    the shown part)."""
     path = wd.file(run.patch)
     if path is None or not path.is_file():
-        return b"", 0, hashlib.sha256(b"").hexdigest(), []
+        return b"", 0, hashlib.sha256(b"").hexdigest(), [], []
     h, size, kept = hashlib.sha256(), 0, bytearray()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -189,12 +247,94 @@ def patch_of(wd: WorkDir, run: PredecessorRun) -> tuple[bytes, int, str, list[st
                 kept += block[:MAX_PATCH_BYTES - len(kept)]
     whole = bytes(kept)
     head = whole[:MAX_DIFF_BYTES]
-    files = patch_files(whole if size <= MAX_PATCH_BYTES else head)
-    return head, size, h.hexdigest(), files
+    read = whole if size <= MAX_PATCH_BYTES else head
+    stats = [FileStat(path=f.path, old_path=f.old_path if f.old_path != f.path else None, added=len(f.added),
+                      deleted=f.deleted, binary=f.binary)
+             for f in parse_patch(read).values()]
+    return head, size, h.hexdigest(), patch_files(read), stats
 
 
-def build_packet(wd: WorkDir, run: PredecessorRun, task: Task, summary_model: str | None = None) -> Packet:
-    head, size, sha, files = patch_of(wd, run)
+def patch_sha256(wd: WorkDir, run: PredecessorRun) -> str:
+    h = hashlib.sha256()
+    path = wd.file(run.patch)
+    if path is not None and path.is_file():
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _test_order(rel: str) -> tuple[int, str]:
+    """Test code first (test patches, test_*.py, files under a tests-like dir), then the rest."""
+    name = rel.rsplit("/", 1)[-1]
+    testish = name.endswith((".patch", ".diff")) or name.startswith("test_") or name.endswith("_test.py") \
+        or "/" in rel
+    return (0 if testish else 1), rel
+
+
+def hidden_test_files(task: Task) -> tuple[list[TestFile], str | None]:
+    """The text files of the task's tests/ dir (no symlink followed, binary files left out), each
+    at most MAX_TEST_FILE_BYTES and MAX_TEST_BYTES in all; and a note naming what is not shown."""
+    root = task.tests_dir
+    if root.is_symlink() or not root.is_dir():
+        return [], "the task has no tests/ dir"
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):          # os.walk never follows dir symlinks
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".pytest_cache"))
+        for name in filenames:
+            found.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
+    out, left, skipped = [], MAX_TEST_BYTES, []
+    for rel in sorted(found, key=_test_order):
+        if len(out) >= MAX_TEST_FILES or left <= 0:
+            skipped.append(rel)
+            continue
+        try:
+            fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            skipped.append(rel)
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append(rel)
+                continue
+            data = os.read(fd, min(MAX_TEST_FILE_BYTES, left) + 1)
+        finally:
+            os.close(fd)
+        if b"\0" in data[:8192]:
+            skipped.append(rel)          # binary
+            continue
+        limit = min(MAX_TEST_FILE_BYTES, left)
+        text = data[:limit].decode("utf-8", "replace")
+        out.append(TestFile(path=rel, text=text, size=st.st_size, truncated=st.st_size > limit))
+        left -= min(len(data), limit)
+    note = (f"{len(skipped)} files not shown (binary, special, or past the {MAX_TEST_BYTES >> 10} KiB shown): "
+            + ", ".join(skipped[:20]) + (" ..." if len(skipped) > 20 else "")) if skipped else None
+    return out, note
+
+
+def make_summary(wd: WorkDir, run: PredecessorRun, request: str, files: list[str], summary_model: str | None,
+                 previous: Packet | None) -> tuple[Summary, Trajectory | None]:
+    """The packet's summary: from the cache or the model when one is asked for; else the previous
+    packet's model summary of the same trajectory (a digest never replaces one), else the digest."""
+    traj, why_not, traj_sha = read_trajectory(wd, run)
+    if summary_model:
+        cached = cached_summary(wd, run.id, summary_model, traj_sha)
+        if cached is not None:
+            return cached, traj
+        made = model_summary(summary_model, request, traj, why_not, run, files)
+        made = made.model_copy(update={"trajectory_sha256": traj_sha})
+        cache_summary(wd, run.id, made)
+        return made, traj
+    old = previous.summary if previous is not None else None
+    if old is not None and old.kind == "model" and old.trajectory_sha256 in (None, traj_sha):
+        return old, traj
+    return digest(run, traj, why_not, files).model_copy(update={"trajectory_sha256": traj_sha}), traj
+
+
+def build_packet(wd: WorkDir, run: PredecessorRun, task: Task, summary_model: str | None = None,
+                 previous: Packet | None = None) -> Packet:
+    head, size, sha, files, stats = patch_of(wd, run)
     if run.interactions is not None:
         # a machine run's change is what it typed into the machine: shown as a transcript
         from swe_residual.interactions import parse_interactions, transcript
@@ -204,14 +344,14 @@ def build_packet(wd: WorkDir, run: PredecessorRun, task: Task, summary_model: st
         except InputError as exc:
             shown = f"(interactions unreadable: {exc})\n".encode()
         head, size, sha = shown[:MAX_DIFF_BYTES], len(shown), hashlib.sha256(raw).hexdigest()
-    traj, why_not = read_trajectory(wd, run)
     request = clip(task.instruction, MAX_REQUEST_CHARS)
-    summary = model_summary(summary_model, request, traj, why_not, run, files) if summary_model \
-        else digest(run, traj, why_not, files)
+    summary, traj = make_summary(wd, run, request, files, summary_model, previous)
     final = run.final_message or (traj.submission if traj is not None else None)
+    tests, note = hidden_test_files(task)
     return Packet(candidate=run.id, track=run.track, task=run.task, predecessor=run.predecessor.model_dump(),
                   request=request, diff=head.decode("utf-8", "replace"), diff_bytes=size,
-                  diff_truncated=size > MAX_DIFF_BYTES, patch_sha256=sha, files=files, tests=dict(run.tests),
+                  diff_truncated=size > MAX_DIFF_BYTES, patch_sha256=sha, files=files, file_stats=stats,
+                  tests=dict(run.tests), hidden_tests=tests, hidden_tests_note=note,
                   final_message=clip(final, MAX_MESSAGE_CHARS) if final else None, summary=summary)
 
 
@@ -239,6 +379,14 @@ def packet_markdown(p: Packet) -> str:
 
     tests = "\n".join(f"- {s}: `{t}`" for t, s in sorted(p.tests.items(), key=failing_first)) \
         or "- (no per-test statuses recorded)"
+    stats = {s.path: s for s in p.file_stats or []}
+    files = "\n".join(f"- `{f}`" + (f" (+{stats[f].added} -{stats[f].deleted})" if f in stats else "")
+                      for f in p.files) or "- none"
+    hidden = []
+    for t in p.hidden_tests or []:
+        hidden += [f"### `{t.path}` ({t.size} bytes" + (", cut" if t.truncated else "") + ")", "", block(t.text)]
+    if p.hidden_tests_note:
+        hidden += [p.hidden_tests_note, ""]
     return "\n".join([
         f"# Review packet: {p.candidate}", "",
         (f"Track `{p.track}`, task `{p.task}`, predecessor {p.predecessor.get('agent')} "
@@ -248,7 +396,8 @@ def packet_markdown(p: Packet) -> str:
         "## Request", "", block(p.request),
         f"## Trajectory summary ({summary_kind})", "", block(p.summary.text),
         f"## Hidden tests ({len(failing)} of {len(p.tests)} not passing on the candidate)", "", tests, "",
-        f"## Files touched ({len(p.files)})", "", "\n".join(f"- `{f}`" for f in p.files) or "- none", "",
+        f"## Hidden test files ({len(p.hidden_tests or [])})", "", *(hidden or ["none", ""]),
+        f"## Files touched ({len(p.files)})", "", files, "",
         f"## Diff clean -> candidate ({p.diff_bytes} bytes"
         + (f", first {MAX_DIFF_BYTES} shown" if p.diff_truncated else "") + ")", "",
         block(p.diff, "diff"),
@@ -262,7 +411,7 @@ def write_packet(wd: WorkDir, packet: Packet) -> Path:
         raise InputError(f"{d}: a symlink; remove it so the packet can be written")
     d.mkdir(parents=True, exist_ok=True)
     for name, text in (("packet.json", packet.model_dump_json(indent=1)), ("packet.md", packet_markdown(packet))):
-        tmp = d / f".{name}.tmp"
+        tmp = d / f".{name}.{os.getpid()}.tmp"
         tmp.unlink(missing_ok=True)
         tmp.write_text(redact(text) + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
         os.replace(tmp, d / name)
@@ -270,34 +419,49 @@ def write_packet(wd: WorkDir, packet: Packet) -> Path:
 
 
 def stale(wd: WorkDir, run: PredecessorRun, packet: Packet | None, summary_model: str | None) -> bool:
-    """A packet is (re)written when missing, when the candidate's patch changed, or when a summary
-    model is asked for and the packet has another summary."""
-    if packet is None or packet.candidate != run.id:
+    """A packet is (re)written when missing or of an earlier version, when the candidate's patch
+    changed, or when a summary model is asked for and the packet has another summary."""
+    if packet is None or packet.candidate != run.id or packet.file_stats is None or packet.hidden_tests is None:
         return True
     if summary_model and (packet.summary.kind != "model" or packet.summary.model != summary_model):
         return True
     if run.interactions is not None:
         return hashlib.sha256(wd.interactions_bytes(run)).hexdigest() != packet.patch_sha256
-    return patch_of(wd, run)[2] != packet.patch_sha256
+    return patch_sha256(wd, run) != packet.patch_sha256
 
 
 def ensure_packets(wd: WorkDir, runs: list[PredecessorRun], tasks_of: Callable[[str], dict[str, Task]],
-                   summary_model: str | None = None) -> tuple[list[str], dict[str, str]]:
-    """Write the packets that are missing or stale (tasks_of(track) is asked only then). Returns
-    (written ids, id -> error for those whose summary model failed: they stay missing and the next
-    run retries them)."""
-    written, failed = [], {}
+                   summary_model: str | None = None, jobs: int = 1,
+                   done: Callable[[str, str | None], None] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Write the packets that are missing or stale, `jobs` at a time (model summaries are slow;
+    tasks_of(track) is asked only for those, in this thread). done(id, error) is called as each
+    finishes. Returns (written ids, id -> error for those whose summary model failed: they stay
+    missing and the next run retries them)."""
+    todo: list[tuple[PredecessorRun, Task, Packet | None]] = []
     for run in runs:
-        if not stale(wd, run, read_packet(wd, run.id), summary_model):
+        previous = read_packet(wd, run.id)
+        if not stale(wd, run, previous, summary_model):
             continue
         task = tasks_of(run.track).get(run.task)
         if task is None:
             raise InputError(f"{wd.path / 'stage1.jsonl'}: candidate {run.id}: task {run.task!r} is not in the "
                              f"tasks dir of track {run.track!r}; pass --track {run.track} --tasks-dir PATH")
+        todo.append((run, task, previous))
+
+    def one(item: tuple[PredecessorRun, Task, Packet | None]) -> str | None:
+        run, task, previous = item
         try:
-            write_packet(wd, build_packet(wd, run, task, summary_model))
+            write_packet(wd, build_packet(wd, run, task, summary_model, previous))
         except ModelServiceError as exc:
-            failed[run.id] = str(exc)
-            continue
-        written.append(run.id)
-    return written, failed
+            return str(exc)
+        return None
+
+    errors: dict[str, str | None] = {}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(one, item): item[0].id for item in todo}
+        for fut in as_completed(futures):
+            errors[futures[fut]] = err = fut.result()
+            if done is not None:
+                done(futures[fut], err)
+    written = [run.id for run, _, _ in todo if errors[run.id] is None]
+    return written, {run.id: errors[run.id] for run, _, _ in todo if errors[run.id] is not None}

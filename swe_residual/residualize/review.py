@@ -3,7 +3,9 @@
 A candidate is kept only when both of its reviewers find it (a) task-directed and (b) task-verifier
 consistent. The first two distinct reviewers of a candidate are its reviewers: a third is refused,
 and a reviewer may change their own decision (their last line in reviews.jsonl counts). The
-command line and the review page (review_page.py) record decisions through record_review only.
+command line and the review page (review_page.py) record decisions through record_review; decisions
+made on another machine come in through import_decisions (a JSONL file export_decisions wrote),
+under the same lock and the same two-reviewer rule.
 """
 
 from __future__ import annotations
@@ -12,7 +14,12 @@ import argparse
 import fcntl
 import os
 import re
+import shlex
+from contextlib import contextmanager
 from fractions import Fraction
+from pathlib import Path
+
+from pydantic import ValidationError
 
 from swe_residual.errors import InputError
 from swe_residual.residualize.filter import candidates
@@ -24,6 +31,7 @@ REVIEWERS = 2
 REVIEWER_NAME = re.compile(r"^\S(.*\S)?$")
 MAX_NAME_CHARS = 100
 MAX_COMMENT_CHARS = 4000
+MAX_DECISIONS_BYTES = 64 * 1024 * 1024
 CRITERIA = ("keep", "task_directed", "consistent")
 
 
@@ -57,19 +65,131 @@ def record_review(wd: WorkDir, candidate: str, reviewer: str, task_directed: boo
         raise InputError(f"review of {candidate}: comment: at most {MAX_COMMENT_CHARS} characters")
     review = Review(candidate=candidate, reviewer=reviewer, task_directed=task_directed,
                     consistent=consistent, comment=comment)
-    # check and append under one lock: two third reviewers at once cannot both get in
+    with reviews_locked(wd):     # check and append under one lock: two third reviewers cannot both get in
+        why = third_reviewer(wd.reviews().get(candidate, {}), candidate, reviewer)
+        if why:
+            raise InputError(why)
+        wd.append(REVIEWS, review)
+    return review
+
+
+@contextmanager
+def reviews_locked(wd: WorkDir):
     fd = os.open(wd.path / "reviews.lock", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        by = wd.reviews().get(candidate, {})
-        first = list(by)[:REVIEWERS]
-        if reviewer not in first and len(first) >= REVIEWERS:
-            raise InputError(f"candidate {candidate} already has its {REVIEWERS} reviewers ({', '.join(first)}); "
-                             f"the decision of {reviewer} is not recorded")
-        wd.append(REVIEWS, review)
+        yield
     finally:
         os.close(fd)
-    return review
+
+
+def third_reviewer(by: dict[str, Review], candidate: str, reviewer: str) -> str | None:
+    """Why `reviewer` may not decide on the candidate (None: they may)."""
+    first = list(by)[:REVIEWERS]
+    if reviewer not in first and len(first) >= REVIEWERS:
+        return (f"candidate {candidate} already has its {REVIEWERS} reviewers ({', '.join(first)}); "
+                f"the decision of {reviewer} is not recorded")
+    return None
+
+
+# -- decisions between machines: export and import as JSONL ----------------------------------------
+
+def export_decisions(wd: WorkDir, path: Path, reviewer: str | None = None) -> int:
+    """Write every counted decision (each reviewer's last, on each current candidate; only
+    `reviewer`'s when given) as Review lines, the format of reviews.jsonl. Returns how many."""
+    counted = counted_reviews(wd)
+    lines = [r.model_dump_json() + "\n" for c in candidates(wd) for r in counted.get(c.id, [])
+             if reviewer is None or r.reviewer == reviewer]
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text("".join(lines), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"--export-decisions {path}: cannot be written: {exc.strerror or exc}") from None
+    return len(lines)
+
+
+def read_decisions(path: Path) -> list[tuple[int, Review]]:
+    """(line number, Review) of a decisions file; InputError naming the file, line and field of the
+    first line that is not a decision (nothing is imported then)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_DECISIONS_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"--import-decisions {path}: cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_DECISIONS_BYTES:
+        raise InputError(f"--import-decisions {path}: larger than {MAX_DECISIONS_BYTES >> 20} MiB")
+    out = []
+    for n, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            r = Review.model_validate_json(raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(map(str, err["loc"])) or "(line)"
+            raise InputError(f"{path}:{n}: {where}: {err['msg']} (a line of a decisions file is one "
+                             "review, as `review --export-decisions` writes)") from None
+        try:
+            check_reviewer(r.reviewer)
+        except InputError as exc:
+            raise InputError(f"{path}:{n}: {exc}") from None
+        if len(r.comment) > MAX_COMMENT_CHARS:
+            raise InputError(f"{path}:{n}: comment: at most {MAX_COMMENT_CHARS} characters")
+        out.append((n, r))
+    return out
+
+
+def judgements(r: Review) -> str:
+    return (f"task-directed {yes_no(r.task_directed)}, consistent {yes_no(r.consistent)}"
+            + (f", comment {r.comment!r}" if r.comment else ""))
+
+
+def import_decisions(wd: WorkDir, path: Path) -> tuple[dict[str, int], list[str]]:
+    """Add the decisions of a file another machine exported: each reviewer's last line per
+    candidate. One already here is skipped; one that differs from this work dir's decision of the
+    same reviewer, one on a candidate unknown here, and a third reviewer are refused, each with one
+    line. Returns the counts (imported, already, refused) and the refusal lines."""
+    decisions = read_decisions(path)
+    last: dict[tuple[str, str], tuple[int, Review]] = {}
+    for n, r in decisions:
+        last[(r.candidate, r.reviewer)] = (n, r)
+    known = {c.id for c in candidates(wd)}
+    counts = {"imported": 0, "already": 0, "refused": 0}
+    refused: list[str] = []
+
+    def refuse(n: int, why: str) -> None:
+        counts["refused"] += 1
+        refused.append(f"refused {path}:{n}: {why}")
+
+    with reviews_locked(wd):
+        here = wd.reviews()
+        for (cid, who), (n, r) in sorted(last.items(), key=lambda kv: kv[1][0]):
+            if cid not in known:
+                refuse(n, f"{who} on {cid}: {cid!r} is not a Stage II candidate of {wd.path}")
+                continue
+            by = here.setdefault(cid, {})
+            mine = by.get(who)
+            if mine is not None:
+                if (mine.task_directed, mine.consistent, mine.comment) == (r.task_directed, r.consistent, r.comment):
+                    counts["already"] += 1
+                else:
+                    cmd = ["swe-residual", "residualize", "review", "--reviewer", who, "--candidate", cid,
+                           "--task-directed", yes_no(r.task_directed), "--consistent", yes_no(r.consistent),
+                           *(["--comment", r.comment] if r.comment else []), str(wd.path)]
+                    refuse(n, f"{who} on {cid}: {judgements(r)} in the file, but {judgements(mine)} here; this "
+                              f"work dir's stands - to take the file's, record it here: {shlex.join(cmd)}")
+                continue
+            why = third_reviewer(by, cid, who)
+            if why:
+                refuse(n, why)
+                continue
+            wd.append(REVIEWS, r)
+            by[who] = r
+            counts["imported"] += 1
+    return counts, refused
 
 
 def outcome(reviews: list[Review]) -> str:
@@ -170,7 +290,8 @@ def format_agreement(ag: dict) -> list[str]:
 
 
 def write_packets(wd: WorkDir, args: argparse.Namespace) -> tuple[list[PredecessorRun], int]:
-    """Write missing or stale packets of the candidates of --track (default every track)."""
+    """Write missing or stale packets of the candidates of --track (default every track),
+    --jobs at a time."""
     cands = [c for c in candidates(wd) if args.track is None or c.track == args.track]
     tracks = sorted({c.track for c in cands})
     if args.tasks_dir and args.track is None and len(tracks) > 1:
@@ -183,7 +304,7 @@ def write_packets(wd: WorkDir, args: argparse.Namespace) -> tuple[list[Predecess
             loaded[track] = wd.tasks(track, args.tasks_dir)
         return loaded[track]
 
-    written, failed = ensure_packets(wd, cands, tasks_of, args.summary_model)
+    written, failed = ensure_packets(wd, cands, tasks_of, args.summary_model, jobs=getattr(args, "jobs", 1))
     print(f"packets: {len(written)} written, {len(cands) - len(written) - len(failed)} up to date"
           + (f", {len(failed)} failed" if failed else "") + f" ({wd.path / 'packets'})")
     for cid, err in failed.items():
