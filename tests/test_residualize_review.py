@@ -333,6 +333,70 @@ def test_record_review_refuses_a_third_reviewer_even_when_a_line_slipped_in(tmp_
         record_review(wd, "c1", "dave", True, True)
 
 
+def test_decisions_exported_on_one_machine_and_imported_on_another(tmp_path):
+    """Two reviewers on two machines (two copies of one work dir) merge their decisions as JSONL:
+    a decision already there is skipped, a different one of the same reviewer is refused with the
+    command that would take it, a third reviewer is refused, and kappa is computed on the merge."""
+    import shutil
+
+    a = make_workdir(tmp_path)
+    b = tmp_path / "machine-b"
+    shutil.copytree(a, b)
+    decide(a, "alice", "c1", "yes", "yes")
+    decide(a, "alice", "c2", "yes", "no", "the tests want a ValueError")
+    decide(a, "alice", "c3", "no", "no")
+    decide(b, "bob", "c1", "yes", "yes")
+    decide(b, "bob", "c2", "yes", "yes")
+    decide(b, "bob", "c3", "no", "yes")
+    decide(b, "carol", "c3", "yes", "yes")
+
+    shared = tmp_path / "alice.jsonl"
+    assert f"exported 3 decisions to {shared}" in cli("--export-decisions", str(shared), str(a)).stdout
+    assert [json.loads(x)["candidate"] for x in shared.read_text().splitlines()] == ["c1", "c2", "c3"]
+    assert "exported 0 decisions of bob" in cli("--export-decisions", str(tmp_path / "x.jsonl"), "--reviewer", "bob",
+                                                 str(a)).stdout
+
+    proc = cli("--import-decisions", str(shared), str(b), check=1)
+    assert (f"refused {shared}:3: candidate c3 already has its 2 reviewers (bob, carol); the decision of alice "
+            "is not recorded") in proc.stdout
+    assert f"decisions from {shared}: 2 imported, 0 already here, 1 refused" in proc.stdout
+    # raters: each candidate's first and second reviewer (three people took part). Keep decisions:
+    # c1 (bob yes, alice yes), c2 (bob yes, alice no), c3 (bob no, carol yes): a=1 b=1 c=1 d=0,
+    # p_o = 1/3, first yes 2/3, second yes 2/3, p_e = 4/9 + 1/9 = 5/9, kappa = (3/9 - 5/9) / (4/9) = -0.5
+    assert "  keep: kappa -0.500 (observed 0.333, chance 0.556, n 3)" in proc.stdout
+    merged = WorkDir(b)
+    assert review_outcomes(merged) == {"c1": "kept", "c2": "rejected", "c3": "rejected"}
+    assert merged.reviews()["c2"]["alice"].comment == "the tests want a ValueError"
+    # importing again adds nothing
+    assert "0 imported, 2 already here, 1 refused" in cli("--import-decisions", str(shared), str(b), check=1).stdout
+
+    # alice changes her mind on machine A: the file now conflicts with what machine B holds
+    decide(a, "alice", "c2", "no", "no")
+    cli("--export-decisions", str(shared), "--reviewer", "alice", str(a))
+    proc = cli("--import-decisions", str(shared), str(b), check=1)
+    line = next(x for x in proc.stdout.splitlines() if ":2: alice on c2" in x)
+    assert line == (f"refused {shared}:2: alice on c2: task-directed no, consistent no in the file, but task-directed "
+                    "yes, consistent no, comment 'the tests want a ValueError' here; this work dir's stands - to take "
+                    f"the file's, record it here: swe-residual residualize review --reviewer alice --candidate c2 "
+                    f"--task-directed no --consistent no {b}")
+    assert merged.reviews()["c2"]["alice"].task_directed is True
+    decide(b, "alice", "c2", "no", "no")                       # what the line says to run
+    assert "0 imported, 2 already here, 1 refused" in cli("--import-decisions", str(shared), str(b), check=1).stdout
+
+    # a file that is not a decisions file: nothing imported, the line and field named
+    before = review_lines(b)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(shared.read_text().splitlines()[0] + '\n{"candidate": "c1", "reviewer": "x"}\n')
+    proc = cli("--import-decisions", str(bad), str(b), check=2)
+    assert f"{bad}:2: task_directed: Field required" in proc.stderr
+    bad.write_text('{"candidate": "zz", "reviewer": "dan", "task_directed": true, "consistent": true}\n')
+    proc = cli("--import-decisions", str(bad), str(b), check=1)
+    assert f"refused {bad}:1: dan on zz: 'zz' is not a Stage II candidate of {b}" in proc.stdout
+    assert review_lines(b) == before
+    proc = cli("--import-decisions", str(bad), "--reviewer", "x", str(b), check=2)
+    assert "review --import-decisions: drop --reviewer" in proc.stderr
+
+
 # -- agreement -------------------------------------------------------------------------------------
 
 def ten_candidates(tmp_path: Path) -> WorkDir:
