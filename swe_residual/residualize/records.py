@@ -83,4 +83,6 @@ class BuildOutcome(BaseModel):
     state: str | None = Field(default=None, description="the state id written to the states file")
     failing_tests: list[str] = Field(default_factory=list)
     passing_tests: list[str] = Field(default_factory=list)
+    timings: dict[str, float] = Field(default_factory=dict, description="seconds per stage of this candidate's "
+                                      "build (task_images: shared by the task's candidates, built once)")
     built_at: float = Field(default_factory=time.time)
