@@ -19,8 +19,9 @@ import pytest
 from swe_residual.errors import InfraError, InputError, RunDirError
 from swe_residual.registry import BACKENDS
 from swe_residual.results import RESULTS, RUN_PAGE, STARTS
-from swe_residual.run.plan import build_plan, check_backend, run_backend, tracks_in
+from swe_residual.run.plan import Plan, build_plan, check_backend, run_backend, tracks_in
 from swe_residual.run.session import RunSession
+from swe_residual.tracks import fetched_states_file, states_path_for
 
 # report code (tables, gates, pages) is imported where the end of a run needs it: `pytest --help` and
 # the configure step stay light
@@ -38,8 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--backend", dest="swe_backend", default=None, choices=BACKENDS,
                 help="where states are materialized (default: the track's default_backend in "
                      "suites/<track>/track.toml, else local)")
-    g.addoption("--states", dest="swe_states", default=str(ROOT / "states.yaml"), metavar="PATH",
-                help="states manifest (default: states.yaml of the project)")
+    g.addoption("--states", dest="swe_states", default=None, metavar="PATH",
+                help="states manifest (default: the states pack `swe-residual states fetch` installed for "
+                     "the track, else states.yaml of the project)")
     g.addoption("--run-dir", dest="swe_run_dir", default=None, metavar="DIR",
                 help="output directory, must not hold a run yet (default: reports/<timestamp>)")
     g.addoption("--resume", dest="swe_resume", default=None, metavar="RUN_DIR",
@@ -84,6 +86,53 @@ def get_session(config: pytest.Config) -> RunSession | None:
     return config.stash.get(SESSION_KEY, None)
 
 
+def _plan(suite_dirs: list[Path], opt) -> Plan:
+    """The run's plan, each track with its states file (tracks.states_path_for: --states, else its
+    fetched pack, else the project's states.yaml); tracks sharing a file are planned together."""
+    groups: dict[Path, list[Path]] = {}
+    for suite in suite_dirs:
+        groups.setdefault(states_path_for(suite.name, opt("swe_states")), []).append(suite)
+    plans = [build_plan(suites, agents=opt("swe_agents") or ["oracle", "nop"], start=opt("swe_start"),
+                        states_path=path, tasks_dir=opt("swe_tasks_dir"), agent_configs=opt("swe_agent_configs"),
+                        handoff_views=opt("swe_handoff_views")) for path, suites in groups.items()]
+    if len(plans) == 1:
+        return plans[0]
+    names = [s.name for s in suite_dirs]
+    tracks = {name: t for p in plans for name, t in p.tracks.items()}
+    return Plan(tracks={n: tracks[n] for n in names}, states=[s for p in plans for s in p.states],
+                cases=[c for n in names for p in plans for c in p.cases_of(n)], registry=plans[0].registry)
+
+
+def _named_tracks(args: list[str]) -> list[str]:
+    """Tracks the command line names by their own path (suites/deepswe, a file or node in it); a
+    track only reached through suites/ as a whole is not named."""
+    root = (ROOT / "suites").resolve()
+    named: dict[str, None] = {}
+    for arg in args:
+        p = Path(arg.split("::")[0]).resolve()
+        if root in p.parents:
+            named[p.relative_to(root).parts[0]] = None
+    return list(named)
+
+
+def _check_something_to_run(config: pytest.Config, plan: Plan) -> None:
+    """A track named on the command line with no cases (no tasks, or no states) is a usage error
+    (exit 4) before any worker starts, naming the commands that get what is missing: a run that
+    ran nothing must not pass. Reached only through suites/, such a track is skipped with the reason."""
+    for name in _named_tracks(config.args):
+        track = plan.tracks.get(name)
+        if track is None or plan.cases_of(name):
+            continue
+        reason = track.skip_reason or f"no cases for track {name!r}"
+        fetch = (f"`swe-residual states fetch SOURCE --track {name}` installs a states pack someone shared "
+                 "(a dir, a .tar.gz, its URL or a git URL)")
+        if track.tasks_dir is None:
+            more = "" if fetched_states_file(name) else f"; for its states, {fetch}"
+        else:
+            more = f"; or {fetch}"
+        raise pytest.UsageError(f"suites/{name} has nothing to run: {reason}{more}")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     suite_dirs = tracks_in(config.args, ROOT / "suites")
@@ -91,9 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     opt = config.getoption
     try:
-        plan = build_plan(suite_dirs, agents=opt("swe_agents") or ["oracle", "nop"], start=opt("swe_start"),
-                          states_path=Path(opt("swe_states")), tasks_dir=opt("swe_tasks_dir"),
-                          agent_configs=opt("swe_agent_configs"), handoff_views=opt("swe_handoff_views"))
+        plan = _plan(suite_dirs, opt)
         options = {"backend": run_backend(plan, opt("swe_backend")), "agent_timeout": opt("swe_agent_timeout"),
                    "infra_retries": opt("swe_infra_retries"), "docker_hosts": opt("swe_docker_hosts")}
         if _is_worker(config):
@@ -103,6 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
         else:
             resume = opt("swe_resume")
             run_dir = Path(resume or opt("swe_run_dir") or ROOT / "reports" / time.strftime("%Y%m%d-%H%M%S"))
+            _check_something_to_run(config, plan)
             check_backend(plan, options["backend"], opt("swe_docker_hosts"))
             session = RunSession.open(plan, run_dir, resume=bool(resume), **options)
     except InputError as exc:

@@ -157,9 +157,11 @@ def _entry_label(raw: Any, index: int) -> str:
     return f"states[{index}]"
 
 
-def load_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]],
+def load_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | None,
                 tracks: set[str] | None = None) -> list[LoadedState]:
-    """Load and cross-check states.yaml; only entries of `tracks` (all when None) are checked."""
+    """Load and cross-check states.yaml; only entries of `tracks` (all when None) are checked.
+    With tasks_by_track None the tasks are not consulted (a states pack checked where its tasks
+    are not fetched yet): schema, ids and artifacts are still checked."""
     path = Path(path)
     raw = read_yaml(path, "states file")
     if not isinstance(raw, dict) or not isinstance(raw.get("states", []), list):
@@ -179,18 +181,10 @@ def load_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]],
         seen.add(entry.id)
         if tracks is not None and entry.track not in tracks:
             continue
-        track_tasks = tasks_by_track.get(entry.track)
-        if track_tasks is None:
-            raise InputError(f"{path}: {label}: track: unknown track {entry.track!r}")
-        if entry.task not in track_tasks:
-            raise InputError(f"{path}: {label}: task: unknown task {entry.task!r} in track {entry.track!r}")
         machine = entry.artifact.interactions is not None
         field = "artifact.interactions" if machine else "artifact.patch"
-        kind = track_tasks[entry.task].kind
-        if machine != (kind == "machine"):
-            raise InputError(f"{path}: {label}: {field}: task {entry.task!r} is a {kind} task; its states need "
-                             + ("artifact.interactions (the replayed terminal interactions)" if kind == "machine"
-                                else "artifact.patch (a git patch)"))
+        if tasks_by_track is not None:
+            _check_task(path, label, entry, tasks_by_track, machine, field)
         art_path = _artifact_path(path, label, field.removeprefix("artifact."), entry.artifact.path)
         trajectory_path = (_artifact_path(path, label, "trajectory", entry.artifact.trajectory)
                            if entry.artifact.trajectory else None)
@@ -209,6 +203,21 @@ def load_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]],
                              "(no file diff in it; make it with git diff --binary)")
         loaded.append(LoadedState(entry, art_path, trajectory_path))
     return loaded
+
+
+def _check_task(path: Path, label: str, entry: ResidualState, tasks_by_track: Mapping[str, Mapping[str, Task]],
+                machine: bool, field: str) -> None:
+    """The entry names a loaded track and task, and its artifact is the kind that task's states hold."""
+    track_tasks = tasks_by_track.get(entry.track)
+    if track_tasks is None:
+        raise InputError(f"{path}: {label}: track: unknown track {entry.track!r}")
+    if entry.task not in track_tasks:
+        raise InputError(f"{path}: {label}: task: unknown task {entry.task!r} in track {entry.track!r}")
+    kind = track_tasks[entry.task].kind
+    if machine != (kind == "machine"):
+        raise InputError(f"{path}: {label}: {field}: task {entry.task!r} is a {kind} task; its states need "
+                         + ("artifact.interactions (the replayed terminal interactions)" if kind == "machine"
+                            else "artifact.patch (a git patch)"))
 
 
 def _artifact_path(path: Path, label: str, field: str, rel: str) -> Path:

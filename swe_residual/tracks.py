@@ -11,6 +11,10 @@ Where the tasks are is resolved in one place (tasks_dir_for): --tasks-dir, else 
 else the clone in the cache. Tracks such as DeepSWE do not ship their tasks: they are cloned once
 (shallow when the server allows it) at a recorded commit. The clone is hostile input like any task
 dir: nothing in it is executed, and a symlink that leaves the clone fails the fetch.
+
+Where the states are is resolved the same way (states_path_for): --states, else the states pack
+`swe-residual states fetch` installed for the track in the same cache (swe_residual/packs.py),
+else the project's states.yaml.
 """
 
 from __future__ import annotations
@@ -130,6 +134,38 @@ def tasks_dir_for(suite_dir: Path, override: str | None) -> Path | None:
     if bundled.is_dir():
         return bundled
     return fetched_tasks_dir(load_track_config(suite_dir))
+
+
+# -- where a track's states are ------------------------------------------------------------------
+
+
+BUNDLED_STATES = SUITES_ROOT.parent / "states.yaml"
+PACK_SOURCE = "swe-residual-source.json"       # in an installed states pack: where it was fetched from
+
+
+def states_cache_dir(track: str) -> Path:
+    """Where `swe-residual states fetch` installs the states pack of `track`."""
+    return cache_root() / "states" / track
+
+
+def fetched_states_file(track: str) -> Path | None:
+    """The states file of the pack installed for `track`, when an install completed (it is renamed
+    into place whole, its source record written first); None otherwise."""
+    pack = states_cache_dir(track)
+    if pack.is_symlink() or not pack.is_dir():
+        return None
+    record, states = pack / PACK_SOURCE, pack / "states.yaml"
+    if record.is_symlink() or not record.is_file() or states.is_symlink() or not states.is_file():
+        return None
+    return states
+
+
+def states_path_for(track: str, override: str | Path | None) -> Path:
+    """The one place a track's states file is resolved: --states, else the fetched pack of the
+    track, else the project's states.yaml."""
+    if override:
+        return Path(override)
+    return fetched_states_file(track) or BUNDLED_STATES
 
 
 # -- the clone of a track's task repository (`swe-residual tasks fetch`) ---------------------------
@@ -272,7 +308,7 @@ def _check_tree(clone: Path, cfg: TrackConfig, url: str, commit: str) -> tuple[P
 
 
 @contextlib.contextmanager
-def _locked(dest: Path) -> Iterator[None]:
+def locked(dest: Path) -> Iterator[None]:
     """One fetch per destination at a time (two shells, or CI jobs sharing a cache)."""
     with open(dest.parent / f".{dest.name}.lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -305,7 +341,7 @@ def fetch_tasks(cfg: TrackConfig, *, ref: str | None = None, dest: Path | str | 
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"tasks fetch: {dest.parent}: cannot be created ({exc.strerror or exc})") from None
-    with _locked(dest):
+    with locked(dest):
         if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
             raise InputError(f"tasks fetch: {dest} is not a directory; remove it or choose another --dest")
         old = read_source(dest) if dest.is_dir() else None

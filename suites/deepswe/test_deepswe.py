@@ -1,5 +1,7 @@
 """DeepSWE track: DeepSWE v1.1 repository tasks (Harbor format, separate verifier) and their
-Residual States. The task directories are not shipped here; see README.md for --tasks-dir.
+Residual States. Neither ships here: `swe-residual tasks fetch deepswe` and `swe-residual states
+fetch SOURCE` put them in the cache, where runs find them (README.md); without either, naming this
+suite is a usage error (exit 4), not a skip.
 
 Every (agent, task, start, state) is one case; see plugins/residual.py for the options.
 """
