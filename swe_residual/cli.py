@@ -1,5 +1,5 @@
 """The `swe-residual` command line: validate states, list agents, export schemas, fetch tasks,
-build images."""
+pack and fetch states, build images."""
 
 from __future__ import annotations
 
@@ -181,6 +181,56 @@ def cmd_import_harbor_job(args: argparse.Namespace) -> int:
     return import_command(args)
 
 
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def cmd_states_pack(args: argparse.Namespace) -> int:
+    from swe_residual.packs import pack_states
+
+    res = pack_states(args.states, args.out, track=args.track, tasks_dir=args.tasks_dir)
+    commit = res.tasks.get("commit", "unknown")
+    checked = "checked against its tasks" if res.tasks_checked else "not checked against tasks (none found)"
+    print(f"{res.track}: packed {_n(res.n_states, 'state')} into {res.out} (digest {res.digest[:16]}; {checked}; "
+          f"task commit {commit})")
+    print(f"install it elsewhere with: swe-residual states fetch {res.out}")
+    return 0
+
+
+def cmd_states_fetch(args: argparse.Namespace) -> int:
+    from swe_residual.packs import fetch_states
+    from swe_residual.tracks import states_path_for
+
+    got = fetch_states(args.source, track=args.track, ref=args.ref)
+    print(f"{got.track}: installed {_n(got.n_states, 'state')} from {args.source} into {got.path} "
+          f"(checksums ok, digest {got.digest[:16]})")
+    for note in got.notes:
+        print(f"note: {note}")
+    if states_path_for(got.track, None) == got.path / "states.yaml":
+        print(f"runs use them without --states: pytest suites/{got.track} ...")
+    return 0
+
+
+def cmd_states_list(args: argparse.Namespace) -> int:
+    from swe_residual.packs import installed_packs
+    from swe_residual.tracks import cache_root
+
+    packs = installed_packs()
+    if not packs:
+        print(f"no states packs installed in {cache_root() / 'states'} (swe-residual states fetch SOURCE)")
+        return 0
+    for p in packs:
+        src = p.source.get("source", "?")
+        at = f" @ {p.source['commit'][:12]}" if isinstance(p.source.get("commit"), str) else ""
+        ok = "checksums ok" if p.problem is None else f"BROKEN: {p.problem}"
+        tasks = p.info.get("tasks") if isinstance(p.info.get("tasks"), dict) else {}
+        print(f"{p.track}: {_n(p.n_states, 'state')} from {src}{at}, fetched {p.source.get('fetched_at', '?')}, "
+              f"task commit {tasks.get('commit', 'unknown')}, {ok} ({p.path})")
+        for note in p.notes:
+            print(f"  note: {note}")
+    return 1 if any(p.problem for p in packs) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="swe-residual", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -196,8 +246,30 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("agents", help="list every agent name usable with --agent")
     a.add_argument("--agent-config", action="append", default=[], metavar="PATH")
     a.set_defaults(func=cmd_agents)
-    s = sub.add_parser("states-schema", help="print the JSON Schema of states.yaml")
+    s = sub.add_parser("states-schema", help="print the JSON Schema of states.yaml (= states schema)")
     s.set_defaults(func=cmd_schema)
+    st = sub.add_parser("states", help="share Residual States: pack a track's states, fetch a pack into the "
+                        "cache, list what is installed")
+    stsub = st.add_subparsers(dest="states_command", required=True)
+    sp = stsub.add_parser("pack", help="write one track's states, their patches and trajectories, checksums and "
+                          "provenance into a self-contained pack (a dir, or a deterministic .tar.gz)")
+    sp.add_argument("--states", required=True, metavar="S", help="the states file (e.g. a work dir's states.yaml)")
+    sp.add_argument("--track", default=None, help="the track to pack (default: the only track in S)")
+    sp.add_argument("--tasks-dir", default=None, help="the tasks to check the states against (default: as runs "
+                    "find them); their commit is recorded")
+    sp.add_argument("--out", required=True, metavar="PACK", help="a new dir, or PACK.tar.gz")
+    sp.set_defaults(func=cmd_states_pack)
+    sf = stsub.add_parser("fetch", help="install a pack into the cache (next to fetched tasks), where runs of its "
+                          "track find it without --states")
+    sf.add_argument("source", metavar="SOURCE", help="a pack dir, a .tar.gz, an http(s) URL of one, or a git URL "
+                    "(URL.git, git+URL, file:///repo)")
+    sf.add_argument("--track", default=None, help="refuse a pack of another track")
+    sf.add_argument("--ref", default=None, help="git sources: the branch or tag to clone")
+    sf.set_defaults(func=cmd_states_fetch)
+    sl = stsub.add_parser("list", help="the installed packs: track, source, states, checksums checked again")
+    sl.set_defaults(func=cmd_states_list)
+    ss = stsub.add_parser("schema", help="print the JSON Schema of states.yaml")
+    ss.set_defaults(func=cmd_schema)
     r = sub.add_parser("report", help="recompute every table offline from one or more run dirs")
     r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     r.add_argument("--construction", action="append", default=[], metavar="PATH",
