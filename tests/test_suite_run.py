@@ -244,9 +244,10 @@ def test_nothing_to_run_starts_no_workers(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "workers" not in proc.stdout and "1 deselected" in proc.stdout
-    # a track without tasks (an empty task cache: not the user's): one skip, no workers either
+    # a track without tasks (an empty task cache): exit 4 before any worker, naming the fetch command
     env = {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "suites/deepswe", "-n", "2", "-rs", "--run-dir",
                            str(tmp_path / "run2")], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    assert "workers" not in proc.stdout and "1 skipped" in proc.stdout, proc.stdout[-2000:]
-    assert "`swe-residual tasks fetch deepswe`" in proc.stdout
+    # naming the track on the command line and getting nothing to run is a usage error, not a green skip
+    assert proc.returncode == 4 and "workers" not in proc.stdout, proc.stdout[-2000:]
+    assert "`swe-residual tasks fetch deepswe`" in proc.stderr

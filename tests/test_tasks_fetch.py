@@ -207,23 +207,21 @@ def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     assert proc.returncode == 2 and "--track no-such-track: unknown track" in errors(proc)[0]
 
 
-def test_skip_reasons_say_how_to_get_tasks_and_states_and_start_no_workers(tmp_path):
+def test_missing_tasks_or_states_is_a_usage_error_naming_the_commands_and_starts_no_workers(tmp_path):
     proc = suite(tmp_path, "-n", "2", "-rs", "--run-dir", str(tmp_path / "run1"))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
-    (skip,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("SKIPPED")]
-    assert "no tasks for track 'deepswe': fetch them with `swe-residual tasks fetch deepswe`" in skip
-    assert "workers" not in proc.stdout
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out[-2000:]
+    assert "`swe-residual tasks fetch deepswe`" in out
+    assert "workers" not in proc.stdout and not (tmp_path / "run1" / "results.jsonl").exists()
     src = task_repo(tmp_path)
     assert fetch(tmp_path, src).returncode == 0
-    # the project's states.yaml lists no deepswe states
+    # tasks now, but no deepswe states anywhere (the project's states.yaml lists none, nothing fetched)
     proc = suite(tmp_path, "-n", "2", "-rs", "--run-dir", str(tmp_path / "run2"))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
-    (skip,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("SKIPPED")]
-    for command in ("`swe-residual residualize import --format harbor --track deepswe JOB_DIR... WORK`",
-                    "`swe-residual residualize run --track deepswe --predecessor AGENT WORK`",
-                    "`residualize filter WORK`", "`residualize review WORK --serve`",
-                    "`residualize build WORK --states suites/deepswe/states.yaml`"):
-        assert command in skip, skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out[-2000:]
+    for command in ("`swe-residual states fetch", "`swe-residual residualize import --format",
+                    "`residualize filter WORK`", "`residualize review WORK --serve`"):
+        assert command in out, out[-3000:]
     assert "workers" not in proc.stdout
 
 
