@@ -49,10 +49,11 @@ from swe_residual.run.integrity.kinds import (
     RUNNER_REACH,
     STDLIB_SHADOW,
     TEST_INFRA,
+    UNPARSED,
     Flags,
 )
 
 __all__ = ["ABSOLUTE_WRITE", "ANALYSIS_BUDGET", "BACKGROUND", "COMPILED", "DYNAMIC_CODE", "DYNAMIC_IMPORT", "EXIT_HOOK",
            "FRAMEWORK_PATCH", "FRAMEWORK_SHADOW", "HARD_EXIT", "HIDDEN_TEST_PATH", "IGNORED_CODE", "IGNORE_RULES",
-           "OPAQUE", "OUTSIDE_LINK", "PACKAGING", "REFLECTION", "RUNNER_REACH", "STDLIB_SHADOW", "TEST_INFRA", "Flags",
+           "OPAQUE", "OUTSIDE_LINK", "PACKAGING", "REFLECTION", "RUNNER_REACH", "STDLIB_SHADOW", "TEST_INFRA", "UNPARSED", "Flags",
            "assess", "flags", "hidden_test_names"]

@@ -56,7 +56,10 @@ def check_path(f: PatchFile, hidden: frozenset[str], found: Found, paths: set[st
         found.signal(STDLIB_SHADOW, path)
     if not f.deleted and (p.suffix.lower() in COMPILED_SUFFIXES or "__pycache__" in parts
                           or ".cpython-" in name or (f.literal is not None and is_executable(f.literal))):
-        found.signal(COMPILED, path)
+        if bytecode_cache(f):
+            found.note(COMPILED, path)
+        else:
+            found.signal(COMPILED, path)
     if not f.deleted and (any(d.endswith((".dist-info", ".egg-info", ".egg-link")) for d in dirs)
                           or name.endswith((".egg-info", ".egg-link")) or name == "entry_points.txt"
                           or p.suffix == ".pth"):
@@ -65,6 +68,27 @@ def check_path(f: PatchFile, hidden: frozenset[str], found: Found, paths: set[st
         found.signal(IGNORE_RULES, path)
     elif name == ".gitignore":
         found.note(IGNORE_RULES, path)
+
+
+def bytecode_cache(f: PatchFile) -> bool:
+    """A .pyc in a __pycache__ dir whose header makes Python check it against its source: what an
+    import writes (timestamp-based: used only while the source has the mtime and size it records)
+    and what pytest's assertion rewriting writes (checked-hash: only while the source hashes the
+    same). Such a file is never imported without its source; an honest test run leaves these, or
+    rewrites the ones the repository committed (where a delta copies the header from the old file,
+    its kind is the starting state's). Anything else - an unchecked-hash .pyc (used whatever the
+    source says), a header the patch does not show, a .pyc outside __pycache__ (imported without
+    any source) - is not."""
+    parts = PurePosixPath(f.path).parts
+    h = f.head
+    if len(parts) < 2 or parts[-2] != "__pycache__" or not parts[-1].endswith(".pyc") \
+            or parts[-1].count(".") < 2 or h is None or len(h.known) < 8:
+        return False
+    for i, want in ((2, 13), (3, 10)):         # the magic number ends in "\r\n"
+        if not (h.known[i] == "b" and not f.new or h.known[i] == "i" and h.data[i] == want):
+            return False
+    flags = h.known[4:8]
+    return flags == "iiii" and h.data[4:8] in (b"\0\0\0\0", b"\3\0\0\0") or flags == "bbbb" and not f.new
 
 
 def is_executable(data: bytes) -> bool:
@@ -77,8 +101,8 @@ def shadows_stdlib(p: PurePosixPath, paths: set[str]) -> bool:
     or in or below a test directory (pytest puts those on sys.path); or a package the patch
     creates there (its __init__.py is in the patch) under such a name."""
     parts = p.parts
-    if p.suffix.lower() not in PYTHON_SUFFIXES | {".so", ".pyd", ".pyc"}:
-        return False
+    if p.suffix.lower() not in PYTHON_SUFFIXES | {".so", ".pyd", ".pyc"} or "__pycache__" in parts[:-1]:
+        return False            # a bytecode cache is never imported without its source
     stem = p.name.split(".")[0]
     if stem in STDLIB_NAMES and p.name != "__init__.py":
         starts = [i for i, d in enumerate(parts[:-1]) if d == "src" or "test" in d.lower()]

@@ -93,10 +93,6 @@ SAFE_ABSOLUTE = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"}
 # Strings that name the verifier's outputs or the runner's environment.
 RUNNER_STRING = re.compile(r"/logs/verifier|^/logs(?:/|$)|\bLOGS_DIR\b|\breward\.(?:txt|json)\b|\bctrf\b|"
                            r"\bjunit(?:xml)?\b|--junit-?xml|PYTEST_ADDOPTS|PYTEST_PLUGINS|PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-# Lines a Python fragment could not be parsed into: a spelling check that fails closed.
-CAPABILITY_WORDS = re.compile(r"_getframe|sys\.modules|__import__|import_module|\bexec\b|\beval\b|\bcompile\b|"
-                              r"_exit\b|\bfork\b|setsid|atexit|f_back|f_globals|__subclasses__|__builtins__|"
-                              r"getattr|setattr|ctypes|marshal|/logs|pluginmanager|_pytest|hookimpl")
 # Decorators a fixtures-only conftest.py may use; calls its module level may make.
 CONFTEST_DECORATORS = ("pytest.fixture", "_pytest.fixtures.fixture", "pytest_asyncio.fixture", "pytest.mark",
                        "contextlib.contextmanager", "contextlib.asynccontextmanager", "functools", "typing",

@@ -23,6 +23,7 @@ COMPILED = "compiled-artifact"            # .pyc, __pycache__, .so, ELF/Mach-O/P
 PACKAGING = "packaging-metadata"          # *.dist-info, *.egg-info, entry_points.txt, .pth, pytest11
 OUTSIDE_LINK = "outside-link"             # a symlink in the repository pointing out of it
 OPAQUE = "opaque-code"                    # code the check cannot read (fails closed)
+UNPARSED = "unparsed-python"              # note: Python the host's parser does not accept (newer syntax)
 
 
 @dataclass

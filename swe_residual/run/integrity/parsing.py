@@ -1,10 +1,13 @@
 """Python source into syntax trees: a whole file, or a hunk's new side (a fragment that may start
-inside a block); what does not parse is split at the line the parser names and parsed again."""
+inside a block); what does not parse is split at the line the parser names and parsed again, and a
+line that still does not parse on its own is tried as the inside of a bracket (a dict entry, a
+call's argument). What is left is code the host's Python cannot read: newer syntax, or no Python."""
 
 from __future__ import annotations
 
 import ast
 import bisect
+import re
 from dataclasses import dataclass
 
 
@@ -14,6 +17,7 @@ class Tree:
     added: list[int]          # AST line numbers of added lines, sorted
     headers: int              # synthetic `if 1:` lines put in front for a fragment's indentation
     whole: bool = False       # every line is added (a new file)
+    inner: bool = False       # all of it is inside a function or an expression the fragment does not show
 
     def touches(self, node: ast.AST) -> bool:
         if self.whole:
@@ -30,9 +34,10 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
-def _segment(lines: list[str], a: int, b: int) -> tuple[str, int] | None:
+def _segment(lines: list[str], a: int, b: int) -> tuple[str, int, int] | None:
     """Source for lines[a:b] that parses as a module: dedented, with `if 1:` headers in front for
-    the indentation levels the fragment returns to (it may start inside a block)."""
+    the indentation levels the fragment returns to (it may start inside a block); and the
+    indentation it was dedented by."""
     code = [i for i in range(a, b) if lines[i].strip() and not lines[i].lstrip().startswith("#")]
     if not code:
         return None
@@ -44,12 +49,38 @@ def _segment(lines: list[str], a: int, b: int) -> tuple[str, int] | None:
         out.append(line[low:] if cut.isspace() or not cut else line.lstrip(" \t"))
     heads = sorted({lv for lv in levels if lv < first})
     headers = [" " * (lv - low) + "if 1:" for lv in heads]
-    return "\n".join(headers + out).replace("\0", " "), len(headers)
+    return "\n".join(headers + out).replace("\0", " "), len(headers), low
 
 
-def parse(lines: list[str], added: list[bool] | None, budget: list[int], whole: bool) -> tuple[list[Tree], list[int]]:
+# Syntax of Pythons newer than 3.11 (PEP 695 generics and `type`, PEP 701 f-strings, t-strings,
+# `except A, B:`): a hunk line that does not parse and shows it is newer code, not a cut context.
+NEWER_SYNTAX = re.compile(r"^\s*(?:async\s+)?def\s+\w+\s*\[|^\s*class\s+\w+\s*\[|^\s*type\s+\w+\s*[\[=]|"
+                          r"(?<![\w.'\"])[fFtT][rRbB]?['\"]|^\s*except\s*\*?\s*[\w.]+\s*,")
+
+
+# A line read as the inside of a bracket: `"k": v,` (a dict entry), `a=b,` (an argument), `x)`.
+_WRAPS = (("(\n", "\n)"), ("{\n", "\n}"), ("_(\n", "\n)"), ("[\n", "\n]"))
+
+
+def _wrapped(line: str) -> ast.Module | None:
+    text = line.strip().replace("\0", " ")
+    if not text or text.startswith("#"):
+        return None
+    for body in dict.fromkeys((text, text.rstrip(")]},").rstrip(), text + ")")):
+        for head, tail in _WRAPS:
+            try:
+                return ast.parse(head + body + tail)
+            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                continue
+    return None
+
+
+def parse(lines: list[str], added: list[bool] | None, budget: list[int], whole: bool,
+          in_function: bool = False) -> tuple[list[Tree], list[int]]:
     """Parse a file (whole) or a hunk's new side; what does not parse is split at the line the
-    parser names and the parts parsed again. Returns the trees and the unparsed line indexes."""
+    parser names and the parts parsed again. in_function: the hunk is inside a function (git's
+    hunk header names a def), so a part indented as a whole is that function's body. Returns
+    the trees and the unparsed line indexes."""
     trees: list[Tree] = []
     lost: list[int] = []
     if whole:
@@ -68,7 +99,7 @@ def parse(lines: list[str], added: list[bool] | None, budget: list[int], whole: 
         seg = _segment(lines, a, b)
         if seg is None:
             continue
-        src, h = seg
+        src, h, low = seg
         budget[0] -= len(src)
         if budget[0] < 0:
             lost += range(a, b)
@@ -76,14 +107,15 @@ def parse(lines: list[str], added: list[bool] | None, budget: list[int], whole: 
         try:
             module = ast.parse(src)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-            if b - a <= 1:
-                lost.append(a)
-                continue
-            k = a + (getattr(exc, "lineno", None) or 1) - 1 - h
-            k = min(max(k, a), b - 1)
-            lost.append(k)
-            stack += [(k + 1, b), (a, k)]
+            k = a if b - a <= 1 else min(max(a + (getattr(exc, "lineno", None) or 1) - 1 - h, a), b - 1)
+            module = _wrapped(lines[k])
+            if module is None:
+                lost.append(k)
+            else:
+                trees.append(Tree(module, [2] if added is None or added[k] else [], 0, inner=True))
+            if b - a > 1:
+                stack += [(k + 1, b), (a, k)]
             continue
         marks = [i - a + 1 + h for i in range(a, b) if added is None or added[i]]
-        trees.append(Tree(module, marks, h))
+        trees.append(Tree(module, marks, h, inner=in_function and low > 0))
     return trees, sorted(lost)

@@ -1,4 +1,5 @@
-"""The final patch, file by file: its hunks and the content of binary sections (git's base85 + zlib)."""
+"""The final patch, file by file: its hunks (with the line git names each one after) and what the
+binary sections say: a literal's whole content, a delta's first bytes (git's base85 + zlib)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ from dataclasses import dataclass, field
 from swe_residual.patches import ADD, CTX, DEL, HEAD, HUNK, FileDiff, split_patch
 
 LITERAL_LIMIT = 4 << 20          # bytes of a binary literal decoded
+HEAD_BYTES = 16                  # bytes of a binary file's start read from a delta (a .pyc's header)
+
+
+@dataclass
+class Head:
+    """The first bytes of a binary file's new content: `known[i]` is "i" where the patch holds
+    byte i (`data[i]`), "b" where git copied it from the same place of the old content (the
+    starting state's byte), "?" where it came from elsewhere in the old content."""
+
+    data: bytes
+    known: str
 
 
 @dataclass
@@ -19,8 +31,10 @@ class PatchFile:
     deleted: bool = False
     mode: str | None = None
     hunks: list[list[tuple[str, str]]] = field(default_factory=list)   # (ADD|CTX|DEL, text) per hunk
+    contexts: list[str] = field(default_factory=list)  # per hunk: the line git names it after (`def f():`)
     literal: bytes | None = None      # a binary section's new content, where git wrote it whole
     delta: bool = False               # a binary section git wrote as a delta (content unknown)
+    head: Head | None = None          # the first bytes of the new content, as far as the patch tells
 
     @property
     def added(self) -> list[str]:
@@ -49,6 +63,7 @@ def patch_files(patch: bytes) -> list[PatchFile]:
             if kind == HUNK:
                 hunk = []
                 f.hunks.append(hunk)
+                f.contexts.append(line.split("@@", 2)[2].strip() if line.count("@@") >= 2 else "")
             elif kind in (ADD, CTX, DEL):
                 if hunk is not None:
                     hunk.append((kind, line[1:]))
@@ -57,7 +72,10 @@ def patch_files(patch: bytes) -> list[PatchFile]:
                     if line:
                         literal.append(line)
                         continue
-                    f.literal = _git_literal(literal, size)
+                    if f.delta:
+                        f.head = _delta_head(_git_literal(literal, size))
+                    else:
+                        f.literal = _git_literal(literal, size)
                     literal = None
                     size = -1            # the reverse section follows: not read
                 elif line.startswith("new file mode "):
@@ -71,9 +89,15 @@ def patch_files(patch: bytes) -> list[PatchFile]:
                     literal = []
                 elif line.startswith("delta ") and fd.binary and size == 0:
                     f.delta = True
-                    size = -1
+                    size = int(line[6:].strip()) if line[6:].strip().isdigit() else LITERAL_LIMIT
+                    literal = []
         if literal is not None:
-            f.literal = _git_literal(literal, size)
+            if f.delta:
+                f.head = _delta_head(_git_literal(literal, size))
+            else:
+                f.literal = _git_literal(literal, size)
+        if f.literal is not None:
+            f.head = Head(f.literal[:HEAD_BYTES], "i" * min(len(f.literal), HEAD_BYTES))
         out.append(f)
     return out
 
@@ -93,3 +117,43 @@ def _git_literal(lines: list[str], size: int) -> bytes | None:
     except (ValueError, zlib.error, IndexError):
         return None
     return out
+
+
+def _delta_head(data: bytes | None) -> Head | None:
+    """The first HEAD_BYTES bytes of the content a git binary delta makes: its insert
+    instructions carry bytes, its copy instructions name a range of the old content."""
+    if data is None:
+        return None
+    pos = 0
+    for _ in range(2):                 # the old and the new content's sizes (7-bit groups)
+        while pos < len(data) and data[pos] & 0x80:
+            pos += 1
+        pos += 1
+    out, known = bytearray(), []
+    while pos < len(data) and len(out) < HEAD_BYTES:
+        op = data[pos]
+        pos += 1
+        if op & 0x80:                   # copy: offset bytes (bits 0-3), size bytes (bits 4-6)
+            offset = size = 0
+            for bit in range(7):
+                if op & (1 << bit):
+                    if pos >= len(data):
+                        return None
+                    if bit < 4:
+                        offset |= data[pos] << (8 * bit)
+                    else:
+                        size |= data[pos] << (8 * (bit - 4))
+                    pos += 1
+            for k in range(size or 0x10000):
+                if len(out) >= HEAD_BYTES:
+                    break
+                known.append("b" if offset + k == len(out) else "?")
+                out.append(0)
+        elif op:                        # insert: the next `op` bytes
+            chunk = data[pos:pos + op]
+            pos += op
+            out += chunk
+            known += "i" * len(chunk)
+        else:
+            return None
+    return Head(bytes(out[:HEAD_BYTES]), "".join(known)[:HEAD_BYTES])

@@ -4,13 +4,14 @@ for a conftest.py that only defines fixtures."""
 from __future__ import annotations
 
 import ast
+import itertools
 import posixpath
+import re
 
 from swe_residual.patches import ADD, DEL
 from swe_residual.run.integrity.capabilities import (
     BACKGROUND_CMD,
     BUILTIN_FIXTURES,
-    CAPABILITY_WORDS,
     CONFTEST_DECORATORS,
     CONFTEST_VARS,
     EXEC_FUNCS,
@@ -23,7 +24,6 @@ from swe_residual.run.integrity.capabilities import (
     PATH_LINK_METHODS,
     PATH_WRITE_METHODS,
     PURE_CALLS,
-    REACH,
     REFLECT_FUNCS,
     REFLECTION_ATTRS,
     RUNNER_ATTRS,
@@ -47,46 +47,48 @@ from swe_residual.run.integrity.kinds import (
     REFLECTION,
     RUNNER_REACH,
     TEST_INFRA,
+    UNPARSED,
     Found,
 )
-from swe_residual.run.integrity.parsing import Tree, parse
+from swe_residual.run.integrity.parsing import NEWER_SYNTAX, Tree, parse
 from swe_residual.run.integrity.patchfiles import PatchFile
 from swe_residual.run.integrity.resolve import UNKNOWN, Resolver
 
 
 def check_python(f: PatchFile, found: Found, budget: list[int], conftest: bool = False) -> None:
+    """The capability signals of a Python file's added code. Lines the host's Python cannot parse
+    (newer syntax, or not Python) are a note: what they do is not known, and guessing it from
+    their spelling would be the check this replaces; the rest of the file is read as usual. In a
+    conftest.py they are a signal (a hook can start on any line)."""
     path = f.path
     text = f.content
     if f.diff.binary and f.literal is None:
         found.signal(OPAQUE, path)  # a binary delta (or .gitattributes made it binary): unreadable
         return
     if text is not None:
-        units = [(text.split("\n"), None)]
+        units = [(text.split("\n"), None, False)]
     elif not f.hunks:
         if conftest:
             found.signal(TEST_INFRA, path)   # renamed or mode-changed: content not in the patch
         return
     else:
         units = []
-        for hunk in f.hunks:
+        for hunk, context in itertools.zip_longest(f.hunks, f.contexts[:len(f.hunks)], fillvalue=""):
             lines = [(t, k == ADD) for k, t in hunk if k != DEL]
             if any(a for _, a in lines):
-                units.append(([t for t, _ in lines], [a for _, a in lines]))
+                units.append(([t for t, _ in lines], [a for _, a in lines], bool(_DEF.match(context))))
     an = Analysis(path, fragment=text is None)
     unread: list[str] = []
-    for lines, added in units:
-        trees, lost = parse(lines, added, budget, whole=added is None)
-        if added is None and (lost or not trees) and any(line.strip() for line in lines):
-            found.signal(OPAQUE, path)   # a whole file the parser does not accept
+    for lines, added, in_function in units:
+        trees, lost = parse(lines, added, budget, whole=added is None, in_function=in_function)
         an.trees += trees
         unread += [lines[i] for i in lost if added is None or added[i]]
     if budget[0] < 0:
         found.signal(OPAQUE, path)
-    for line in unread:
-        if REACH.search(line):
-            found.signal(RUNNER_REACH, path)
-        if CAPABILITY_WORDS.search(line):
-            found.signal(OPAQUE, path)
+    # a whole file that does not parse, or a hunk line in syntax newer than the host's (a hunk also
+    # cuts statements and strings, which do not parse on their own: those are not worth a note)
+    if unread and (text is not None or any(NEWER_SYNTAX.search(line) for line in unread)):
+        found.note(UNPARSED, path)
     an.run()
     for kind in an.kinds:
         found.signal(kind, path)
@@ -95,6 +97,10 @@ def check_python(f: PatchFile, found: Found, budget: list[int], conftest: bool =
             found.signal(TEST_INFRA, path)
         else:
             found.note(TEST_INFRA, path)
+
+
+# git's hunk header names the last line before the hunk that starts a definition
+_DEF = re.compile(r"\s*(?:async\s+)?def\s")
 
 
 class Analysis(Resolver):
@@ -405,7 +411,7 @@ class Analysis(Resolver):
         plugins, collection rules, autouse or builtin-named fixtures, module-level code."""
         for tree in self.trees:
             for stmt in tree.module.body:
-                if tree.touches(stmt) and not self._module_stmt(stmt, tree):
+                if tree.touches(stmt) and not self._module_stmt(stmt, tree, known=not tree.inner):
                     return True
         return False
 
