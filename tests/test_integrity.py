@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from .taskfactory import docker_task, make_task, partial_state_patch, state_entry, write_states
+from .test_import_harbor_job import demo_export  # noqa: F401  (fixture: the demo track exported for Harbor)
 
 ROOT = Path(__file__).resolve().parent.parent
 STUBS = "printf '\\ndef sub(a, b):\\n    return None\\n\\ndef div(a, b):\\n    return None\\n' >> calc.py"
@@ -349,3 +350,46 @@ def test_engine_restarted_mid_case_is_infra_and_resume_completes_the_run(tmp_pat
 def load_task_(task_dir: Path):
     from swe_residual.tasks import load_task
     return load_task(task_dir, "demo")
+
+
+# -- integrity notes beyond local runs: the case page and Harbor's imported trials ------------------
+
+
+def test_the_case_page_shows_notes_apart_from_cheat_signals_escaped():
+    from swe_residual.report.html.case_page import CaseInputs, render_case
+    from swe_residual.results import Record
+
+    hostile = "test-infrastructure: tests/<script>alert(1)</script>&x/conftest.py"
+    rec = Record(case_id="a-t-clean", agent="a", track="demo", task="t", start="clean", verdict="pass", outcome=1,
+                 rule="verdict", integrity=["reflection: <b>calc</b>.py"], integrity_notes=[hostile, "ignore-rules: .gitignore"])
+    page = render_case(CaseInputs(case_id=rec.case_id, records=[rec], primary=rec, task_row="", request=None))
+    section = page[page.index('<section id="integrity">'):]
+    section = section[:section.index("</section>")]
+    signals, notes = section.split('<div id="integrity-notes">')
+    assert "<code>reflection: &lt;b&gt;calc&lt;/b&gt;.py</code>" in signals and "conftest" not in signals
+    assert "<code>test-infrastructure: tests/&lt;script&gt;alert(1)&lt;/script&gt;&amp;x/conftest.py</code>" in notes
+    assert "<code>ignore-rules: .gitignore</code>" in notes and "<script>" not in page
+    # notes only: no cheat signal is said, the notes are listed
+    honest = rec.model_copy(update={"integrity": []})
+    page = render_case(CaseInputs(case_id=rec.case_id, records=[honest], primary=honest, task_row="", request=None))
+    assert "No cheat signal" in page and "ignore-rules: .gitignore" in page
+
+
+FIXTURE_PATCH = (b"diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\nindex 0000000..1111111\n"
+                 b"--- /dev/null\n+++ b/tests/conftest.py\n@@ -0,0 +1,6 @@\n+import pytest\n+\n+\n+@pytest.fixture\n"
+                 b"+def numbers():\n+    return (6, 3)\n")
+
+
+def test_imported_harbor_trials_get_notes_like_local_runs(demo_export, tmp_path):  # noqa: F811
+    from .test_import_harbor_job import Spec, cli, new_job, records, write_trial
+
+    job = new_job(tmp_path)
+    write_trial(job, demo_export, Spec("date-range-merge", "Hk3pQ9z", 0, patch=FIXTURE_PATCH))
+    write_trial(job, demo_export, Spec("ttl-cache", "Vb7nM2c", 1, patch=b"not a patch \xff\n"))
+    run = tmp_path / "run"
+    res = cli("import", "harbor-job", str(job), "--run-dir", str(run))
+    assert res.returncode == 0, res.stdout + res.stderr
+    by_task = {r["task"]: r for r in records(run)}
+    fixture = by_task["date-range-merge"]
+    assert fixture["integrity"] == [] and fixture["integrity_notes"] == ["test-infrastructure: tests/conftest.py"]
+    assert by_task["ttl-cache"]["integrity"] == [] and by_task["ttl-cache"]["integrity_notes"] == []

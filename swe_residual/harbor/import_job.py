@@ -340,12 +340,9 @@ def convert(t: HarborTrial, p: Planned, attempt: int) -> Converted:
                 notes.append(f"{where}: not an ATIF or mini-swe-agent trajectory; not imported")
         except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
             notes.append(f"{where}: trajectory not imported ({type(exc).__name__}: {str(exc)[:100]})")
-    flags: list[str] = []
-    if t.patch is not None:
-        try:
-            flags = integrity.flags(t.patch, [], ex.task, ex.patch or b"")
-        except (ValueError, UnicodeDecodeError) as exc:
-            notes.append(f"{t.path / (t.patch_file or '')}: no integrity check: {exc}"[:300])
+    # the same cheat signals and notes as a local run's (run/runner.py flag), failing closed
+    found = integrity.assess_or_flag(t.patch, [], ex.task, ex.patch or b"", name=t.patch_file or "patch") \
+        if t.patch is not None else integrity.Flags()
     exc_line = (f"{t.exception_type}: {((t.exception_message or '').strip().splitlines() or [''])[0][:300]}"
                 if t.exception_type else None)
     error = "; ".join(x for x in (exc_line, no_verdict) if x) or None
@@ -357,7 +354,8 @@ def convert(t: HarborTrial, p: Planned, attempt: int) -> Converted:
         steps=len(traj.steps) if traj is not None else None, duration_s=t.duration_s,
         agent_duration_s=t.agent_duration_s, verify_duration_s=t.verify_duration_s,
         error=redact(error)[:NOTE_MAX] if error else None,
-        verdict_note=redact("; ".join(all_notes))[:NOTE_MAX] or None, integrity=flags, **verdict)
+        verdict_note=redact("; ".join(all_notes))[:NOTE_MAX] or None, integrity=found.signals,
+        integrity_notes=found.notes, **verdict)
     if isinstance(t.finished_at, datetime):
         record.finished_at = t.finished_at.timestamp()
     return Converted(p.key, record, traj, t.patch, dict(t.evidence))

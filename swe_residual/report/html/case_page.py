@@ -207,14 +207,24 @@ def _final_only(tests: dict, missing: set[str], clean_tests: dict | None) -> str
 
 
 def _integrity(r: Any) -> str:
+    """Cheat signals (counted) and notes (listed only) apart: a note is honest-looking test
+    infrastructure or code the check could not read, never a reason to doubt the verdict alone."""
     flags = list(r.integrity or [])
+    notes = list(getattr(r, "integrity_notes", None) or [])
     if not flags:
-        return ('<section id="integrity"><h2>Integrity flags</h2><p class="mute">None: nothing in the graded '
-                "state touches test infrastructure, hidden-test paths or the verifier's outputs.</p></section>")
-    items = "".join(f"<li><code>{esc(f)}</code></li>" for f in flags)
-    return (f'<section id="integrity"><h2>Integrity flags <span class="v m">{len(flags)}</span></h2>'
-            f'<div class="warn">What could flip the verdict without solving the task (docs/formats.md, '
-            f"record field <code>integrity</code>):<ul>{items}</ul></div></section>")
+        out = ['<section id="integrity"><h2>Integrity flags</h2><p class="mute">No cheat signal: nothing in the '
+               "graded state reaches the test runner, the interpreter or the verifier's outputs.</p>"]
+    else:
+        items = "".join(f"<li><code>{esc(f)}</code></li>" for f in flags)
+        out = [f'<section id="integrity"><h2>Integrity flags <span class="v m">{len(flags)}</span></h2>'
+               f'<div class="warn">Cheat signals: what could flip the verdict without solving the task '
+               f"(docs/errors.md, record field <code>integrity</code>):<ul>{items}</ul></div>"]
+    if notes:
+        items = "".join(f"<li><code>{esc(n)}</code></li>" for n in notes)
+        out.append(f'<div id="integrity-notes">Notes, not counted (record field <code>integrity_notes</code>): '
+                   f'honest-looking test infrastructure and code the check could not read<ul class="notes">'
+                   f"{items}</ul></div>")
+    return "".join(out) + "</section>"
 
 
 def _patch_files(t: Text | None) -> list[FileDiff] | None:

@@ -85,6 +85,16 @@ def assess(patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"
     return Flags(list(found.signals), [n for n in found.notes if n not in found.signals])
 
 
+def assess_or_flag(patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"",
+                   name: str = "final.patch") -> Flags:
+    """assess, failing closed: a final state whose check raised is an opaque-code signal naming
+    the patch file, never an unflagged record (local runs and imported ones alike)."""
+    try:
+        return assess(patch, ignored, task, start_patch)
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile patch makes the check do
+        return Flags([f"{OPAQUE}: {name} ({type(exc).__name__})"], [])
+
+
 def _check_file(f: PatchFile, hidden: frozenset[str], found: Found, budget: list[int], paths: set[str]) -> None:
     path = f.path
     p = PurePosixPath(path)
