@@ -132,7 +132,17 @@ def test_packets_hold_request_diff_and_digest(tmp_path):
     assert p["request"] == (TASKS / "ttl-cache" / "instruction.md").read_text(encoding="utf-8")
     assert p["diff"] == PATCH_C1 and p["diff_bytes"] == len(PATCH_C1.encode()) and not p["diff_truncated"]
     assert p["files"] == ["memokit/cache.py", "memokit/stats.py"]
+    # per file of the whole patch: cache.py one line replaced and one added, stats.py one new line
+    assert [(f["path"], f["added"], f["deleted"]) for f in p["file_stats"]] == [("memokit/cache.py", 2, 1),
+                                                                               ("memokit/stats.py", 1, 0)]
     assert p["tests"] == {"tests.test_ttl.test_memoize_ttl": "failed", "tests.test_cache.test_get_and_set": "passed"}
+    # the task's hidden test files, test code first: what the request is compared with
+    hidden = TASKS / "ttl-cache" / "tests"
+    assert [t["path"] for t in p["hidden_tests"]] == ["hidden/__init__.py", "hidden/test_cache.py",
+                                                      "hidden/test_memoize.py", "hidden/test_ttl.py",
+                                                      "config.json", "test.sh"]
+    assert p["hidden_tests"][3]["text"] == (hidden / "hidden" / "test_ttl.py").read_text(encoding="utf-8")
+    assert p["hidden_tests_note"] is None
     s = p["summary"]
     assert s["kind"] == "digest" and s["steps"] == 3 and s["commands_total"] == 3
     # commands in order, one line each (the two-line command is cut to its first line)
@@ -145,6 +155,8 @@ def test_packets_hold_request_diff_and_digest(tmp_path):
     md = (wd / "packets" / "c1" / "packet.md").read_text(encoding="utf-8")
     assert "## Request" in md and "## Trajectory summary (deterministic digest)" in md and SCRIPT_LINE in md
     assert "## Hidden tests (1 of 2 not passing on the candidate)" in md
+    assert "## Hidden test files (6)" in md and "### `hidden/test_ttl.py`" in md
+    assert "- `memokit/cache.py` (+2 -1)" in md
 
     c2 = packet(wd, "c2")["summary"]      # no trajectory: the digest says so and uses the run record
     assert "Trajectory: no trajectory recorded." in c2["text"] and c2["steps"] == 7
@@ -181,6 +193,45 @@ def test_large_patch_is_cut_for_display_and_a_broken_trajectory_is_named(tmp_pat
     s = packet(wd, "c1")["summary"]
     assert "Trajectory: runs/c1/trajectory.json: not a swe-residual-trajectory-1 file" in s["text"]
     assert s["steps"] == 3 and s["commands_total"] == 0     # steps from the Stage I record
+
+
+def test_hidden_test_files_of_a_hostile_task_are_bounded(tmp_path):
+    """A fetched task's tests/ dir is read as untrusted: no symlink followed (file or dir), binary
+    files left out, each file cut at 64 KiB and the whole at 256 KiB, and the note names the rest."""
+    import shutil
+
+    from swe_residual.residualize.packets import MAX_TEST_BYTES, MAX_TEST_FILE_BYTES
+
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TASKS, tasks, symlinks=True)
+    t = tasks / "ttl-cache" / "tests"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not show")
+    (t / "leak.py").symlink_to(secret)
+    (t / "outside").symlink_to(tmp_path)
+    (t / "blob.bin").write_bytes(b"\x00\x01" * 10)
+    (t / "hidden" / "test_big.py").write_text("x = 1\n" * 20000)                 # 120,000 bytes
+    for i in range(5):
+        (t / "hidden" / f"test_more_{i}.py").write_text("y = 2\n" * 10000)       # 60,000 bytes each
+    wd = make_workdir(tmp_path)
+    cli("--tasks-dir", str(tasks), str(wd))
+    p = packet(wd, "c1")
+    shown = {f["path"]: f for f in p["hidden_tests"]}
+    assert "leak.py" not in shown and "blob.bin" not in shown and not any(k.startswith("outside") for k in shown)
+    assert "do not show" not in json.dumps(p)
+    big = shown["hidden/test_big.py"]
+    assert big["size"] == 120000 and big["truncated"] and len(big["text"]) == MAX_TEST_FILE_BYTES
+    assert sum(len(f["text"]) for f in p["hidden_tests"]) <= MAX_TEST_BYTES
+    # test code first, by path: __init__ (0) + test_big (65,536 of 120,000) + test_cache (1,130) +
+    # test_memoize (688) + test_more_0..2 (3 x 60,000) = 247,354; test_more_3 gets the 14,790 bytes
+    # left of 262,144 (256 KiB); the rest is named in the note
+    assert [(f["path"], len(f["text"])) for f in p["hidden_tests"]] == [
+        ("hidden/__init__.py", 0), ("hidden/test_big.py", 65536), ("hidden/test_cache.py", 1130),
+        ("hidden/test_memoize.py", 688), ("hidden/test_more_0.py", 60000), ("hidden/test_more_1.py", 60000),
+        ("hidden/test_more_2.py", 60000), ("hidden/test_more_3.py", 14790)]
+    assert p["hidden_tests_note"] == ("6 files not shown (binary, special, or past the 256 KiB shown): "
+                                      "hidden/test_more_4.py, hidden/test_ttl.py, blob.bin, config.json, leak.py, "
+                                      "test.sh")
 
 
 def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
