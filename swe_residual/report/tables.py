@@ -171,7 +171,7 @@ def _build(records: list[Record], manifest: Manifest, construction: list[dict] |
         "predecessors": predecessor_groups(records, manifest, index),
         "statistics": benchmark_statistics(manifest, construction, root),
         "acceptance_bias": ab,
-        "construction": construction_accounting(construction),
+        "construction": _with_not_selected(construction_accounting(construction), construction),
         "rules": rule_counts(records),
         "meta": {"n_records": len(records), "n_boot": n_boot, "seed": seed,
                  "agents": sorted({agent for _, agent in groups}), "cases_expected": len(manifest.cases)},
@@ -342,6 +342,7 @@ def table2(report: dict) -> Table:
 _T5 = [("Predecessor runs (Stage I)", "predecessor_runs"), ("Did not declare completion", "not_submitted"),
        ("Passed the verifier", "passed"), ("Infrastructure failure", "infra_error"),
        ("No substantive change", "no_change"), ("Duplicate final state", "duplicate"),
+       ("Not selected (per-task cap, families)", "not_selected"),
        ("Rejected in review", "review_rejected"), ("Passed human review", "passed_review"),
        ("Patch application or command replay failed", "rebuild_failed"),
        ("Environment unusable for rollouts", "env_unusable"),
@@ -357,8 +358,20 @@ def table5(report: dict) -> Table | None:
     cols = list(value)
     t = Table("Table 5 - construction accounting", ["", *cols])
     for label, key in _T5:
-        t.rows.append([label, *(str(value[c][key]) for c in cols)])
+        t.rows.append([label, *(str(value[c].get(key, 0)) for c in cols)])
     return t
+
+
+def _with_not_selected(accounting: dict[str, Any], rows: list[dict] | None) -> dict[str, Any]:
+    """Table 5's `not_selected` (candidates `residualize filter --per-task` left out), counted
+    apart from `other`, where construction_accounting puts stage results it does not list."""
+    for col, c in (accounting.get("value") or {}).items():
+        if "not_selected" in c:   # counted there already
+            continue
+        n = sum(1 for r in rows or [] if r.get("stage_result") == "not_selected"
+                and (col == "total" or r.get("track", "unknown") == col))
+        c["not_selected"], c["other"] = n, c["other"] - n
+    return accounting
 
 
 def all_tables(report: dict) -> list[Table]:

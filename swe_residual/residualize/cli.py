@@ -26,6 +26,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.format == "deepswe-release":
+        from swe_residual.residualize.release import import_release_command
+        return import_release_command(WorkDir(args.workdir, create=True), args)
     from swe_residual.residualize.importers import import_command
     return import_command(WorkDir(args.workdir, create=True), args)
 
@@ -69,12 +72,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.set_defaults(func=cmd_run)
 
     imp = rsub.add_parser("import", help="Stage I from real runs: Harbor/Pier trials or jobs, SWE-bench "
-                          "predictions + reports, mini-swe-agent trajectories")
-    imp.add_argument("--format", required=True, choices=["harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1"])
+                          "predictions + reports, mini-swe-agent trajectories, DeepSWE's public leaderboard release")
+    imp.add_argument("--format", required=True,
+                     choices=["harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1", "deepswe-release"])
     _tasks_options(imp, track_required=True)
     imp.add_argument("--model-family", default=None, help="recorded as the model family of every run imported "
                      "(default: from the model the source names; required when it names none)")
-    imp.add_argument("sources", nargs="+", metavar="SOURCE")
+    rel = imp.add_argument_group("--format deepswe-release (no SOURCE)")
+    rel.add_argument("--release", default=None, metavar="URL|DIR",
+                     help="the release manifest (URL, file:///..., a path) or a local mirror dir "
+                          "(default: https://deepswe.datacurve.ai/artifacts/v1.1/release.json)")
+    rel.add_argument("--model", action="append", default=[], metavar="M", help="only trials of these models")
+    rel.add_argument("--config", action="append", default=[], metavar="C", help="only trials of these configs")
+    rel.add_argument("--task", action="append", default=[], metavar="T", help="only trials of these tasks")
+    rel.add_argument("--limit", type=int, default=None, metavar="N", help="at most N trials (in index order)")
+    rel.add_argument("-j", "--jobs", type=int, default=8, help="concurrent downloads (default 8)")
+    rel.add_argument("--family-map", default=None, metavar="PATH",
+                     help="YAML/JSON {model-name prefix: family} overriding the built-in table")
+    rel.add_argument("-v", "--verbose", action="store_true", help="one line per imported run")
+    imp.add_argument("sources", nargs="*", metavar="SOURCE")
     imp.add_argument("workdir", metavar="WORKDIR")
     imp.set_defaults(func=cmd_import)
 
@@ -82,6 +98,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     flt.add_argument("--ignore", action="append", default=[], metavar="GLOB",
                      help="more incidental-artifact globs (added to the defaults)")
     flt.add_argument("--no-default-ignores", action="store_true", help="drop the default incidental globs")
+    flt.add_argument("--per-task", type=int, default=None, metavar="N",
+                     help="then keep at most N candidates per task, preferring distinct model families; the "
+                          "rest become not_selected")
+    flt.add_argument("--families", action="append", default=None, metavar="F[,F...]",
+                     help="select candidates of these model families only, in this order of preference "
+                          "(repeat the option or separate with commas)")
+    flt.add_argument("--seed", type=int, default=0, help="the selection's order within and across families")
     flt.add_argument("workdir", metavar="WORKDIR")
     flt.set_defaults(func=cmd_filter)
 

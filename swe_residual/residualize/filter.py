@@ -7,6 +7,10 @@ Incidental artifacts are ignored only for this decision: they stay in the state'
 A machine-track run has no patch: it changed something when it typed anything into the machine
 (its interactions.jsonl is not empty), and two runs of a task are the same change when they
 typed the same inputs in the same order.
+
+Then, when asked (`--per-task N`, `--families`), a selection keeps at most N candidates per task,
+preferring distinct model families (the paper built one to three states per task from different
+predecessor families); the candidates it leaves out get the reason `not_selected`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import hashlib
+import random
 
 from swe_residual.errors import InputError
 from swe_residual.interactions import parse_interactions
@@ -98,27 +103,117 @@ def decide(run: PredecessorRun, patch: bytes, globs, seen: dict[tuple[str, str],
         return FilterDecision(run=run.id, result="duplicate", identity=identity,
                               detail=f"same change as candidate {seen[key]}")
     seen[key] = run.id
+    return FilterDecision(run=run.id, result="candidate", identity=identity, detail=candidate_detail(run))
+
+
+def candidate_detail(run: PredecessorRun) -> str:
     failing = sum(1 for s in run.tests.values() if s != "passed")
-    return FilterDecision(run=run.id, result="candidate", identity=identity,
-                          detail=f"declared complete, {failing} of {len(run.tests)} hidden tests failing")
+    return f"declared complete, {failing} of {len(run.tests)} hidden tests failing"
 
 
 def run_filter(wd: WorkDir, globs: tuple[str, ...] | list[str] = DEFAULT_IGNORES) -> list[FilterDecision]:
     """Decide every Stage I run not decided yet (in recording order) and append the decisions."""
     decided, runs = wd.decisions(), wd.runs()
+    # a candidate the per-task selection left out still holds its change: a later run with the same
+    # change is its duplicate
     seen = {(f"{runs[d.run].track}/{runs[d.run].task}", d.identity): d.run for d in decided.values()
-            if d.result == "candidate" and d.identity and d.run in runs}
+            if d.result in ("candidate", "not_selected") and d.identity and d.run in runs}
     from swe_residual.tracks import track_kind
 
+    kinds: dict[str, str] = {}
     new = []
     for run in runs.values():
         if run.id in decided:
             continue
-        machine = track_kind(run.track) == "machine"
+        if run.track not in kinds:
+            kinds[run.track] = track_kind(run.track)
+        machine = kinds[run.track] == "machine"
         d = decide(run, wd.interactions_bytes(run) if machine else wd.patch_bytes(run), globs, seen, machine=machine)
         wd.append(STAGE2, d)
         new.append(d)
     return new
+
+
+# -- selection: at most N candidates per task, from distinct model families -----------------------
+
+
+def _families(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    out = [f.strip() for v in values for f in v.split(",") if f.strip()]
+    if not out:
+        raise InputError("--families: no family named")
+    return list(dict.fromkeys(out))
+
+
+def select(wd: WorkDir, per_task: int | None, families: list[str] | None = None, seed: int = 0
+           ) -> list[FilterDecision]:
+    """Keep at most `per_task` candidates per task (None: no cap), only of `families` when given,
+    preferring distinct families: a round-robin over the families (the order given, else shuffled
+    from the seed), each family's candidates in an order shuffled from the seed. Candidates already
+    reviewed or built are kept first and never dropped. Candidates left out get `not_selected`;
+    not_selected ones the selection now picks are candidates again (a new line: the last one counts,
+    so each run still has exactly one reason). Reproducible: the same candidates, N, families and
+    seed give the same choice, and running it again appends nothing."""
+    if per_task is not None and per_task < 0:
+        raise InputError("--per-task: must be 0 or more")
+    runs, decisions = wd.runs(), wd.decisions()
+    pinned = set(wd.reviews()) | set(wd.builds())
+    wanted = [f.lower() for f in families] if families else None
+    pools: dict[tuple[str, str], list[PredecessorRun]] = {}
+    for rid, d in decisions.items():
+        if d.result in ("candidate", "not_selected") and rid in runs:
+            r = runs[rid]
+            pools.setdefault((r.track, r.task), []).append(r)
+    out: list[FilterDecision] = []
+    for (track, task), pool in sorted(pools.items()):
+        keep = [r for r in pool if r.id in pinned and decisions[r.id].result == "candidate"]
+        kept = {r.id for r in keep}
+        by_family: dict[str, list[PredecessorRun]] = {}
+        for r in sorted(pool, key=lambda r: r.id):
+            if r.id not in kept:
+                by_family.setdefault(r.predecessor.model_family, []).append(r)
+        rng = f"{seed}/{track}/{task}"
+        if wanted is not None:
+            order = [f for w in wanted for f in sorted(by_family) if f.lower() == w]
+        else:
+            order = sorted(by_family)
+            random.Random(rng).shuffle(order)
+        for f in order:
+            random.Random(f"{rng}/{f}").shuffle(by_family[f])
+        covered = {r.predecessor.model_family for r in keep}
+        order = [f for f in order if f not in covered] + [f for f in order if f in covered]
+        slots = None if per_task is None else max(0, per_task - len(keep))
+        picked: list[PredecessorRun] = []
+        queues = {f: list(by_family[f]) for f in order}
+        while slots is None or len(picked) < slots:
+            took = False
+            for f in order:
+                if queues[f] and (slots is None or len(picked) < slots):
+                    picked.append(queues[f].pop(0))
+                    took = True
+            if not took:
+                break
+        chosen = {r.id for r in keep} | {r.id for r in picked}
+        fams = sorted({r.predecessor.model_family for r in pool if r.id in chosen})
+        why = (f"task {task}: {len(chosen)} of {len(pool)} candidates selected"
+               + (f" (families {', '.join(fams)})" if fams else "")
+               + (f"; --per-task {per_task}" if per_task is not None else "")
+               + (f"; --families {','.join(families)}" if families else "") + f"; seed {seed}")
+        for r in pool:
+            d = decisions[r.id]
+            if r.id in chosen and d.result == "not_selected":
+                line = FilterDecision(run=r.id, result="candidate", identity=d.identity, detail=candidate_detail(r))
+            elif r.id not in chosen and d.result == "candidate":
+                reason = (f"family {r.predecessor.model_family} not among --families"
+                          if wanted is not None and r.predecessor.model_family.lower() not in wanted else "not selected")
+                line = FilterDecision(run=r.id, result="not_selected", identity=d.identity,
+                                      detail=f"{reason}: {why}"[:500])
+            else:
+                continue
+            wd.append(STAGE2, line)
+            out.append(line)
+    return out
 
 
 def candidates(wd: WorkDir) -> list[PredecessorRun]:
@@ -129,6 +224,7 @@ def candidates(wd: WorkDir) -> list[PredecessorRun]:
 
 def filter_command(wd: WorkDir, args: argparse.Namespace) -> int:
     globs = ([] if args.no_default_ignores else list(DEFAULT_IGNORES)) + list(args.ignore)
+    per_task, families = getattr(args, "per_task", None), _families(getattr(args, "families", None))
     new = run_filter(wd, globs)
     counts: dict[str, int] = {}
     for d in new:
@@ -138,4 +234,14 @@ def filter_command(wd: WorkDir, args: argparse.Namespace) -> int:
           + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing new"))
     for d in new:
         print(f"  {d.run}: {d.result} - {d.detail}")
+    if per_task is not None or families is not None:
+        changed = select(wd, per_task, families, args.seed)
+        decisions = wd.decisions()
+        n_cand = sum(1 for d in decisions.values() if d.result == "candidate")
+        n_out = sum(1 for d in decisions.values() if d.result == "not_selected")
+        print(f"selection ({'--per-task ' + str(per_task) if per_task is not None else 'no cap'}"
+              f"{', --families ' + ','.join(families) if families else ''}, seed {args.seed}): {n_cand} candidates, "
+              f"{n_out} not selected ({len(changed)} changed now)")
+        for d in changed:
+            print(f"  {d.run}: {d.result} - {d.detail}")
     return 0

@@ -11,10 +11,11 @@ from swe_residual.results import Termination, TestStatus, VerdictName
 from swe_residual.states import Predecessor
 
 RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-SourceFormat = Literal["run", "harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1"]
+SourceFormat = Literal["run", "harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1", "deepswe-release"]
 
-#: Stage II exclusion reasons (Table 5 vocabulary, swe_residual.report.metrics.STAGE_RESULTS)
-FilterResult = Literal["candidate", "not_submitted", "passed", "infra_error", "no_change", "duplicate"]
+#: Stage II exclusion reasons (Table 5 vocabulary, swe_residual.report.metrics.STAGE_RESULTS); `not_selected`:
+#: a candidate left out by the per-task selection (`filter --per-task N`)
+FilterResult = Literal["candidate", "not_submitted", "passed", "infra_error", "no_change", "duplicate", "not_selected"]
 #: Stage IV outcomes
 BuildResult = Literal["rebuild_failed", "env_unusable", "no_valid_verdict", "no_longer_failing", "included"]
 

@@ -15,6 +15,8 @@ from swe_residual.residualize.workdir import CONSTRUCTION, WorkDir
 
 #: where a run waits (not a Table 5 exclusion): counted as `other` in Table 5 until decided
 PENDING = ("pending_filter", "pending_review", "pending_build")
+#: a candidate the per-task selection left out (`filter --per-task N`): a Stage II reason
+NOT_SELECTED = "not_selected"
 
 
 def stages(wd: WorkDir) -> list[dict]:
@@ -74,6 +76,9 @@ def write_construction(wd: WorkDir) -> list[dict]:
 def summary(rows: list[dict]) -> dict:
     by_stage = Counter(r["stage_result"] for r in rows)
     return {"runs": len(rows), "by_stage_result": dict(sorted(by_stage.items())),
+            "not_selected": [{"id": r["run"], "track": r["track"], "task": r["task"],
+                              "model_family": r["predecessor"]["model_family"], "detail": r["detail"]}
+                             for r in rows if r["stage_result"] == NOT_SELECTED],
             "candidates": [{"id": r["run"], "track": r["track"], "task": r["task"], "stage": r["stage_result"]}
                            for r in rows if r["stage_result"] in ("pending_review", "pending_build",
                                                                   "review_rejected", "rebuild_failed",
@@ -90,12 +95,19 @@ def status_command(wd: WorkDir, args: argparse.Namespace) -> int:
         return 0
     from swe_residual.report.metrics import STAGE_RESULTS
     print(f"{out['runs']} predecessor runs in {wd.path}")
-    order = [*PENDING[:1], *STAGE_RESULTS[:5], PENDING[1], STAGE_RESULTS[5], PENDING[2], *STAGE_RESULTS[6:]]
+    stage2 = [s for s in STAGE_RESULTS[:5] if s != NOT_SELECTED]
+    rest = [s for s in STAGE_RESULTS[5:] if s != NOT_SELECTED]
+    order = [*PENDING[:1], *stage2, NOT_SELECTED, PENDING[1], rest[0], PENDING[2], *rest[1:]]
+    by_stage: dict[str, list[dict]] = {}
+    for r in rows:
+        by_stage.setdefault(r["stage_result"], []).append(r)
+    lines = []
     for stage in order:
         n = out["by_stage_result"].get(stage, 0)
         if n:
-            print(f"  {stage:<18} {n}")
-            for r in rows:
-                if r["stage_result"] == stage and stage not in ("pending_filter",):
-                    print(f"      {r['run']}" + (f": {r['detail']}" if r.get("detail") else ""))
+            lines.append(f"  {stage:<18} {n}")
+            if stage != "pending_filter":
+                lines.extend(f"      {r['run']}" + (f": {r['detail']}" if r.get("detail") else "")
+                             for r in by_stage[stage])
+    print("\n".join(lines))
     return 0
