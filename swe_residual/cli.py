@@ -78,6 +78,55 @@ def cmd_images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _image_caches(args: argparse.Namespace):
+    from swe_residual.backends.docker.caches import EngineView, list_entries
+    from swe_residual.backends.docker.engine import default_cache_dir
+
+    cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    engine = EngineView(tasks=args.task)
+    return cache, engine, list_entries(cache, engine, [Path(d) for d in args.run_dir])
+
+
+def cmd_images_list(args: argparse.Namespace) -> int:
+    from swe_residual.backends.docker.caches import age_text, as_json
+
+    cache, engine, entries = _image_caches(args)
+    engine.close()
+    if args.format == "json":
+        print(json.dumps({"cache_dir": str(cache), "engine": engine.problem or "ok", "entries": as_json(entries)},
+                         indent=1))
+        return 0
+    if engine.problem:
+        print(f"no Docker engine answers ({engine.problem}): whether images still exist is unknown", file=sys.stderr)
+    print(f"cache: {cache} ({len(entries)} entries, {sum(e.stale for e in entries)} stale)")
+    for e in entries:
+        print(f"{e.state:<10} {e.kind:<14} {age_text(e.age_s):>5}  {e.describes}"
+              f"{'  - ' + e.detail if e.detail else ''}  [{e.path}]")
+    return 0
+
+
+def cmd_images_prune(args: argparse.Namespace) -> int:
+    from swe_residual.backends.docker.caches import prune
+
+    cache, engine, entries = _image_caches(args)
+    try:
+        if engine.problem and not args.all:
+            raise InputError(f"images prune: no Docker engine answers ({engine.problem}): which cached entries "
+                             "describe images that are gone cannot be told; start the engine, or pass --all")
+        removed, failed = prune(entries, engine, everything=args.all, dry_run=args.dry_run)
+    finally:
+        engine.close()
+    verb = "would remove" if args.dry_run else "removed"
+    for e in removed:
+        print(f"{verb}: {e.kind} {e.describes} ({e.state}) [{e.path}]")
+    for e, why in failed:
+        print(f"not removed: {e.kind} {e.describes} [{e.path}]: {why}", file=sys.stderr)
+    kept = len(entries) - len(removed) - len(failed)
+    print(f"{verb} {len(removed)} of {len(entries)} entries in {cache}, kept {kept}"
+          + (f", {len(failed)} could not be removed" if failed else ""))
+    return 1 if failed else 0
+
+
 def cmd_tasks_fetch(args: argparse.Namespace) -> int:
     from swe_residual.tracks import clone_dir, fetch_tasks, load_track_config, suite_dir, tasks_dir_for
 
@@ -333,6 +382,28 @@ def build_parser() -> argparse.ArgumentParser:
     isub = i.add_subparsers(dest="images_command", required=True)
     b = isub.add_parser("bootstrap", help="build the base images bundled tasks name, offline (debootstrap)")
     b.set_defaults(func=cmd_images)
+    for name, func, about in (
+            ("list", cmd_images_list, "list what the harness keeps between runs about the engine's images (probed "
+             "image facts, images it built, build logs, machine snapshots, CRIU probes; with --run-dir, a run's "
+             "reference checks): what each describes, its age and whether that still exists (exit 0)"),
+            ("prune", cmd_images_prune, "remove the kept entries whose image (or tag, or snapshot) no longer exists, "
+             "or were written by an older probe; with --all every entry and the images the harness built. Exit 0 "
+             "when all went, 1 when some could not be removed (an image in use), 2 when no engine answers "
+             "(without --all)")):
+        ip = isub.add_parser(name, help=about, description=about)
+        ip.add_argument("--cache-dir", default=None, metavar="DIR", help="the harness's Docker cache "
+                        "(default: $SWE_RESIDUAL_DOCKER_CACHE, else <tmp>/swe-residual-docker)")
+        ip.add_argument("--run-dir", action="append", default=[], metavar="RUN",
+                        help="also the reference checks cached in this run dir (repeatable)")
+        ip.add_argument("--task", action="append", default=[], metavar="ID",
+                        help="only the images (and image facts) of this task (repeatable)")
+        if name == "list":
+            ip.add_argument("--format", choices=["text", "json"], default="text")
+        else:
+            ip.add_argument("--all", action="store_true", help="every entry, the harness's images included "
+                            "(children before parents); base images and locks are never touched")
+            ip.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
+        ip.set_defaults(func=func)
     return p
 
 

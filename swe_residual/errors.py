@@ -29,6 +29,7 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("agent_error", "the agent failed on its own (non-zero exit, its own code raised)", True, False),
     Rule("context_exhausted", "the model's context window or max tokens ran out", True, False),
     Rule("budget", "the wall-time or step budget was used up", True, False),
+    Rule("storage_limit", "the agent's commands wrote more than the task's storage_mb: stopped", True, False),
     Rule("verifier_agent_caused", "the verifier failed twice on the agent's state but works on the "
          "reference solution's state: the agent's code broke the tests", True, False),
     Rule("infra_verifier", "the verifier fails on the reference solution's state too", False, True),

@@ -13,10 +13,12 @@ only (never a symlink, device or path outside the destination) and stops at a si
 
 from __future__ import annotations
 
+import contextlib
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from swe_residual.errors import HarnessError
 from swe_residual.states import LoadedState
@@ -30,6 +32,7 @@ TESTS_DIR = "/tests"
 ARTIFACTS_DIR = "/logs/artifacts"
 
 COPY_LIMIT = 256 << 20            # bytes copy_out takes from an environment at most
+STORAGE_POLL_S = 1.0              # how often an armed storage limit is measured (at least; see StorageMeter)
 
 
 @dataclass
@@ -39,6 +42,37 @@ class ExecResult:
     exit_code: int | None
     duration_s: float
     timed_out: bool = False
+    limit: str | None = None        # the task's limit (storage_mb) that stopped the command, and by how much
+
+
+class StorageMeter:
+    """The task's storage limit on the agent's commands: what the instance holds beyond what it held
+    when the agent started, measured by the backend's `storage_used` at most every STORAGE_POLL_S
+    seconds, and less often when a measurement is slow (it never takes more than a tenth of the time)."""
+
+    def __init__(self, env: "Environment", limit: int):
+        self.env, self.limit = env, limit
+        self.last = time.monotonic()
+        self.base = env.storage_used() or 0
+        self.interval = STORAGE_POLL_S
+        self.measured_s = 0.0
+
+    def over(self) -> str | None:
+        """Why the instance is over the limit now (one line), None while it is not or cannot be told."""
+        t0 = self.last = time.monotonic()
+        used = self.env.storage_used()
+        self.measured_s = time.monotonic() - t0
+        self.interval = max(STORAGE_POLL_S, 10 * self.measured_s)
+        if used is None or used - self.base <= self.limit:
+            return None
+        wrote = used - self.base
+        return (f"storage limit: the agent's commands wrote {wrote:,} bytes ({wrote / 2**20:.1f} MiB), over the "
+                f"task's storage_mb = {self.limit >> 20} ({self.limit:,} bytes); the agent was stopped")
+
+    def after_command(self) -> str | None:
+        """At the end of a command: over() when the last look is an interval old (many short
+        commands are measured as often as one long one, and no more often)."""
+        return self.over() if time.monotonic() - self.last >= self.interval else None
 
 
 class Environment(ABC):
@@ -50,6 +84,9 @@ class Environment(ABC):
     touched: bool = False           # a command ran or a file was copied in since materialize
     start_patch: bytes | None = None  # the starting state as a patch (b"" for a clean start)
     report: dict | None = None      # machine states: how this instance was restored (method, times, processes)
+    storage_limit: int | None = None  # bytes the agent's commands may write ([environment] storage_mb)
+    limit_hit: str | None = None    # why a limit the task declares stopped the agent (agent_limits)
+    meter: StorageMeter | None = None  # set while agent_limits() is armed
 
     def path(self, harbor_path: str) -> str:
         """How commands inside see a Harbor path (identity except in the unsandboxed local mode)."""
@@ -95,6 +132,36 @@ class Environment(ABC):
 
     def ready(self) -> None:
         """Be ready to run commands now (a container starts); idempotent, implied by execute."""
+
+    def storage_used(self) -> int | None:
+        """Bytes of disk the instance's writable part holds now (None: this backend cannot tell)."""
+        return None
+
+    @contextlib.contextmanager
+    def agent_limits(self) -> Iterator[None]:
+        """While the agent works: the limits the task declares that the backend measures rather
+        than the engine enforcing them (storage_mb) stop any command that goes over them, and
+        limit_hit says why; once one stopped the agent, its further commands are refused at once.
+        The harness's own steps afterwards (final diff, verification) run unmetered."""
+        if self.storage_limit is None:
+            yield
+            return
+        self.meter = StorageMeter(self, self.storage_limit)
+        try:
+            yield
+        finally:
+            self.meter = None
+
+    def refused(self, command: str) -> ExecResult | None:
+        """The answer to a command of an agent a limit stopped already (None: run it)."""
+        if self.meter is None or self.limit_hit is None:
+            return None
+        return ExecResult(command=command, output=f"[swe-residual: {self.limit_hit}]\n", exit_code=None,
+                          duration_s=0.0, limit=self.limit_hit)
+
+    def recheck(self) -> None:
+        """A case contradicted what the backend knows of the starting image (its base commit cannot
+        be read): look again, once (base_commit and baseline may be new afterwards)."""
 
     def changes(self) -> list[dict] | None:
         """The file changes since the instance started ({"Path", "Kind": 0 changed, 1 added, 2
@@ -162,6 +229,12 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Release session-level resources."""
+
+
+def storage_limit(task: Task) -> int | None:
+    """Bytes the agent's commands may write: the task's [environment] storage_mb, else no limit."""
+    mb = task.config.environment.storage_mb
+    return int(mb) << 20 if mb else None
 
 
 def machine_refusal(backend: str, task: Task) -> str:

@@ -7,7 +7,8 @@ process with a fixed commit date so its hash is stable), tmp/ at /tmp, inbox/ at
 /solution and tests/ at /tests. The host only copies files; every git command runs in the sandbox.
 Without bwrap, commands run unsandboxed on the host paths (one warning per session): tasks that
 hard-code Harbor paths need bwrap or the docker backend. Run as root, every command tree also gets
-a pids limit and the task's memory limit through cgroups (swe_residual/backends/sandbox.py).
+a pids limit and the task's memory limit through cgroups (swe_residual/backends/sandbox.py). The
+task's storage_mb is measured (du of the environment's root) while the agent's commands run.
 """
 
 from __future__ import annotations
@@ -21,9 +22,16 @@ from pathlib import Path
 from typing import Iterable
 
 from swe_residual.backends import repo
-from swe_residual.backends.base import COPY_LIMIT, Backend, Environment, ExecResult, machine_refusal
+from swe_residual.backends.base import (
+    COPY_LIMIT,
+    Backend,
+    Environment,
+    ExecResult,
+    machine_refusal,
+    storage_limit,
+)
 from swe_residual.backends.owners import owner_name, sweep_dirs
-from swe_residual.backends.safecopy import copy_tree, remove_tree
+from swe_residual.backends.safecopy import copy_tree, disk_usage, remove_tree
 from swe_residual.backends.sandbox import Bind, SandboxSpec, bwrap_argv, bwrap_path, run_tree, runtime_path
 from swe_residual.backends.workspace import AGENT_GIT_IDENTITY, apply_state
 from swe_residual.errors import HarnessError, InputError
@@ -78,6 +86,8 @@ class LocalEnvironment(Environment):
     def execute(self, command: str, *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         if self._closed:
             raise HarnessError("environment already closed")
+        if (refused := self.refused(command)) is not None:
+            return refused
         home = self.path("/tmp")
         env_vars = {"PATH": runtime_path(bool(self.bwrap)), "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
                     "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "GIT_CONFIG_NOSYSTEM": "1", "TERM": "dumb",
@@ -91,9 +101,18 @@ class LocalEnvironment(Environment):
             argv, proc_env, cwd = ["bash", "-c", command], env_vars, self.workspace
         self.touched = True
         res = run_tree(argv, timeout=timeout, cwd=cwd, env=proc_env, output_path=self.root / "last-output",
-                       memory_bytes=self.memory_bytes)
+                       memory_bytes=self.memory_bytes, watch=self.meter)
+        if res.limit is None and self.meter is not None:
+            res.limit = self.meter.after_command()
+        if res.limit is not None:
+            self.limit_hit = res.limit
         return ExecResult(command=command, output=res.output, exit_code=res.exit_code,
-                          duration_s=res.duration_s, timed_out=res.timed_out)
+                          duration_s=res.duration_s, timed_out=res.timed_out, limit=res.limit)
+
+    def storage_used(self) -> int | None:
+        """Everything under the environment's root: the workspace, /tmp, /logs (what bwrap shows
+        the commands writable)."""
+        return disk_usage(self.root)
 
     def copy_in(self, src: Path, dest: str) -> None:
         self.touched = True
@@ -193,6 +212,7 @@ class LocalBackend(Backend):
             if state is not None:
                 apply_state(env, state)
             env.touched = False     # the starting state: nothing of the agent's yet
+            env.storage_limit = storage_limit(task)
             return env
         except BaseException:
             env.close()

@@ -6,7 +6,7 @@ skipped, never followed or opened), every path stays inside the destination, and
 the number of entries and the depth are bounded. tarfile's own `filter="data"` exists only from
 Python 3.11.4; this works on 3.11.2. remove_tree removes a tree of any depth (an agent's scratch
 dir, a dead run's leftovers) without recursion, without following links and without opening
-anything but directories.
+anything but directories. disk_usage measures such a tree (a storage limit's meter).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import errno
 import os
 import shutil
 import stat
+import subprocess
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -177,3 +178,18 @@ def remove_tree(path: str | os.PathLike) -> None:
     with contextlib.suppress(OSError):
         os.rmdir(path)
 
+
+
+DU_TIMEOUT_S = 60.0
+
+
+def disk_usage(path: str | os.PathLike, timeout: float = DU_TIMEOUT_S) -> int | None:
+    """Bytes of disk the tree at path holds (allocated blocks: a sparse file counts what it uses,
+    a hard link once), by GNU du, which takes any depth and follows nothing; None when it cannot
+    tell (no such tree, unreadable, or not done within timeout)."""
+    try:
+        proc = subprocess.run(["du", "-s", "-x", "-B1", "--", os.fspath(path)], capture_output=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        return int(proc.stdout.split()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None

@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 # What of /etc programs need (loader, certificates, users without passwords, locale, alternatives).
@@ -135,6 +136,14 @@ class ProcessResult:
     output: str
     duration_s: float
     timed_out: bool
+    limit: str | None = None      # why `watch` stopped it
+
+
+class Watch(Protocol):
+    interval: float               # seconds until the next look
+
+    def over(self) -> str | None:
+        """Why the command must stop now, None while it may go on."""
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -202,10 +211,12 @@ class Cgroup:
 
 
 def run_tree(argv: list[str], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None,
-             output_path: Path, memory_bytes: int | None = None) -> ProcessResult:
+             output_path: Path, memory_bytes: int | None = None, watch: Watch | None = None) -> ProcessResult:
     """Run argv in its own session (and cgroup, when available); on timeout or exit, kill the
-    whole process group and everything left in the cgroup."""
+    whole process group and everything left in the cgroup. `watch` is asked every watch.interval
+    seconds whether the command must stop (a storage limit): then it is killed the same way."""
     start = time.monotonic()
+    limit = None
     cgroup = Cgroup(memory_bytes) if os.geteuid() == 0 else None
     try:
         with open(output_path, "wb") as out:
@@ -213,18 +224,28 @@ def run_tree(argv: list[str], *, timeout: float, cwd: Path | None = None, env: d
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     preexec_fn=cgroup.enter if cgroup is not None and cgroup.available else None)
             timed_out = False
+            deadline = start + timeout
             try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                while True:
+                    left = deadline - time.monotonic()
+                    try:
+                        proc.wait(timeout=max(min(left, watch.interval), 0) if watch is not None else max(left, 0))
+                        break
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() >= deadline:
+                            timed_out = True
+                            break
+                    if watch is not None and (limit := watch.over()) is not None:
+                        break
             finally:
                 kill_group(proc.pid)
                 proc.wait()
     finally:
         if cgroup is not None:
             cgroup.close()
-    return ProcessResult(exit_code=None if timed_out else proc.returncode, output=read_bounded(output_path),
-                         duration_s=time.monotonic() - start, timed_out=timed_out)
+    stopped = timed_out or limit is not None
+    return ProcessResult(exit_code=None if stopped else proc.returncode, output=read_bounded(output_path),
+                         duration_s=time.monotonic() - start, timed_out=timed_out, limit=limit)
 
 
 def kill_group(pgid: int) -> None:

@@ -22,6 +22,9 @@ IGNORED_MARKER = "--- swe-residual: paths git ignores ---"
 HARNESS_TIMEOUT_S = 600.0
 FINAL_PATCH_LIMIT = 64 << 20      # bytes; a larger final state is a failure with a note, never graded
 FINAL_FILES_LIMIT = 100_000       # files in a final tree (.git aside); more is a failure with a note
+FINAL_BYTES_LIMIT = 4 << 30       # bytes of the files of a final tree, .git included (apparent sizes: a
+                                  # sparse file counts what git would read); more is a failure with a note
+BASE_UNREADABLE_EXIT = 5          # final_diff.sh: the base commit cannot be read (or /app lost its repository)
 
 AGENT_GIT_IDENTITY = {"GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@swe-residual.invalid",
                       "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@swe-residual.invalid"}
@@ -50,6 +53,7 @@ class FinalState:
 
 def apply_patch(env: Environment, patch: Path, *, label: str) -> None:
     """A binary-safe patch applied to /app without a commit; HEAD must stay the base commit."""
+    env.ready()     # a fresh instance confirms the image's facts first (the base commit used below)
     env.copy_in(patch, PATCH_IN_ENV)
     res = env.execute(script("apply_patch.sh"), timeout=HARNESS_TIMEOUT_S,
                       env={"SWE_PATCH": env.path(PATCH_IN_ENV), "SWE_BASE": env.base_commit, "SWE_APP": env.app_dir})
@@ -72,19 +76,31 @@ def final_state(env: Environment) -> FinalState:
 
     An environment nothing ran in is still its starting state: its patch is known without
     starting it. git reads the agent's repository through a private git dir (scripts/final_diff.sh).
+    A base commit git cannot read there has the backend look at the image again (once): when its
+    facts were wrong, the diff is made again with the right ones; when they hold, the agent's tree
+    lost it, and the problem stands.
     """
     if not env.touched and env.start_patch is not None:
         return FinalState(env.start_patch)
     if not env.base_commit:
         return FinalState(b"", problem="no base commit: the final state cannot be diffed")
-    res = env.execute(script("final_diff.sh"), timeout=HARNESS_TIMEOUT_S,
-                      env={"SWE_BASE": env.base_commit, "SWE_APP": env.app_dir, "SWE_BASELINE": env.baseline,
-                           "SWE_OUT": env.path(FINAL_PATCH), "SWE_PATCH_LIMIT": str(FINAL_PATCH_LIMIT),
-                           "SWE_MAX_FILES": str(FINAL_FILES_LIMIT),
-                           "SWE_MARKER": IGNORED_MARKER})
+    res = _final_diff(env)
+    if res.exit_code == BASE_UNREADABLE_EXIT and "is not readable" in res.output:
+        before = (env.base_commit, env.baseline)
+        env.recheck()
+        if (env.base_commit, env.baseline) != before:
+            res = _final_diff(env)
     data = env.read_file(FINAL_PATCH, limit=FINAL_PATCH_LIMIT) if res.exit_code == 0 else None
     if data is None:
         return FinalState(b"", problem=f"final patch unavailable (git exit {res.exit_code}): "
                                        f"{last_line(res.output, 'no output')}")
     listed = res.output.rsplit(IGNORED_MARKER + "\n", 1)[-1] if IGNORED_MARKER in res.output else ""
     return FinalState(data, ignored=[p for p in listed.splitlines() if p.strip() and "bytes of output cut" not in p])
+
+
+def _final_diff(env: Environment):
+    return env.execute(script("final_diff.sh"), timeout=HARNESS_TIMEOUT_S,
+                       env={"SWE_BASE": env.base_commit, "SWE_APP": env.app_dir, "SWE_BASELINE": env.baseline,
+                            "SWE_OUT": env.path(FINAL_PATCH), "SWE_PATCH_LIMIT": str(FINAL_PATCH_LIMIT),
+                            "SWE_MAX_FILES": str(FINAL_FILES_LIMIT), "SWE_MAX_BYTES": str(FINAL_BYTES_LIMIT),
+                            "SWE_MARKER": IGNORED_MARKER})

@@ -209,7 +209,12 @@ class Attempt:
                            budget=budget_for(task, self.agent, self.agent_timeout), trajectory=trajectory,
                            artifacts_dir=self.artifacts)
         t0 = time.monotonic()
-        result = _run_agent(self.agent, ctx)
+        with self.env.agent_limits():   # the limits the backend measures (storage_mb) stop its commands
+            result = _run_agent(self.agent, ctx)
+        if self.env.limit_hit:          # the agent went over a limit its task declares: its limit, outcome 0
+            trajectory.exit_status = "storage_limit"
+            result = AgentResult(declared_complete=False, termination="storage_limit", steps=result.steps,
+                                 message=self.env.limit_hit)
         agent_stopped(task, self.env)
         record.agent_duration_s = round(self._timed("agent", t0), 3)
         record.declared_complete = result.declared_complete
@@ -269,9 +274,9 @@ class Attempt:
         """Outcome and rule by the taxonomy (docs/errors.md): an exhausted budget or context is a
         task failure whatever the final state; otherwise the verifier's verdict."""
         v, record = self.verification, self.record
-        notes = [n for n in (v.note, v.patch_problem) if n]
+        notes = [n for n in (self.env.limit_hit if self.env else None, v.note, v.patch_problem) if n]
         record.verdict_note = redact("; ".join(notes))[:2000] or None
-        if record.termination in ("budget", "context_exhausted"):
+        if record.termination in ("budget", "context_exhausted", "storage_limit"):
             record.outcome, record.rule = 0, record.termination
         else:
             record.outcome = v.verdict.outcome

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from swe_residual.backends import docker_hosts
-from swe_residual.backends.base import Backend, Environment
+from swe_residual.backends.base import Backend, Environment, storage_limit
 from swe_residual.backends.docker.engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK, Engine, check_engine
 from swe_residual.backends.docker.environment import DockerEnvironment
 from swe_residual.backends.docker.images import ImageInfo, TaskImages
@@ -18,6 +18,8 @@ from swe_residual.backends.sandbox import PIDS_MAX
 from swe_residual.backends.workspace import apply_state
 from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
+
+QUOTA_HEADROOM_MB = 256   # engine quota beyond the task's storage_mb (at least this, else a quarter)
 
 
 class DockerBackend(Backend):
@@ -80,17 +82,26 @@ class DockerBackend(Backend):
 
     # -- environments ---------------------------------------------------------------------------
     def _environment(self, task: Task, image: ImageInfo, what: str, *, role: str = "agent",
-                     network: str | None = None, inbox: Path | None = None) -> DockerEnvironment:
+                     network: str | None = None, inbox: Path | None = None, quota: bool = False) -> DockerEnvironment:
         limits = self._limits(task, role)
+        if quota and (limit := storage_limit(task)) is not None:
+            # the engine's hard stop, where the storage driver has one, above the measured limit
+            # (what the harness does in the container afterwards needs room too)
+            limits["storage_opt"] = {"size": f"{(limit >> 20) + max(QUOTA_HEADROOM_MB, (limit >> 20) // 4)}m"}
         if network is not None:
             limits["network_mode"] = network
         binds = {str(inbox): {"bind": "/run/task", "mode": "ro"}} if inbox is not None else {}
         cid = self.engine.create(image.id, case=what, what=f"task {task.id} ({what})", binds=binds, **limits)
-        return DockerEnvironment(self.engine, cid, image, f"task {task.id} ({what})", inbox)
+        env = DockerEnvironment(self.engine, cid, image, f"task {task.id} ({what})", inbox)
+        env.confirm = lambda e: self.images.confirm(task, e)
+        env.reprobe = lambda why: self.images.reprobe(task, why)
+        return env
 
     def materialize(self, task: Task, state: LoadedState | None, request: str | None = None) -> Environment:
         if task.kind == "machine":     # (machine states carry no predecessor trajectory: no handoff request)
-            return self.machine.restore(task, state) if state is not None else self.machine.fresh(task)
+            env = self.machine.restore(task, state) if state is not None else self.machine.fresh(task)
+            env.storage_limit = storage_limit(task)   # measured only: a restored delta is in the layer too
+            return env
         image = self.state_image(task, state) if state is not None else self.images.clean(task)
         # the request in a read-only /run/task, outside the repository
         inbox = Path(tempfile.mkdtemp(prefix="inbox-", dir=self.engine.work_root))
@@ -99,8 +110,9 @@ class DockerBackend(Backend):
         (inbox / "instruction.md").chmod(0o644)
         try:
             env = self._environment(task, image, f"{task.id}/{state.id if state is not None else 'clean'}",
-                                    inbox=inbox)
+                                    inbox=inbox, quota=True)
             env.start_patch = state.patch if state is not None else b""
+            env.storage_limit = storage_limit(task)
             return env
         except BaseException:
             shutil.rmtree(inbox, ignore_errors=True)

@@ -28,7 +28,7 @@ import docker.errors
 import requests
 
 from swe_residual.backends.owners import owner_alive, owner_name, pid_start, sweep_dirs
-from swe_residual.backends.safecopy import remove_tree
+from swe_residual.backends.safecopy import disk_usage, remove_tree
 from swe_residual.errors import HarnessError, InputError
 
 LABEL_RUN = "swe-residual.run"
@@ -58,6 +58,12 @@ def one_line(exc: BaseException | str) -> str:
 
 def endpoint(base_url: str | None = None) -> str:
     return base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def default_cache_dir() -> Path:
+    """Where the harness keeps what it knows of an engine's images (probed facts, build logs,
+    snapshots, locks, scratch): $SWE_RESIDUAL_DOCKER_CACHE, else <tmp>/swe-residual-docker."""
+    return Path(os.environ.get("SWE_RESIDUAL_DOCKER_CACHE") or Path(tempfile.gettempdir()) / "swe-residual-docker")
 
 
 def client_for(base_url: str | None, timeout: int | None) -> docker.DockerClient:
@@ -138,8 +144,7 @@ class Engine:
         self.host = socket.gethostname()
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{self.pid}"
         self.pid_start = pid_start(self.pid) or ""
-        self.cache_dir = Path(cache_dir or os.environ.get("SWE_RESIDUAL_DOCKER_CACHE")
-                              or Path(tempfile.gettempdir()) / "swe-residual-docker")
+        self.cache_dir = Path(cache_dir or default_cache_dir())
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._own_work = work_root is None
         # host-side scratch (inboxes); a dead process's one is swept like its containers
@@ -150,6 +155,8 @@ class Engine:
         self._doomed: queue.Queue[str | None] = queue.Queue()
         self._reaper: threading.Thread | None = None
         self.closed = False
+        self.storage_quota: bool | None = None   # does the storage driver take --storage-opt size? (first use tells)
+        self._upper: dict[str, str | None] = {}  # container id -> its writable layer's dir on this host
         try:
             self.ncpu = float(self.api.info().get("NCPU") or os.cpu_count() or 1)
         except ENGINE_ERRORS:
@@ -180,11 +187,27 @@ class Engine:
 
     # -- containers -----------------------------------------------------------------------------
     def create(self, image: str, *, case: str, what: str, working_dir: str = "/app", **host_config: Any) -> str:
-        """A stopped container of image with KEEPALIVE as PID 1, tracked for removal."""
+        """A stopped container of image with KEEPALIVE as PID 1, tracked for removal. A storage_opt
+        quota is passed where the storage driver takes it (overlay2 only on xfs with pquota): the
+        first refusal tells, and it is left out from then on (the backend measures instead)."""
+        if self.storage_quota is False:
+            host_config.pop("storage_opt", None)
         try:
-            cid = self.api.create_container(image, entrypoint=KEEPALIVE, working_dir=working_dir,
-                                            labels=self.labels(case),
-                                            host_config=self.api.create_host_config(**host_config))["Id"]
+            try:
+                cid = self.api.create_container(image, entrypoint=KEEPALIVE, working_dir=working_dir,
+                                                labels=self.labels(case),
+                                                host_config=self.api.create_host_config(**host_config))["Id"]
+            except docker.errors.APIError as exc:
+                if "storage_opt" not in host_config or "storage-opt" not in str(exc):
+                    raise
+                self.storage_quota = False
+                host_config.pop("storage_opt")
+                cid = self.api.create_container(image, entrypoint=KEEPALIVE, working_dir=working_dir,
+                                                labels=self.labels(case),
+                                                host_config=self.api.create_host_config(**host_config))["Id"]
+            else:
+                if "storage_opt" in host_config:
+                    self.storage_quota = True
         except ENGINE_ERRORS as exc:
             raise HarnessError(f"Docker: cannot create the container of {what}: {one_line(exc)}") from None
         with self._lock:
@@ -218,6 +241,7 @@ class Engine:
                 time.sleep(0.5)
         with self._lock:
             self._containers.discard(cid)
+            self._upper.pop(cid, None)
 
     def _reap(self) -> None:
         while True:
@@ -270,6 +294,27 @@ class Engine:
         except ENGINE_ERRORS:
             rc = None
         return rc, result.get("out") or b"", host_timeout
+
+    def layer_size(self, cid: str) -> int | None:
+        """Bytes of disk a container's writable layer holds: du of its upper dir where this host
+        can read it (overlay2, as root), else the engine's own count (SizeRw); None when neither
+        answers."""
+        if cid not in self._upper:
+            try:
+                data = (self.api.inspect_container(cid).get("GraphDriver") or {}).get("Data") or {}
+            except ENGINE_ERRORS:
+                data = {}
+            upper = data.get("UpperDir")
+            self._upper[cid] = upper if upper and os.access(upper, os.R_OK | os.X_OK) else None
+        upper = self._upper[cid]
+        if upper is not None:
+            return disk_usage(upper)
+        try:
+            res = self.api._result(self.api._get(self.api._url("/containers/{0}/json", cid), params={"size": 1}),
+                                   True)
+            return int(res.get("SizeRw") or 0)
+        except (*ENGINE_ERRORS, ValueError, TypeError):
+            return None
 
     def put(self, cid: str, path: str, data: bytes) -> None:
         try:

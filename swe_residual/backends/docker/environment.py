@@ -4,6 +4,8 @@ An agent that never runs a command (nop) never needs its container running: its 
 the starting image itself. The request sits in a read-only
 bind mount at /run/task. Each command runs under `timeout -s KILL` inside the container with its
 output in a file; afterwards every process but PID 1 is killed. The host enforces the deadline too.
+While the agent works (agent_limits) a thread measures the container's writable layer against the
+task's storage_mb and kills the command's processes when it goes over.
 """
 
 from __future__ import annotations
@@ -14,9 +16,16 @@ import tarfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from swe_residual.backends.base import APP_DIR, COPY_LIMIT, TASK_INBOX, Environment, ExecResult
+from swe_residual.backends.base import (
+    APP_DIR,
+    COPY_LIMIT,
+    TASK_INBOX,
+    Environment,
+    ExecResult,
+    StorageMeter,
+)
 from swe_residual.backends.docker.engine import HOST_GRACE_S, tar_path
 from swe_residual.backends.safecopy import extract_tar
 from swe_residual.backends.workspace import AGENT_GIT_IDENTITY, script
@@ -40,46 +49,81 @@ class DockerEnvironment(Environment):
         self.image = image
         self.what = what
         self.inbox = inbox          # host side of the read-only /run/task
-        self.base_commit = image.base_commit
-        self.baseline = image.baseline_env
         self.touched = False        # something ran or was copied in: the filesystem may differ from the image
         self._needs_kill = False    # a command may have left processes (stop() kills them)
         self._closed = False
         self._started = False
         self._start_lock = threading.Lock()
         self.workdir = APP_DIR      # where commands run
+        self.pristine = True        # nothing ran and nothing was copied into /app yet
+        # set by the backend: confirm(env) checks cached image facts in a fresh instance,
+        # reprobe(why) probes the image again after a contradiction (True: the facts changed)
+        self.confirm: Callable[["DockerEnvironment"], None] | None = None
+        self.reprobe: Callable[[str], bool] | None = None
+
+    # the image's probed facts, read when used: a re-probe corrects every instance of the image
+    @property
+    def base_commit(self) -> str:
+        return self.image.base_commit
+
+    @property
+    def baseline(self) -> str:
+        return self.image.baseline_env
+
+    def recheck(self) -> None:
+        if self.reprobe is not None:
+            self.reprobe(f"{self.what}: base commit {self.base_commit[:12]} unreadable")
 
     def ready(self) -> None:
-        """Start the container on first use."""
+        """Start the container on first use; in a fresh instance, confirm the image's cached facts."""
         if self._closed:
             raise HarnessError("environment already closed")
         with self._start_lock:
             if not self._started:
                 self.engine.start(self.container_id, self.what)
                 self._started = True
+                if self.pristine and self.confirm is not None:
+                    self.confirm(self)
 
     def execute(self, command: str, *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        if (refused := self.refused(command)) is not None:
+            return refused
         self.ready()
         timeout = max(float(timeout), 0.01)
         self.touched = True
+        self.pristine = False
         self._needs_kill = True
         started = time.monotonic()
         argv = ["bash", "-c", script(self.wrapper), "swe-residual-exec", f"{timeout:.3f}", command]
         environment = {**EXEC_ENV, **AGENT_GIT_IDENTITY, **(env or {})}
+        watch = _StorageWatch(self, self.meter) if self.meter is not None else None
         try:
-            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
-                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
-        except HarnessError:
-            if not self._started_again():
-                raise
-            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
-                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+            try:
+                rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
+                                                         timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+            except HarnessError:
+                if not self._started_again():
+                    raise
+                rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
+                                                         timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        finally:
+            limit = watch.stop() if watch is not None else None
+        if limit is None and self.meter is not None:
+            limit = self.meter.after_command()
         duration = time.monotonic() - started
-        timed_out = host_timeout or (rc == 137 and duration >= timeout - 0.05)
+        timed_out = limit is None and (host_timeout or (rc == 137 and duration >= timeout - 0.05))
         if not host_timeout:
             self._needs_kill = False
+        if limit is not None:
+            self.limit_hit = limit
+            out += f"\n[swe-residual: {limit}]\n".encode()
         return ExecResult(command=command, output=out.decode("utf-8", errors="replace"),
-                          exit_code=None if timed_out else rc, duration_s=duration, timed_out=timed_out)
+                          exit_code=None if timed_out or limit else rc, duration_s=duration, timed_out=timed_out,
+                          limit=limit)
+
+    def storage_used(self) -> int | None:
+        """Bytes of the container's writable layer (what it wrote over its image)."""
+        return self.engine.layer_size(self.container_id)
 
     def _exited(self) -> bool:
         """The container has exited (the agent ended its PID 1), its filesystem intact."""
@@ -103,6 +147,8 @@ class DockerEnvironment(Environment):
     def copy_in_many(self, items: list[tuple[Path, str]]) -> None:
         # one put_archive at "/": the engine creates missing parent directories itself
         self.touched = True
+        if any(dest == APP_DIR or dest.startswith(APP_DIR + "/") for _, dest in items):
+            self.pristine = False
         self.engine.put(self.container_id, "/",
                         tar_path(*[(Path(src), str(PurePosixPath(dest).relative_to("/"))) for src, dest in items]))
 
@@ -147,6 +193,36 @@ class DockerEnvironment(Environment):
             self.engine.remove(self.container_id, background=True)
             if self.inbox is not None:
                 shutil.rmtree(self.inbox, ignore_errors=True)
+
+
+class _StorageWatch:
+    """A thread beside one command: measures the container's writable layer every meter.interval
+    seconds and, once it is over the limit, kills every process but PID 1 (as root)."""
+
+    def __init__(self, env: DockerEnvironment, meter: StorageMeter):
+        self.env, self.meter = env, meter
+        self.limit: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="swe-residual-storage")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.meter.interval):
+            reason = self.meter.over()
+            if reason is not None and not self._done.is_set():
+                self.limit = reason
+                try:
+                    self.env.engine.exec(self.env.container_id, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"],
+                                         user="0", timeout=30, workdir="/")
+                except HarnessError:
+                    pass    # the command's own deadline still ends it
+                return
+
+    def stop(self) -> str | None:
+        """End the watch; why it stopped the command (None: it did not)."""
+        self._done.set()
+        self._thread.join(60)
+        return self.limit
 
 
 class _Reader(io.RawIOBase):

@@ -1,14 +1,21 @@
 """Task images: built once per engine and reused across sessions, tags derived from content.
 
-* clean image - `environment/Dockerfile` (or `[environment] docker_image` when that image exists
-  locally and was not built by us). Missing `FROM` base images are bootstrapped offline
-  (swe_residual.backends.docker.bootstrap). Also tagged with the task's public image names, so a separate verifier's
-  `tests/Dockerfile` builds unchanged.
+* clean image - `[environment] docker_image` when that image exists locally and was not built by
+  us, else pulled when a registry answers (progress per layer on stderr, bounded in time), else
+  built from `environment/Dockerfile`. Missing `FROM` base images are bootstrapped offline
+  (swe_residual.backends.docker.bootstrap). Also tagged with the task's public image names, so a
+  separate verifier's `tests/Dockerfile` builds unchanged.
 * residual image - the clean image with the state applied uncommitted (swe_residual.backends.workspace.
   apply_state in a container, then `docker commit` keeping the clean image's entrypoint and cmd).
 * verifier image - `tests/Dockerfile` built on the clean image (environment_mode = "separate").
 
 An fcntl lock per tag makes concurrent processes (xdist workers) build each image once.
+
+What a probe found in a clean image (base commit, shipped untracked files) is cached on disk by
+image id, written only from a probe that succeeded and whose facts hold. Facts read from the cache
+are confirmed in the first fresh instance of the image each process starts; a case that
+contradicts them (another HEAD, another untracked list, a base commit git cannot read) has the
+image probed again, once per process, and the entry rewritten from that probe.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from swe_residual.backends.docker.engine import (
     IMG_RUN,
     IMG_TASK,
     Engine,
+    client_for,
     one_line,
 )
 from swe_residual.backends.workspace import script
@@ -45,16 +53,51 @@ from swe_residual.tasks import Task
 NOT_BOOTSTRAP = {base_images.BOOTSTRAP_LABEL: ""}
 
 
+PROBE_TIMEOUT_S = 120.0
+PROBE_TIMEOUT_ENV = "SWE_RESIDUAL_PROBE_TIMEOUT_S"   # a shorter probe deadline (tests make a probe time out)
+PULL_TIMEOUT_ENV = "SWE_RESIDUAL_PULL_TIMEOUT_S"     # the deadline of one pull (default: build_timeout_sec)
+PULL_STALL_S = 60.0                                  # a pull that reports nothing for this long is given up
+
+
+def probe_version() -> str:
+    """The probe script's hash: part of every image-meta cache key."""
+    return hashlib.sha256(script("probe_image.sh").encode()).hexdigest()[:12]
+
+
+def probe_timeout() -> float:
+    try:
+        return max(float(os.environ.get(PROBE_TIMEOUT_ENV) or PROBE_TIMEOUT_S), 0.001)
+    except ValueError:
+        return PROBE_TIMEOUT_S
+
+
+@dataclass
+class ImageFacts:
+    """What the probe found in a clean image; shared (one object) by every image built on it, so a
+    re-probe corrects them all, and read by environments when they use them."""
+    base_commit: str = ""
+    baseline: list[tuple[str, str]] = field(default_factory=list)   # (blob, path) shipped untracked
+    confirmed: bool = False     # probed by this process, or seen to hold in a fresh instance
+
+
 @dataclass
 class ImageInfo:
     ref: str                 # tag to use
     id: str
-    base_commit: str = ""
-    baseline: list[tuple[str, str]] = field(default_factory=list)   # (blob, path) shipped untracked
+    facts: ImageFacts = field(default_factory=ImageFacts)
+    kind: str = "clean"      # clean | residual | verifier | machine: which facts an instance shows
+
+    @property
+    def base_commit(self) -> str:
+        return self.facts.base_commit
+
+    @property
+    def baseline(self) -> list[tuple[str, str]]:
+        return self.facts.baseline
 
     @property
     def baseline_env(self) -> str:
-        return "\n".join(f"{b} {p}" for b, p in self.baseline)
+        return "\n".join(f"{b} {p}" for b, p in self.facts.baseline)
 
 
 def slug(text: str) -> str:
@@ -94,7 +137,9 @@ class TaskImages:
         self._lock = threading.RLock()
         self._images: dict[str, ImageInfo] = {}
         self._key_locks: dict[str, threading.Lock] = {}
+        self._reprobed: set[str] = set()   # clean image ids probed again after a contradiction
         self.built: list[str] = []     # tags this process built (others found them ready)
+        self.pulled: list[str] = []    # images this process pulled
 
     def _cached(self, key: str, make: Callable[[], ImageInfo]) -> ImageInfo:
         with self._lock:
@@ -124,16 +169,20 @@ class TaskImages:
         eng = self.engine
         public = task.config.environment.docker_image
         dockerfile = task.environment_dir / "Dockerfile"
+        pull_failed = ""
         if public:
             attrs = eng.image_attrs(public)
+            if attrs is None:
+                attrs, pull_failed = self._pull(public, task)
             if attrs is not None:
                 labels = (attrs.get("Config") or {}).get("Labels") or {}
                 if labels.get(IMG_KIND) != "clean" or not dockerfile.is_file():
                     # the real prebuilt task image (not one we built and tagged): use it as it is
                     return self._with_meta(ImageInfo(ref=public, id=attrs["Id"]), task)
         if not dockerfile.is_file():
+            why = f" (pulling it: {pull_failed})" if pull_failed else ""
             raise InputError(f"{task.path / 'task.toml'}: environment: neither environment/Dockerfile nor a local "
-                             f"image [environment] docker_image ({public or 'unset'}) exists")
+                             f"image [environment] docker_image ({public or 'unset'}) exists{why}")
         base_ids = self._base_images(dockerfile)
         digest = hashlib.sha256(("clean-v2\0" + context_hash(task.environment_dir) + "\0" + "\0".join(base_ids))
                                 .encode()).hexdigest()
@@ -156,8 +205,7 @@ class TaskImages:
     def meta_path(self, image_id: str) -> Path:
         """Where the probed facts of an image are cached: keyed by the image id (content-addressed)
         and by the probe script, so an entry cannot outlive the image or the probe it came from."""
-        probe = hashlib.sha256(script("probe_image.sh").encode()).hexdigest()[:12]
-        return self.engine.cache_dir / "meta" / f"{image_id.split(':')[-1]}.{probe}.json"
+        return self.engine.cache_dir / "meta" / f"{image_id.split(':')[-1]}.{probe_version()}.json"
 
     def _with_meta(self, info: ImageInfo, task: Task) -> ImageInfo:
         """Base commit and shipped untracked files of an image: probed once, cached on disk only
@@ -170,35 +218,97 @@ class TaskImages:
                 meta = json.loads(path.read_text(encoding="utf-8"))
             if not (isinstance(meta, dict) and _meta_holds(meta, task)):
                 meta = None
+        confirmed = meta is None
         if meta is None:
-            out = self._probe(info.id, task)
-            lines = out.decode("utf-8", errors="replace").splitlines()
-            head = lines[0].strip() if lines else ""
-            meta = {"base_commit": head, "baseline": [ln.split(" ", 1) for ln in lines[1:] if " " in ln]}
-            if not _meta_holds(meta, task):
-                raise HarnessError(f"probing the image of task {task.id}: /app has no commit (git rev-parse "
-                                   f"HEAD printed {head[:80]!r}); nothing cached, the next case probes again")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(meta), encoding="utf-8")
-            os.replace(tmp, path)
-        info.base_commit = meta.get("base_commit") or ""
-        info.baseline = [tuple(x) for x in meta.get("baseline") or []]
+            meta = self._probe_facts(info.id, task)
+            self._store_meta(path, {**meta, "task": task.id, "image": info.ref})
+        info.facts = ImageFacts(base_commit=meta.get("base_commit") or "",
+                                baseline=[tuple(x) for x in meta.get("baseline") or []], confirmed=confirmed)
         task.check_base_commit(info.base_commit, "HEAD of /app in the task image")
         return info
 
+    @staticmethod
+    def _store_meta(path: Path, meta: dict) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(meta), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _probe_facts(self, image: str, task: Task) -> dict:
+        """The probe's facts of an image, validated (HarnessError, nothing cached, when they do not hold)."""
+        meta = parse_probe(self._probe(image, task))
+        if not _meta_holds(meta, task):
+            raise HarnessError(f"probing the image of task {task.id}: /app has no commit (git rev-parse "
+                               f"HEAD printed {meta['base_commit'][:80]!r}); nothing cached, the next case probes again")
+        return meta
+
     def _probe(self, image: str, task: Task) -> bytes:
         eng = self.engine
+        timeout = probe_timeout()
         cid = eng.create(image, case="probe", what=f"probing the image of task {task.id}", network_mode="none")
         try:
             eng.start(cid, f"probing the image of task {task.id}")
-            rc, out, _ = eng.exec(cid, ["bash", "-c", script("probe_image.sh")], timeout=120, workdir="/",
-                                  stdout_only=True)
+            rc, out, host_timeout = eng.exec(cid, ["bash", "-c", script("probe_image.sh")], timeout=timeout,
+                                             workdir="/", stdout_only=True)
+            if host_timeout:
+                raise HarnessError(f"probing the image of task {task.id}: no answer within {timeout:g}s; "
+                                   "nothing cached, the next case probes again")
             if rc != 0:
-                raise HarnessError(f"probing the image of task {task.id}: exit {rc}")
+                raise HarnessError(f"probing the image of task {task.id}: exit {rc}; nothing cached, the next "
+                                   "case probes again")
             return out
         finally:
             eng.remove(cid)
+
+    # -- cached facts a case contradicts -----------------------------------------------------------
+    def confirm(self, task: Task, env) -> None:
+        """In a fresh instance (started, nothing run in it yet) of an image whose facts came from the
+        disk cache: do they hold there? HEAD for every image, the untracked files for a clean one.
+        A contradiction has the clean image probed again (reprobe)."""
+        facts = env.image.facts
+        if facts.confirmed or env.image.kind not in ("clean", "residual"):
+            return
+        try:
+            rc, out, host_timeout = self.engine.exec(env.container_id, ["bash", "-c", script("probe_image.sh")],
+                                                     timeout=probe_timeout(), workdir="/", stdout_only=True)
+        except HarnessError:
+            return          # no conclusion: the facts stay as they are, the next instance looks again
+        if host_timeout or rc != 0:
+            return
+        seen = parse_probe(out)
+        same = seen["base_commit"] == facts.base_commit
+        if env.image.kind == "clean":
+            same = same and sorted(map(tuple, seen["baseline"])) == sorted(facts.baseline)
+        if same:
+            facts.confirmed = True
+        else:
+            self.reprobe(task, f"a fresh instance of {env.image.ref} shows HEAD {seen['base_commit'][:12] or '-'} "
+                               f"and {len(seen['baseline'])} untracked files")
+
+    def reprobe(self, task: Task, why: str) -> bool:
+        """A case contradicted the cached facts of the task's clean image: probe it again (once per
+        process and image, not at all when this process saw them hold) and rewrite the entry from
+        that probe; the facts of every image built on it change in place. True when they changed;
+        False when they stand (the case's problem is its own)."""
+        clean = self.clean(task)
+        facts = clean.facts
+        with self._lock:
+            lock = self._key_locks.setdefault(f"reprobe:{clean.id}", threading.Lock())
+        with lock:                      # a second caller waits for the first's answer
+            if facts.confirmed or clean.id in self._reprobed:
+                return False
+            self._reprobed.add(clean.id)
+            meta = self._probe_facts(clean.id, task)
+            new_baseline = [tuple(x) for x in meta["baseline"]]
+            changed = meta["base_commit"] != facts.base_commit or sorted(new_baseline) != sorted(facts.baseline)
+            if changed:
+                print(f"swe-residual: the cached facts of image {clean.ref} did not hold ({why}): probed again, "
+                      f"cache entry rewritten", file=sys.stderr)
+                task.check_base_commit(meta["base_commit"], "HEAD of /app in the task image")
+                self._store_meta(self.meta_path(clean.id), {**meta, "task": task.id, "image": clean.ref})
+                facts.base_commit, facts.baseline = meta["base_commit"], new_baseline
+            facts.confirmed = True
+            return changed
 
     # -- residual -------------------------------------------------------------------------------
     def state(self, task: Task, state: LoadedState, apply: Callable[[ImageInfo, LoadedState, str], str]) -> ImageInfo:
@@ -212,7 +322,7 @@ class TaskImages:
                 image_id = attrs["Id"] if attrs is not None else apply(clean, state, tag)
                 if attrs is None:
                     self.built.append(tag)
-            return ImageInfo(ref=tag, id=image_id, base_commit=clean.base_commit, baseline=list(clean.baseline))
+            return ImageInfo(ref=tag, id=image_id, facts=clean.facts, kind="residual")
         return self._cached(f"state:{task.path}:{state.id}:{state.patch_path}", make)
 
     def commit_conf(self, clean: ImageInfo, labels: dict[str, str]) -> dict:
@@ -234,7 +344,7 @@ class TaskImages:
         clean = self.clean(task)
         dockerfile = task.tests_dir / "Dockerfile"
         if not dockerfile.is_file():
-            return ImageInfo(ref=clean.ref, id=clean.id)
+            return ImageInfo(ref=clean.ref, id=clean.id, kind="verifier")
         base_ids = self._base_images(dockerfile, skip=self.public_names(task))
         digest = hashlib.sha256(("verifier-v2\0" + context_hash(task.tests_dir) + "\0" + clean.id + "\0"
                                  + "\0".join(base_ids)).encode()).hexdigest()
@@ -250,6 +360,63 @@ class TaskImages:
             else:
                 image_id = attrs["Id"]
         return ImageInfo(ref=tag, id=image_id)
+
+    # -- pulling --------------------------------------------------------------------------------
+    def _pull(self, ref: str, task: Task) -> tuple[dict | None, str]:
+        """Pull a task's prebuilt image when a registry answers: one plain stderr line per layer
+        event (and per 10% of a layer's download), within PULL_TIMEOUT_ENV or build_timeout_sec and
+        PULL_STALL_S without news. (attrs, "") when pulled; (None, why) otherwise: the caller builds
+        environment/Dockerfile instead. Never raises for the registry's or the network's sake."""
+        eng = self.engine
+        try:
+            limit = float(os.environ.get(PULL_TIMEOUT_ENV) or task.config.environment.build_timeout_sec)
+        except ValueError:
+            limit = task.config.environment.build_timeout_sec
+        repo, tag = base_images._split_name(ref)
+        log = lambda m: print(f"pull {ref}: {m}", file=sys.stderr, flush=True)  # noqa: E731
+        started = time.monotonic()
+        deadline = started + limit
+        shown: dict[str, tuple[str, int]] = {}
+        why = ""
+        with eng.file_lock(f"pull:{ref}"):
+            if (attrs := eng.image_attrs(ref)) is not None:     # another process pulled it meanwhile
+                return attrs, ""
+            client = client_for(eng.base_url, int(min(PULL_STALL_S, max(limit, 1))))
+            try:
+                for event in client.api.pull(repo, tag=tag, stream=True, decode=True):
+                    if not isinstance(event, dict):
+                        continue
+                    if event.get("error"):
+                        why = one_line(str(event["error"]))
+                        break
+                    layer, status = str(event.get("id") or ""), str(event.get("status") or "")
+                    detail = event.get("progressDetail") or {}
+                    total, current = detail.get("total") or 0, detail.get("current") or 0
+                    step = int(10 * current / total) if total else -1
+                    if layer and shown.get(layer) != (status, step):
+                        shown[layer] = (status, step)
+                        size = f" {current / 1e6:.1f}/{total / 1e6:.1f} MB" if total else ""
+                        log(f"layer {layer}: {status}{size}")
+                    elif not layer and status:
+                        log(status)
+                    if time.monotonic() > deadline:
+                        why = f"not done within {limit:g}s"
+                        break
+            except ENGINE_ERRORS as exc:      # no registry answers, a refusal, a stalled stream
+                why = one_line(getattr(exc, "explanation", None) or exc)
+            finally:
+                client.close()
+            attrs = None if why else eng.image_attrs(ref)
+        seconds = time.monotonic() - started
+        if attrs is None:
+            why = why or "no image after the pull"
+            then = ("building environment/Dockerfile instead" if (task.environment_dir / "Dockerfile").is_file()
+                    else "and the task has no environment/Dockerfile")
+            log(f"not pulled ({why}) after {seconds:.1f}s; {then}")
+            return None, why
+        log(f"pulled in {seconds:.1f}s")
+        self.pulled.append(ref)
+        return attrs, ""
 
     # -- building -------------------------------------------------------------------------------
     def _tag(self, image_id: str, ref: str) -> None:
@@ -333,6 +500,13 @@ class TaskImages:
 
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def parse_probe(out: bytes) -> dict:
+    """probe_image.sh's output: the HEAD line, then "<blob> <path>" lines."""
+    lines = out.decode("utf-8", errors="replace").splitlines()
+    head = lines[0].strip() if lines else ""
+    return {"base_commit": head, "baseline": [ln.split(" ", 1) for ln in lines[1:] if " " in ln]}
 
 
 def _meta_holds(meta: dict, task: Task) -> bool:

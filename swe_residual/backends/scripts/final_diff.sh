@@ -3,8 +3,9 @@
 # The agent's repository is read through a private git dir that borrows its objects: its config
 # (fsmonitor, filters, diff drivers), hooks, info/exclude and index never apply. Files the clean
 # state ships untracked ($SWE_BASELINE lines "<blob> <path>") are left out while unchanged, so the
-# patch applies to the clean state. A tree of more than $SWE_MAX_FILES files, or a repository holding a
-# fifo, socket or device, is refused (exit 7) before git reads anything.
+# patch applies to the clean state. A tree of more than $SWE_MAX_FILES files or $SWE_MAX_BYTES bytes
+# (apparent sizes, .git included), or a repository holding a fifo, socket or device, is refused
+# (exit 7) before git reads anything.
 set -u
 app="${SWE_APP:-/app}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/.swe-residual-diff.XXXXXX") || exit 3
@@ -22,6 +23,15 @@ special=$(find "$app/.git" \( -type p -o -type s -o -type b -o -type c \) -print
 count=$(find "$app" -path "$app/.git" -prune -o ! -type d -print 2>/dev/null | head -n "$(( ${SWE_MAX_FILES:-100000} + 1 ))" | wc -l)
 if [ "$count" -gt "${SWE_MAX_FILES:-100000}" ]; then
   echo "the final state holds more than ${SWE_MAX_FILES:-100000} files (the limit of a final state)"
+  exit 7
+fi
+# at most SWE_MAX_BYTES bytes of files (a sparse file counts its apparent size: git would read it all)
+limit=${SWE_MAX_BYTES:-4294967296}
+if find "$app" -maxdepth 0 -printf '' 2>/dev/null; then sizes() { find "$app" -type f -printf '%s\n'; }
+else sizes() { find "$app" -type f -exec stat -c %s {} +; }; fi     # busybox find has no -printf
+over=$(sizes 2>/dev/null | awk -v m="$limit" '{ s += $1 } s > m { print s; exit }')
+if [ -n "$over" ]; then
+  echo "the final state holds more than $limit bytes of files (the limit of a final state)"
   exit 7
 fi
 printf '%s\n' "$app/.git/objects" > "$GIT_DIR/objects/info/alternates"
