@@ -126,6 +126,12 @@ def test_many_short_commands_are_measured_too(tmp_path, backend):
     try:
         with b.materialize(task, None) as env:
             assert env.storage_limit == STORAGE_MB << 20
+            if backend == "docker":
+                host = b.engine.api.inspect_container(env.container_id)["HostConfig"]
+                # an engine quota 256 MB above the limit where the driver takes one; overlay2 on ext4
+                # (this machine) has none: the first create tells, the container is made without
+                quota = {"size": f"{STORAGE_MB + 256}m"} if b.engine.storage_quota else {}
+                assert b.engine.storage_quota is not None and (host.get("StorageOpt") or {}) == quota
             results = []
             with env.agent_limits():
                 for i in range(40):                  # 1 MiB per command, ~0.15 s apart

@@ -32,7 +32,8 @@ TESTS_DIR = "/tests"
 ARTIFACTS_DIR = "/logs/artifacts"
 
 COPY_LIMIT = 256 << 20            # bytes copy_out takes from an environment at most
-STORAGE_POLL_S = 1.0              # how often an armed storage limit is measured (at least; see StorageMeter)
+STORAGE_POLL_S = 1.0              # how often an armed storage limit is measured (at most; see StorageMeter)
+STORAGE_SLOW_S = 5.0              # ...and how seldom, while a measurement takes under STORAGE_SLOW_S / 2
 
 
 @dataclass
@@ -48,7 +49,8 @@ class ExecResult:
 class StorageMeter:
     """The task's storage limit on the agent's commands: what the instance holds beyond what it held
     when the agent started, measured by the backend's `storage_used` at most every STORAGE_POLL_S
-    seconds, and less often when a measurement is slow (it never takes more than a tenth of the time)."""
+    seconds, less often when a measurement is slow (up to a tenth of the time, every STORAGE_SLOW_S
+    seconds at least while measuring takes under half of that)."""
 
     def __init__(self, env: "Environment", limit: int):
         self.env, self.limit = env, limit
@@ -62,7 +64,9 @@ class StorageMeter:
         t0 = self.last = time.monotonic()
         used = self.env.storage_used()
         self.measured_s = time.monotonic() - t0
-        self.interval = max(STORAGE_POLL_S, 10 * self.measured_s)
+        # a tenth of the time at most, but no more than STORAGE_SLOW_S between looks unless a look
+        # itself takes longer than half of that
+        self.interval = min(max(STORAGE_POLL_S, 10 * self.measured_s), max(STORAGE_SLOW_S, 2 * self.measured_s))
         if used is None or used - self.base <= self.limit:
             return None
         wrote = used - self.base

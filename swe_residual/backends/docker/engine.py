@@ -197,14 +197,16 @@ class Engine:
                 cid = self.api.create_container(image, entrypoint=KEEPALIVE, working_dir=working_dir,
                                                 labels=self.labels(case),
                                                 host_config=self.api.create_host_config(**host_config))["Id"]
-            except docker.errors.APIError as exc:
-                if "storage_opt" not in host_config or "storage-opt" not in str(exc):
+            except docker.errors.APIError:
+                if "storage_opt" not in host_config:
                     raise
-                self.storage_quota = False
+                # the driver takes no quota (overlay2 says "--storage-opt is supported only for overlay
+                # over xfs with 'pquota'", others in their words): the same container without one
                 host_config.pop("storage_opt")
                 cid = self.api.create_container(image, entrypoint=KEEPALIVE, working_dir=working_dir,
                                                 labels=self.labels(case),
                                                 host_config=self.api.create_host_config(**host_config))["Id"]
+                self.storage_quota = False
             else:
                 if "storage_opt" in host_config:
                     self.storage_quota = True
