@@ -132,9 +132,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bld = rsub.add_parser("build", help="Stage IV: rebuild kept candidates, validate, write states")
     _tasks_options(bld)
     _backend_option(bld)
-    bld.add_argument("--states", required=True, metavar="PATH", help="states file to add the states to "
-                     "(created if missing; patches go to states/ beside it)")
-    bld.add_argument("-j", "--jobs", type=int, default=2)
+    bld.add_argument("--states", default=None, metavar="PATH", help="states file to add the states to (default "
+                     "WORKDIR/states/states.yaml; created if missing, only ever appended to; patches go to states/ "
+                     "beside it)")
+    bld.add_argument("-j", "--jobs", type=int, default=2, help="candidates validated at once (default 2)")
     bld.add_argument("workdir", metavar="WORKDIR")
     bld.set_defaults(func=cmd_build)
 

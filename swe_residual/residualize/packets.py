@@ -430,14 +430,14 @@ def stale(wd: WorkDir, run: PredecessorRun, packet: Packet | None, summary_model
     return patch_sha256(wd, run) != packet.patch_sha256
 
 
-def ensure_packets(wd: WorkDir, runs: list[PredecessorRun], tasks_of: Callable[[str], dict[str, Task]],
-                   summary_model: str | None = None, jobs: int = 1,
-                   done: Callable[[str, str | None], None] | None = None) -> tuple[list[str], dict[str, str]]:
-    """Write the packets that are missing or stale, `jobs` at a time (model summaries are slow;
-    tasks_of(track) is asked only for those, in this thread). done(id, error) is called as each
-    finishes. Returns (written ids, id -> error for those whose summary model failed: they stay
-    missing and the next run retries them)."""
-    todo: list[tuple[PredecessorRun, Task, Packet | None]] = []
+Todo = tuple[PredecessorRun, Task, "Packet | None"]
+
+
+def stale_packets(wd: WorkDir, runs: list[PredecessorRun], tasks_of: Callable[[str], dict[str, Task]],
+                  summary_model: str | None = None) -> list[Todo]:
+    """The candidates whose packet is missing or stale, with their task and their packet so far
+    (tasks_of(track) is asked only for those)."""
+    todo: list[Todo] = []
     for run in runs:
         previous = read_packet(wd, run.id)
         if not stale(wd, run, previous, summary_model):
@@ -447,8 +447,15 @@ def ensure_packets(wd: WorkDir, runs: list[PredecessorRun], tasks_of: Callable[[
             raise InputError(f"{wd.path / 'stage1.jsonl'}: candidate {run.id}: task {run.task!r} is not in the "
                              f"tasks dir of track {run.track!r}; pass --track {run.track} --tasks-dir PATH")
         todo.append((run, task, previous))
+    return todo
 
-    def one(item: tuple[PredecessorRun, Task, Packet | None]) -> str | None:
+
+def make_packets(wd: WorkDir, todo: list[Todo], summary_model: str | None = None, jobs: int = 1,
+                 done: Callable[[str, str | None], None] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Write these packets, `jobs` at a time (model summaries are slow); done(id, error) is called
+    in this thread as each one finishes. Returns (written ids, id -> error for those whose summary
+    model failed: they stay missing and the next run retries them)."""
+    def one(item: Todo) -> str | None:
         run, task, previous = item
         try:
             write_packet(wd, build_packet(wd, run, task, summary_model, previous))
@@ -465,3 +472,4 @@ def ensure_packets(wd: WorkDir, runs: list[PredecessorRun], tasks_of: Callable[[
                 done(futures[fut], err)
     written = [run.id for run, _, _ in todo if errors[run.id] is None]
     return written, {run.id: errors[run.id] for run, _, _ in todo if errors[run.id] is not None}
+

@@ -22,8 +22,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from swe_residual.errors import InputError
+from swe_residual.progress import Progress
 from swe_residual.residualize.filter import candidates
-from swe_residual.residualize.packets import ensure_packets
+from swe_residual.residualize.packets import make_packets, stale_packets
 from swe_residual.residualize.records import PredecessorRun, Review
 from swe_residual.residualize.workdir import REVIEWS, WorkDir
 
@@ -304,7 +305,12 @@ def write_packets(wd: WorkDir, args: argparse.Namespace) -> tuple[list[Predecess
             loaded[track] = wd.tasks(track, args.tasks_dir)
         return loaded[track]
 
-    written, failed = ensure_packets(wd, cands, tasks_of, args.summary_model, jobs=getattr(args, "jobs", 1))
+    todo = stale_packets(wd, cands, tasks_of, args.summary_model)
+    written, failed = [], {}
+    if todo:
+        with Progress(len(todo), "packets", label="review packets") as progress:
+            written, failed = make_packets(wd, todo, args.summary_model, jobs=getattr(args, "jobs", 1),
+                                           done=lambda cid, err: progress.advance(**({"failed": 1} if err else {})))
     print(f"packets: {len(written)} written, {len(cands) - len(written) - len(failed)} up to date"
           + (f", {len(failed)} failed" if failed else "") + f" ({wd.path / 'packets'})")
     for cid, err in failed.items():
