@@ -401,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
             ip.add_argument("--format", choices=["text", "json"], default="text")
         else:
             ip.add_argument("--all", action="store_true", help="every entry, the harness's images included "
-                            "(children before parents); base images and locks are never touched")
+                            "(children before parents; use it while no run uses the engine); base images and "
+                            "locks are never touched")
             ip.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
         ip.set_defaults(func=func)
     return p
