@@ -39,7 +39,9 @@ def _world(tmp_path: Path, backend: str) -> Path:
     write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
     (tmp_path / "agents.yaml").write_text(json.dumps({"agents": {
         "writer": {"harness": "command", "command": WRITER},
-        "sparse": {"harness": "command", "command": SPARSE}}}))
+        "sparse": {"harness": "command", "command": SPARSE},
+        # a multi-step agent: once the limit stopped it, ctx.shell ends its loop (no further step runs)
+        "stepper": {"harness": "replay", "commands": [WRITER, "echo more > more.txt"]}}}))
     return task
 
 
@@ -56,12 +58,15 @@ def test_storage_mb_stops_the_agent_and_a_final_state_is_bounded_in_bytes(tmp_pa
     cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
            str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--agent-config",
            str(tmp_path / "agents.yaml"), "--backend", backend, "--start", "clean", "-p", "no:randomly",
-           "--agent", "writer", "--agent", "sparse"]
+           "--agent", "writer", "--agent", "sparse", "--agent", "stepper"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 1, out[-3000:] + err[-2000:]          # test failures, no errors
     recs = {r["case_id"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
-    assert sorted(recs) == ["sparse-calc-clean", "writer-calc-clean"]    # one attempt each: nothing infra
+    assert sorted(recs) == ["sparse-calc-clean", "stepper-calc-clean", "writer-calc-clean"]  # nothing infra
+    st = recs["stepper-calc-clean"]
+    assert (st["rule"], st["termination"], st["outcome"]) == ("storage_limit", "storage_limit", 0), st
+    assert "more.txt" not in (tmp_path / "run" / st["artifacts"]["patch"]).read_text()   # step 2 never ran
 
     w = recs["writer-calc-clean"]
     assert (w["rule"], w["termination"], w["outcome"], w["verdict"]) == ("storage_limit", "storage_limit", 0, "fail"), w

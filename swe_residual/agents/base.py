@@ -83,6 +83,8 @@ class AgentContext:
             self.trajectory.steps[-1].actions.append(action)
         if res.timed_out and limit >= remaining:
             raise BudgetExhausted(f"wall-time budget {self.budget.wall_s:g}s used up during: {command[:80]}")
+        if res.limit:   # a limit the task declares stopped the agent (the runner records it as that limit)
+            raise BudgetExhausted(res.limit)
         return res
 
 
