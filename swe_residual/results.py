@@ -211,9 +211,10 @@ _CHUNK = 1 << 22  # bytes decoded at a time: memory stays bounded by the rows, n
 
 
 class _Shared:
-    """Hands out one object per distinct value (strings, and the tests / predecessor dicts and
-    empty lists of the rows, which readers never mutate). The values repeat across lines: one
-    shared object per distinct value saves ~40% of the memory of 1M rows."""
+    """Hands out one object per distinct value (strings, and the tests / predecessor dicts, the
+    integrity signal and note lists and the empty lists of the rows, which readers never mutate).
+    The values repeat across lines: one shared object per distinct value saves ~40% of the memory
+    of 1M rows."""
 
     def __init__(self) -> None:
         self.values: dict = {}
@@ -238,8 +239,9 @@ class _Shared:
             r.predecessor = get(("pred", *r.predecessor.items()), r.predecessor)
         if not r.missing_tests:
             r.missing_tests = get(("empty", "missing"), r.missing_tests)
-        if not r.integrity:
-            r.integrity = get(("empty", "integrity"), r.integrity)
+        # flags repeat too ("test-infrastructure: conftest.py"): one list per distinct flag list
+        r.integrity = get(("integrity", *r.integrity), r.integrity)
+        r.integrity_notes = get(("notes", *r.integrity_notes), r.integrity_notes)
         return r
 
 

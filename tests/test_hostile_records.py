@@ -359,3 +359,17 @@ def test_command_agent_imports_are_not_confused_by_types():
     traj = import_trajectory(odd, "a")
     assert traj.harness == "atif" and len(traj.steps) == 2 and traj.steps[0].actions == []
     assert traj.steps[1].actions[0].command == "rg -l -e p -- ." and traj.steps[1].actions[0].output == "deep"
+
+
+def test_rows_share_repeating_flag_lists(tmp_path):
+    """read_rows hands out one list per distinct signal or note list (readers never mutate them):
+    200,000 rows with 2% flagged and 5% noted took 97.6 MB with a list each, 84.6 MB shared."""
+    flagged = GOOD.replace(b', "finished_at": 1}', b', "finished_at": 1, "integrity": ["reflection: a.py"], '
+                                                    b'"integrity_notes": ["ignore-rules: .gitignore"]}')
+    (tmp_path / RESULTS).write_bytes(GOOD % b"a" + GOOD % b"b" + flagged % b"c" + flagged % b"d")
+    a, b, c, d = read_rows(tmp_path)
+    assert (a.integrity, a.integrity_notes, c.integrity, c.integrity_notes) == (
+        [], [], ["reflection: a.py"], ["ignore-rules: .gitignore"])
+    assert a.integrity is b.integrity and a.integrity_notes is b.integrity_notes
+    assert c.integrity is d.integrity and c.integrity_notes is d.integrity_notes
+    assert a.integrity is not a.integrity_notes and a.missing_tests is not a.integrity_notes
