@@ -1,13 +1,14 @@
 """No agent can void a run (issue 22, principle 4) and hostile imported JSON (principle 5).
 
-Real suite runs on both backends with `command:` agents that leave what used to break the run:
-a file name that is not UTF-8 (integrity-flagged, so the flag carries it into the record), an
-ATIF trajectory with lone surrogates and a cost JSON cannot hold, a trajectory of the wrong type,
-one nested 100,000 deep. Every case must keep its record, every line must read back, and the
-run must end with its tables, report and gates. Then a results.jsonl line that does not read
-(written by hand: the writer cannot produce one any more) must be named, left out of every
-number and make the run invalid (exit 11) - in `swe-residual report`, `gate` and the suite.
-Last, the importers on nested JSON, lone surrogates and wrong types.
+AGENTS are `command:` agents that leave what used to break the run: a file name that is not
+UTF-8 (integrity-flagged, so the flag carries it into the record), an ATIF trajectory with lone
+surrogates and a cost JSON cannot hold, a trajectory of the wrong type, one nested 100,000 deep.
+tests/test_attack_matrix.py runs them through real suite runs on both backends: every case keeps
+its record, every line reads back, and the run ends with its tables, report and gates. Here: a
+results.jsonl line that does not read (written by hand: the writer cannot produce one any more)
+must be named, left out of every number and make the run invalid (exit 11) - in `swe-residual
+report`, `gate` and the suite; the readers line by line; the importers on nested JSON, lone
+surrogates and wrong types.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-import yaml
 
 from swe_residual.results import RESULTS, Record, RecordRow, iter_records, read_rows
 from swe_residual.trajectory import Trajectory
@@ -69,68 +69,6 @@ def suite(tmp: Path, backend: str, *extra: str, run_flag: str = "--run-dir") -> 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-def engine(request) -> str:
-    if request.param == "docker":
-        from .docker_helpers import require_docker
-        require_docker()
-        request.getfixturevalue("bookworm_image")
-    return request.param
-
-
-def test_hostile_strings_never_cost_a_record_and_the_run_ends_with_its_gates(tmp_path, engine):
-    world(tmp_path, engine)
-    (tmp_path / "agents.yaml").write_text(yaml.safe_dump(
-        {"agents": {name: {"harness": "command", "command": cmd} for name, cmd in AGENTS.items()}}))
-    proc = suite(tmp_path, engine, "--agent-config", str(tmp_path / "agents.yaml"), "-n", "2",
-                 "--gate-max-flagged", "0", *[a for name in AGENTS for a in ("--agent", name)])
-    out = proc.stdout + proc.stderr
-    # 10: one valid run (bad-names) carries integrity flags, more than --gate-max-flagged 0
-    assert proc.returncode == 10, out[-4000:]
-    assert "GATE: demo/bad-names: 1 runs with integrity flags > max 0" in proc.stdout
-    run = tmp_path / RUN
-    raw = (run / RESULTS).read_bytes()
-    for line in raw.splitlines():                   # every line is UTF-8 and strict JSON
-        json.loads(line.decode("utf-8"))
-        msgspec.json.decode(line)                   # msgspec refuses lone surrogates: none is left
-    bad: list[str] = []
-    records = {r.agent: r for r in iter_records(run, bad)}
-    assert bad == [] and sorted(records) == sorted(AGENTS)  # one record per case, all readable
-    assert len(raw.splitlines()) == len(AGENTS)
-    for name, r in records.items():
-        assert r.verdict in ("pass", "fail") and r.rule in ("verdict", "agent_error"), (name, r)
-    # the names that are not UTF-8 reach the record escaped: b"\xff\xfe" as the text \xff\xfe
-    # (the fixture-free conftest.py beside it may be a cheat signal or only a note: not asserted)
-    flags = records["bad-names"].integrity
-    assert "framework-shadow: \\xff\\xfe/pytest.py" in flags, flags
-    # the surrogate trajectory is the run's, its strings escaped; the infinite cost is unknown
-    hostile = records["surrogate-trajectory"]
-    assert (hostile.rule, hostile.steps, hostile.cost_usd, hostile.prompt_tokens) == ("verdict", 1, None, 5)
-    traj = Trajectory.read(run / hostile.artifacts["trajectory"])
-    assert traj.steps[0].message == "lone \\ud800 high, \\xff low"
-    assert traj.steps[0].actions[0].command == "echo \\udfff" and traj.steps[0].actions[0].output == "out \\ud800"
-    from swe_residual.interactions import read_interactions
-    (cmd,) = read_interactions(run / hostile.artifacts["interactions"])
-    assert cmd.input == "echo \\udfff"
-    # trajectories of the wrong type are not imported: the command's own step stands
-    for name in ("list-trajectory", "number-steps"):
-        r = records[name]
-        assert (r.rule, r.steps, r.termination) == ("verdict", 1, "submitted"), (name, r)
-        assert Trajectory.read(run / r.artifacts["trajectory"]).steps[0].message == "inline command agent"
-    # JSON nested 100,000 deep is refused by the depth-limited reader like any unreadable
-    # trajectory: the run keeps the command's own step and is graded (counted), never infra
-    deep = records["deep-trajectory"]
-    assert (deep.rule, deep.termination, deep.outcome, deep.steps) == ("verdict", "submitted", 0, 1), deep
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["unreadable_lines"] == [] and summary["cases"]["recorded"] == len(AGENTS)
-    assert summary["gates"]["status"] == 10
-    assert 'class="swe-residual-report"' in (run / "report.html").read_text()
-    report = cli("report", str(run))
-    assert report.returncode == 0 and "Table 3 - success by track" in report.stdout, report.stderr
-    gate = cli("gate", str(run), "--max-flagged", "0")
-    assert gate.returncode == 10 and "GATE: demo/bad-names: 1 runs with integrity flags > max 0" in gate.stdout
 
 
 def test_an_unreadable_line_is_named_left_out_and_makes_the_run_invalid(tmp_path):
