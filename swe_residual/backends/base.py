@@ -32,6 +32,7 @@ TESTS_DIR = "/tests"
 ARTIFACTS_DIR = "/logs/artifacts"
 
 COPY_LIMIT = 256 << 20            # bytes copy_out takes from an environment at most
+CHANNEL_LIMIT = 16 << 20          # bytes a report channel carries at most (execute_with_channel)
 STORAGE_POLL_S = 1.0              # how often an armed storage limit is measured (at most; see StorageMeter)
 STORAGE_SLOW_S = 5.0              # ...and how seldom, while a measurement takes under STORAGE_SLOW_S / 2
 
@@ -111,6 +112,14 @@ class Environment(ABC):
     @abstractmethod
     def execute(self, command: str, *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         """Run a shell command in /app; every process it started is gone on return."""
+
+    def execute_with_channel(self, command: str, *, timeout: float, env: dict[str, str] | None = None,
+                             limit: int = CHANNEL_LIMIT) -> tuple[ExecResult, bytes | None]:
+        """execute, with a report channel: a fifo, its path in $SWE_RESIDUAL_CHANNEL, that the host
+        reads while the command runs (at most `limit` bytes), so nothing in the environment can
+        take back what was written there, and nothing written once the command ended counts. The
+        bytes, or None where this backend has no channel (swe_residual/run/report_channel.py)."""
+        return self.execute(command, timeout=timeout, env=env), None
 
     @abstractmethod
     def copy_in(self, src: Path, dest: str) -> None:

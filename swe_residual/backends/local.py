@@ -14,6 +14,8 @@ task's storage_mb is measured (du of the environment's root) while the agent's c
 from __future__ import annotations
 
 import os
+import secrets
+import select
 import shutil
 import tempfile
 import threading
@@ -23,6 +25,7 @@ from typing import Iterable
 
 from swe_residual.backends import repo
 from swe_residual.backends.base import (
+    CHANNEL_LIMIT,
     COPY_LIMIT,
     Backend,
     Environment,
@@ -109,6 +112,28 @@ class LocalEnvironment(Environment):
         return ExecResult(command=command, output=res.output, exit_code=res.exit_code,
                           duration_s=res.duration_s, timed_out=res.timed_out, limit=res.limit)
 
+    def execute_with_channel(self, command: str, *, timeout: float, env: dict[str, str] | None = None,
+                             limit: int = CHANNEL_LIMIT) -> tuple[ExecResult, bytes | None]:
+        """execute with a fifo in /tests (read-only to the command: it cannot be replaced; in /tmp
+        when there is no /tests) that a thread here reads while the command runs. Once run_tree
+        returned every process of the sandbox is gone (its pid namespace), so what the fifo holds
+        then is all there is; reading stops there."""
+        sub = "tests" if (self.root / "tests").is_dir() else "tmp"
+        name = f".swe-residual-channel-{secrets.token_hex(6)}"
+        fifo = self.root / sub / name
+        os.mkfifo(fifo)
+        os.chmod(fifo, 0o666)     # the sandbox's user writes it
+        try:
+            reader = _FifoReader(fifo, limit)
+            try:
+                res = self.execute(command, timeout=timeout,
+                                   env={**(env or {}), "SWE_RESIDUAL_CHANNEL": self.path(f"/{sub}/{name}")})
+            finally:
+                data = reader.finish()
+        finally:
+            fifo.unlink(missing_ok=True)
+        return res, data
+
     def storage_used(self) -> int | None:
         """Everything under the environment's root: the workspace, /tmp, /logs (what bwrap shows
         the commands writable)."""
@@ -149,6 +174,38 @@ class LocalEnvironment(Environment):
         if not self._closed:
             self._closed = True
             remove_tree(self.root)
+
+
+class _FifoReader:
+    """Reads a fifo on a thread into memory (at most `limit` bytes kept, the rest read and dropped).
+    It is opened read-write, so it never reads as ended while no writer has it open yet."""
+
+    def __init__(self, path: Path, limit: int):
+        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        self.limit, self.data = limit, bytearray()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="swe-residual-channel")
+        self._thread.start()
+
+    def _read_ready(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return
+            self.data += chunk[:max(self.limit - len(self.data), 0)]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if select.select([self.fd], [], [], 0.1)[0]:
+                self._read_ready()
+        self._read_ready()          # what was written before the command ended
+
+    def finish(self) -> bytes:
+        self._stop.set()
+        self._thread.join()
+        os.close(self.fd)
+        return bytes(self.data)
 
 
 LOCAL_ROOT = Path(tempfile.gettempdir()) / "swe-residual-local"

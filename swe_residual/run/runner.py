@@ -243,6 +243,11 @@ class Attempt:
             self._timed("verify", t0)
         self.record.verify_duration_s = round(self.verification.duration_s, 3)
         self.record.artifacts["verifier_log"] = self._rel(self.verification.log_path)
+        if self.verification.hardened_s is not None:     # the hardened re-grade, within "verify"
+            self.timings["verify_hardened"] = self.verification.hardened_s
+        for name, key in (("verifier-channel.jsonl", "report_channel"), ("verifier-hardened.log", "hardened_log")):
+            if (self.artifacts / name).is_file():
+                self.record.artifacts[key] = self._rel(self.artifacts / name)
 
     def release(self) -> None:
         """Remove the environments of this attempt (whatever phase it ended in)."""
@@ -252,9 +257,17 @@ class Attempt:
             self.standby.close()
 
     def flag(self) -> None:
-        """Integrity flags of the final state, whatever verdict the attempt got (infra too): cheat
-        signals (`integrity`) and notes (`integrity_notes`). Never raises: a check that fails is
-        itself a signal."""
+        """Integrity flags, whatever verdict the attempt got (infra too): cheat signals (`integrity`)
+        and notes (`integrity_notes`) of the final state, then those of the grading channels (a
+        written report the channel or the hardened re-grade contradicts; run/report_channel.py).
+        Never raises: a check that fails is itself a signal."""
+        self._flag_final_state()
+        v = self.verification
+        if v is not None:
+            self.record.integrity = [*self.record.integrity, *v.signals]
+            self.record.integrity_notes = [*self.record.integrity_notes, *v.notes]
+
+    def _flag_final_state(self) -> None:
         final_patch, ignored = self.artifacts / "final.patch", self.artifacts / "final.ignored"
         if not final_patch.is_file():
             return

@@ -17,6 +17,11 @@ A verifier problem (hang, crash, no or unreadable report, malformed reward) is n
 saved final state is verified once more; if that fails too, the verifier is tried on the
 reference solution's state (once per task, cached in the run dir). If it works there, the agent's
 code broke the tests: a valid failing verdict with a note. Otherwise it is an infra error.
+
+Every verification carries a report channel where the verifier is pytest, and a passing grade is
+re-graded in a hardened mode (swe_residual/run/report_channel.py): what either finds that the
+written report does not say becomes a cheat signal of the record, unless the same check also
+disagrees on the reference solution's state (ReferenceChecks.grading).
 """
 
 from __future__ import annotations
@@ -27,18 +32,23 @@ import shutil
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from swe_residual.backends.base import ARTIFACTS_DIR, TESTS_DIR, Backend, Environment
+from swe_residual.backends.base import ARTIFACTS_DIR, TESTS_DIR, Backend, Environment, ExecResult
 from swe_residual.backends.workspace import PATCH_IN_ENV, final_state, last_line, script
 from swe_residual.errors import HarnessError, InfraError, VerifierError
+from swe_residual.run import report_channel as rc
+from swe_residual.run.report_channel import Channel, Stream
 from swe_residual.tasks import Task
 from swe_residual.verdicts import Verdict, grade
 
 LOG_LIMIT = 4 << 20               # characters of verifier output kept in verifier.log
 APPLY_FAILED = "swe-residual: the final patch does not apply"
 APPLY_FAILED_EXIT = 86
+REFERENCE_RETRY_S = 30.0          # a reference check that failed is tried again after this long
+# tasks whose pytest cannot import the channel plugin (an isolated interpreter): verified without it
+_NO_CHANNEL: set[str] = set()
 
 
 @dataclass
@@ -49,6 +59,11 @@ class Verification:
     patch_problem: str | None = None  # why final.patch is empty although the agent changed things
     note: str | None = None        # what the re-verify policy saw
     agent_caused: bool = False     # the verifier broke on the agent's state only: a valid failure
+    stream: Stream | None = None   # what the report channel carried (None: this verification had none)
+    channel_note: str | None = None  # why it had none
+    signals: list[str] = field(default_factory=list)   # the grading channels' cheat signals
+    notes: list[str] = field(default_factory=list)     # ... and notes (report_channel.py)
+    hardened_s: float | None = None  # seconds of the hardened re-grade, where it ran
 
 
 def _collect(backend: Backend, task: Task, env: Environment, artifacts_dir: Path) -> Path:
@@ -130,7 +145,7 @@ def agent_stopped(task: Task, env: Environment) -> None:
 CHANGES_LIMIT = 20_000               # lines of final.changes kept
 
 
-def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path) -> Verification:
+def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path, channel: Channel | None) -> Verification:
     """Hidden tests in the agent's own container (Harbor's shared environment, Terminal-Bench 2)."""
     logs = artifacts_dir / "verifier"
     shutil.rmtree(logs, ignore_errors=True)
@@ -145,16 +160,38 @@ def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path) -> Verif
     logs_dir = env.path("/logs/verifier")
     venv = {**task.config.verifier.env, "TESTS_DIR": env.path(TESTS_DIR), "LOGS_DIR": logs_dir}
     env.copy_in(task.tests_dir, TESTS_DIR)
-    res = env.execute(f'mkdir -p "{logs_dir}" && find "{logs_dir}" -mindepth 1 -delete; '
-                      f'bash "{env.path(TESTS_DIR)}/test.sh"', timeout=timeout, env=venv)
+    if channel is not None:
+        channel.copy_in(env, artifacts_dir)
+    res, stream = _execute(env, f'mkdir -p "{logs_dir}" && find "{logs_dir}" -mindepth 1 -delete; '
+                                f'bash "{env.path(TESTS_DIR)}/test.sh"', timeout, venv, channel, artifacts_dir / "verifier")
     log_path = artifacts_dir / "verifier.log"
     log_path.write_text(res.output[-LOG_LIMIT:], encoding="utf-8")
     # the agent's processes are part of the state (a re-verification needs them): not stopped here
     _copy_outputs(env, logs)
+    if channel is not None and stream is not None and channel.not_loadable(res.output, stream):
+        raise _ChannelUnloadable()
     if res.timed_out:
         raise VerifierError(f"verifier timed out after {timeout:g}s running tests/test.sh")
     return Verification(verdict=grade(task, logs, res.exit_code), duration_s=time.monotonic() - started,
-                        log_path=log_path)
+                        log_path=log_path, stream=stream)
+
+
+class _ChannelUnloadable(Exception):
+    """The task's pytest could not import the channel plugin: verify again without it."""
+
+
+def _execute(env: Environment, command: str, timeout: float, variables: dict[str, str], channel: Channel | None,
+             name: str | Path, hardened: bool = False) -> tuple[ExecResult, Stream | None]:
+    """The test command, with the channel's and the hardened mode's exports before it; the
+    channel's bytes are kept next to the logs (<name>-channel.jsonl)."""
+    prelude = (channel.prelude(env.path(rc.CHANNEL_DIR)) if channel else "") + (rc.HARDENED_PRELUDE if hardened else "")
+    if channel is None:
+        return env.execute(prelude + command, timeout=timeout, env=variables), None
+    res, raw = env.execute_with_channel(prelude + command, timeout=timeout, env=variables)
+    if raw is None:
+        return res, None
+    Path(f"{name}-channel.jsonl").write_bytes(raw)
+    return res, rc.read_stream(raw)
 
 
 def _copy_outputs(env: Environment, logs: Path) -> None:
@@ -167,32 +204,53 @@ def _copy_outputs(env: Environment, logs: Path) -> None:
         raise VerifierError(f"the verifier's outputs cannot be copied: {exc}") from None
 
 
+def _task_key(task: Task) -> str:
+    return f"{task.track}--{task.id}"
+
+
 def run_verifier(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, *,
-                 grade_uncommitted: bool = False, venv: Environment | None = None) -> Verification:
+                 grade_uncommitted: bool = False, venv: Environment | None = None,
+                 channel: bool = True) -> Verification:
     """One verification of env's final state (env is stopped and left as it is). First writes
     <artifacts>/final.patch, the binary diff of the whole final tree against the base commit, and
     final.ignored, the paths .gitignore rules kept out of it.
 
     grade_uncommitted: grade that diff instead of the collected model.patch (separate mode) - how
     an uncommitted residual state itself is graded, since the published hook sees only commits.
-    In in_place mode there is no patch: the tests run in env itself.
+    In in_place mode there is no patch: the tests run in env itself. channel: with the report
+    channel (where the task's pytest can import it; report_channel.py).
     """
+    use = channel and _task_key(task) not in _NO_CHANNEL
+    try:
+        v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, venv, Channel() if use else None)
+    except _ChannelUnloadable:
+        _NO_CHANNEL.add(_task_key(task))
+        v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, None, None)
+        v.channel_note = ("the task's pytest cannot import the channel plugin (an isolated interpreter, or "
+                          "PYTHONPATH dropped): verified again without it")
+        return v
+    if channel and not use:
+        v.channel_note = "the task's pytest cannot import the channel plugin (found earlier in this run)"
+    return v
+
+
+def _dispatch(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, grade_uncommitted: bool,
+              venv: Environment | None, channel: Channel | None) -> Verification:
     if task.verify_mode == "in_place":
         if venv is not None:
             venv.close()
-        return _verify_in_place(task, env, artifacts_dir)
+        return _verify_in_place(task, env, artifacts_dir, channel)
     try:
-        return _verify(backend, task, env, artifacts_dir, grade_uncommitted, venv)
+        return _verify(backend, task, env, artifacts_dir, grade_uncommitted, venv, channel)
     finally:
         if venv is not None:
             venv.close()
 
 
 def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, grade_uncommitted: bool,
-            venv: Environment | None) -> Verification:
-    logs = artifacts_dir / "verifier"
-    shutil.rmtree(logs, ignore_errors=True)
+            venv: Environment | None, channel: Channel | None) -> Verification:
     started = time.monotonic()
+    shutil.rmtree(artifacts_dir / "verifier", ignore_errors=True)
     final = final_state(env)
     if final.problem:  # never grade the clean state in place of a final state we could not read
         raise VerifierError(final.problem)
@@ -204,28 +262,43 @@ def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
     collected = _collect(backend, task, env, artifacts_dir) if separate else None
     if collected is not None and grade_uncommitted:
         (collected / "model.patch").write_bytes(final.patch)
+    v = _run_fresh(backend, task, artifacts_dir, patch_path if collected is None and final.patch else None, collected,
+                   venv=venv, channel=channel, started=started)
+    v.patch_problem = final.problem
+    return v
+
+
+def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | None, collected: Path | None, *,
+               venv: Environment | None, channel: Channel | None, started: float, hardened: bool = False,
+               name: str = "verifier") -> Verification:
+    """The hidden tests on a fresh verifier instance with the final patch (or the collected
+    artifacts); outputs in <artifacts>/<name>/, the log in <name>.log."""
+    logs = artifacts_dir / name
+    shutil.rmtree(logs, ignore_errors=True)
     venv = venv or backend.verifier_environment(task)
     inputs: list[tuple[Path, str]] = []
     if collected is not None:
         inputs.append((collected, ARTIFACTS_DIR))
-    elif final.patch:
-        inputs.append((patch_path, PATCH_IN_ENV))
-    if not (separate and (task.tests_dir / "Dockerfile").is_file()):
+    elif patch is not None:
+        inputs.append((patch, PATCH_IN_ENV))
+    if not (task.config.verifier.environment_mode == "separate" and (task.tests_dir / "Dockerfile").is_file()):
         inputs.append((task.tests_dir, TESTS_DIR))
     timeout = task.config.verifier.timeout_sec
-    log_path = artifacts_dir / "verifier.log"
+    log_path = artifacts_dir / f"{name}.log"
     logs_dir = venv.path("/logs/verifier")
     env = {**task.config.verifier.env, "APP_DIR": venv.app_dir, "TESTS_DIR": venv.path(TESTS_DIR), "LOGS_DIR": logs_dir}
     # one command: the final patch applied to the fresh clean tree (before the hidden tests, which
     # test.sh installs over the agent's files), the log dir emptied, then the tests
     command = f'mkdir -p "{logs_dir}" && find "{logs_dir}" -mindepth 1 -delete; bash "{venv.path(TESTS_DIR)}/test.sh"'
-    if collected is None and final.patch:
+    if patch is not None:
         env.update(SWE_APPLY=script("apply_patch.sh"), SWE_PATCH=venv.path(PATCH_IN_ENV), SWE_BASE=venv.base_commit,
                    SWE_APP=venv.app_dir)
         command = f'bash -c "$SWE_APPLY" || {{ echo "{APPLY_FAILED}"; exit {APPLY_FAILED_EXIT}; }}\n{command}'
     try:
         venv.copy_in_many(inputs)
-        res = venv.execute(command, timeout=timeout, env=env)
+        if channel is not None:
+            channel.copy_in(venv, artifacts_dir)
+        res, stream = _execute(venv, command, timeout, env, channel, artifacts_dir / name, hardened)
         log_path.write_text(res.output[-LOG_LIMIT:], encoding="utf-8")
         if res.exit_code == APPLY_FAILED_EXIT and APPLY_FAILED in res.output.splitlines():
             # the agent's tree does not survive as a patch on the clean state
@@ -236,65 +309,189 @@ def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
     finally:
         venv.close()
     duration = time.monotonic() - started
+    if channel is not None and stream is not None and channel.not_loadable(res.output, stream):
+        raise _ChannelUnloadable()
     if res.timed_out:
         raise VerifierError(f"verifier timed out after {timeout:g}s running tests/test.sh")
     return Verification(verdict=grade(task, logs, res.exit_code), duration_s=duration, log_path=log_path,
-                        patch_problem=final.problem)
+                        stream=stream)
+
+
+def hardened_regrade(backend: Backend, task: Task, artifacts_dir: Path) -> Verification:
+    """The final state graded again on a fresh instance in the hardened mode (report_channel.py):
+    final.patch (or the collected model.patch) without its runner files, written next to it as
+    final.hardened.patch; outputs in verifier-hardened/. A VerifierError when it gives no verdict."""
+    started = time.monotonic()
+    patch: Path | None = None
+    collected: Path | None = None
+    if task.config.verifier.environment_mode == "separate":
+        collected = artifacts_dir / "artifacts-hardened"
+        shutil.rmtree(collected, ignore_errors=True)
+        shutil.copytree(artifacts_dir / "artifacts", collected, symlinks=True)
+        model = collected / "model.patch"
+        if model.is_file() and not model.is_symlink():
+            model.write_bytes(rc.hardened_patch(model.read_bytes())[0])
+    else:
+        source = artifacts_dir / "final.patch"
+        data = rc.hardened_patch(source.read_bytes())[0] if source.is_file() else b""
+        if data:
+            patch = artifacts_dir / "final.hardened.patch"
+            patch.write_bytes(data)
+    return _run_fresh(backend, task, artifacts_dir, patch, collected, venv=None, channel=None, started=started,
+                      hardened=True, name="verifier-hardened")
+
+
+@dataclass
+class ReferenceGrading:
+    """How the grading channels read the reference solution's state: does the channel agree with
+    its written report, does the hardened re-grade give its grade (None: not known)."""
+
+    channel_agrees: bool | None = None
+    hardened_agrees: bool | None = None
+    detail: str = ""
+
+    def judge(self, signals: list[str]) -> tuple[list[str], list[str]]:
+        """(signals, notes): a finding that the same check also makes on the reference solution's
+        state is a note; one that cannot be checked there stays a signal (fail closed)."""
+        kept: list[str] = []
+        notes: list[str] = []
+        unchecked = False
+        for s in signals:
+            agrees = self.channel_agrees if s.startswith(rc.MISMATCH) else self.hardened_agrees
+            if agrees is False:
+                notes.append(f"{s} (the same check disagrees on the reference solution's state: it cannot read "
+                             "this task's verifier)")
+            else:
+                kept.append(s)
+                unchecked = unchecked or agrees is None
+        if unchecked:
+            notes.append(f"grading channels: a signal could not be checked on the reference solution's state "
+                         f"({self.detail})")
+        return kept, notes
 
 
 class ReferenceChecks:
-    """Does the verifier work on the reference solution's state? Checked once per task: a working
-    verifier is remembered in <run-dir>/reference/ (shared by every worker and a --resume), a
-    broken one only by this process (it may be repaired before the run is resumed)."""
+    """Questions about the task's verifier, answered on the reference solution's state once per
+    task: does the verifier work there (works), how do the grading channels read it (grading). An
+    answer is remembered in <run-dir>/reference/ (shared by every worker and a --resume); a check
+    that failed only by this process, for retry_s seconds (the cases right behind it get the same
+    answer at once), then the next case checks again: a transient failure never sticks."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, retry_s: float = REFERENCE_RETRY_S):
         self.dir = run_dir / "reference"
+        self.retry_s = retry_s
         self._lock = threading.Lock()
-        self._broken: dict[str, str] = {}
+        self._broken: dict[str, tuple[float, str]] = {}   # name -> (when the check failed, why)
+
+    def _failed_lately(self, name: str) -> str | None:
+        known = self._broken.get(name)
+        if known is not None and time.monotonic() - known[0] < self.retry_s:
+            return known[1]
+        self._broken.pop(name, None)
+        return None
+
+    def _remember(self, path: Path, data: dict) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.replace(path)
 
     def works(self, backend: Backend, task: Task) -> tuple[bool, str]:
-        key = f"{task.track}--{task.id}"
+        key = _task_key(task)
         path = self.dir / f"{key}.json"
         with self._lock:
-            if key in self._broken:
-                return False, self._broken[key]
+            if (why := self._failed_lately(key)) is not None:
+                return False, why
             if path.is_file():
                 return True, json.loads(path.read_text(encoding="utf-8"))["detail"]
             works, detail = self._check(backend, task)
             if not works:
-                self._broken[key] = detail
+                self._broken[key] = (time.monotonic(), detail)
                 return False, detail
-            self.dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"detail": detail}), encoding="utf-8")
-            tmp.replace(path)
+            self._remember(path, {"detail": detail})
             return True, detail
 
-    def _check(self, backend: Backend, task: Task) -> tuple[bool, str]:
+    def _reference_run(self, backend: Backend, task: Task, work: Path) -> Verification:
         from swe_residual.agents.builtin import apply_reference_solution
 
-        work = self.dir / f"{task.track}--{task.id}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
+        env = backend.materialize(task, None)
         try:
-            env = backend.materialize(task, None)
-            try:
-                apply_reference_solution(env, task, timeout=task.config.agent.timeout_sec)
-                agent_stopped(task, env)
-                v = run_verifier(backend, task, env, work)
-            finally:
-                env.close()
+            apply_reference_solution(env, task, timeout=task.config.agent.timeout_sec)
+            agent_stopped(task, env)
+            return run_verifier(backend, task, env, work)
+        finally:
+            env.close()
+
+    def _check(self, backend: Backend, task: Task) -> tuple[bool, str]:
+        try:
+            v = self._reference_run(backend, task, self.dir / f"{_task_key(task)}.{os.getpid()}")
         except VerifierError as exc:
             return False, f"the verifier fails on the reference solution's state too: {exc}"
         except InfraError as exc:
             return False, f"the reference solution's state could not be checked: {exc}"
         return True, f"the verifier works on the reference solution's state (outcome {v.verdict.outcome})"
 
+    def grading(self, backend: Backend, task: Task) -> ReferenceGrading:
+        """The report channel and the hardened re-grade on the reference solution's state."""
+        key = f"{_task_key(task)}.grading"
+        path = self.dir / f"{key}.json"
+        with self._lock:
+            if (why := self._failed_lately(key)) is not None:
+                return ReferenceGrading(detail=why)
+            if (known := _read_grading(path)) is not None:
+                return known
+            work = self.dir / f"{key}.{os.getpid()}"   # workers of a run may check at the same time
+            try:
+                v = self._reference_run(backend, task, work)
+                channel = (None if v.stream is None or not v.stream.loaded
+                           else not rc.disagreements(v.stream, v.verdict))
+                hardened = None
+                if task.verify_mode != "in_place":
+                    try:
+                        hardened = rc.regrade_difference(v.verdict, hardened_regrade(backend, task, work).verdict) is None
+                    except VerifierError:
+                        hardened = False
+            except (VerifierError, InfraError) as exc:
+                why = f"the reference solution's state could not be checked: {str(exc)[:300]}"
+                self._broken[key] = (time.monotonic(), why)
+                return ReferenceGrading(detail=why)
+            unknown = [what for what, known in (("it had no report channel", channel),
+                                                ("the hardened re-grade does not run in place", hardened))
+                       if known is None]
+            result = ReferenceGrading(channel, hardened, "; ".join(unknown) or
+                                      f"checked on the reference solution's state (outcome {v.verdict.outcome})")
+            self._remember(path, {"channel_agrees": channel, "hardened_agrees": hardened, "detail": result.detail})
+            return result
+
+
+def _read_grading(path: Path) -> ReferenceGrading | None:
+    """A remembered ReferenceChecks.grading answer; None when there is none (or it is unreadable:
+    then it is checked again)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        known = ReferenceGrading(data["channel_agrees"], data["hardened_agrees"], str(data["detail"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    ok = all(isinstance(x, bool) or x is None for x in (known.channel_agrees, known.hardened_agrees))
+    return known if ok else None
+
 
 def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
                        references: ReferenceChecks, *, grade_uncommitted: bool = False,
                        standby: VerifierStandby | None = None) -> Verification:
-    """Verify; on a verifier problem re-verify once, then decide who caused it (docs/errors.md)."""
+    """Verify; on a verifier problem re-verify once, then decide who caused it (docs/errors.md).
+    A verdict of the tests is then checked by the grading channels (check_grading)."""
+    v = _verify_once_or_twice(backend, task, env, artifacts_dir, references, grade_uncommitted, standby)
+    if not v.agent_caused:
+        check_grading(backend, task, artifacts_dir, references, v)
+    return v
+
+
+def _verify_once_or_twice(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
+                          references: ReferenceChecks, grade_uncommitted: bool,
+                          standby: VerifierStandby | None) -> Verification:
     try:
         return run_verifier(backend, task, env, artifacts_dir, grade_uncommitted=grade_uncommitted,
                             venv=standby.take() if standby is not None else None)
@@ -314,3 +511,33 @@ def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts
     return Verification(verdict=verdict, duration_s=0.0, log_path=artifacts_dir / "verifier.log",
                         note=f"the agent's state breaks the verifier: {problem} (twice); {detail}",
                         agent_caused=True)
+
+
+def check_grading(backend: Backend, task: Task, artifacts_dir: Path, references: ReferenceChecks,
+                  v: Verification) -> None:
+    """The grading channels' signals and notes on v (report_channel.py): the channel against the
+    written report; for a passing grade, the hardened re-grade (its seconds in v.hardened_s); a
+    signal is checked against the reference solution's state before it stands."""
+    if v.stream is None:
+        signals: list[str] = []
+        v.notes.append(f"{rc.UNAVAILABLE}: {v.channel_note or 'this backend gives the verifier no channel'}")
+    else:
+        signals, notes = rc.channel_flags(v.stream, v.verdict)
+        v.notes.extend(notes)
+    if v.verdict.outcome == 1:
+        if task.verify_mode == "in_place":
+            v.notes.append(f"{rc.NOT_HARDENED}: the tests ran in the agent's own container, whose state a second "
+                           "run would not find as the first left it")
+        else:
+            t0 = time.monotonic()
+            try:
+                difference = rc.regrade_difference(v.verdict, hardened_regrade(backend, task, artifacts_dir).verdict)
+            except VerifierError as exc:
+                difference = rc.regrade_difference(v.verdict, None, str(exc)[:300])
+            v.hardened_s = time.monotonic() - t0
+            if difference:
+                signals.append(difference)
+    if signals:
+        signals, notes = references.grading(backend, task).judge(signals)
+        v.notes.extend(notes)
+    v.signals = signals

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from swe_residual.backends.base import (
     APP_DIR,
+    CHANNEL_LIMIT,
     COPY_LIMIT,
     TASK_INBOX,
     Environment,
@@ -120,6 +121,38 @@ class DockerEnvironment(Environment):
         return ExecResult(command=command, output=out.decode("utf-8", errors="replace"),
                           exit_code=None if timed_out or limit else rc, duration_s=duration, timed_out=timed_out,
                           limit=limit)
+
+    def execute_with_channel(self, command: str, *, timeout: float, env: dict[str, str] | None = None,
+                             limit: int = CHANNEL_LIMIT) -> tuple[ExecResult, bytes | None]:
+        """execute through scripts/exec_channel.sh: a reader in the container copies the fifo to
+        this exec's stdout as it is written (the engine streams it to the host), the command's
+        output follows once it ended; the stream is split at the script's trailer, from the end. A
+        machine environment keeps its processes, as its own wrapper does."""
+        self.ready()
+        timeout = max(float(timeout), 0.01)
+        self.touched = True
+        self.pristine = False
+        self._needs_kill = True
+        started = time.monotonic()
+        keep = "keep" if self.wrapper == "exec_machine.sh" else "kill"
+        argv = ["bash", "-c", script("exec_channel.sh"), "swe-residual-exec", f"{timeout:.3f}", command, keep,
+                str(limit)]
+        environment = {**EXEC_ENV, **AGENT_GIT_IDENTITY, **(env or {})}
+        try:
+            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
+                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        except HarnessError:
+            if not self._started_again():
+                raise
+            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
+                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        duration = time.monotonic() - started
+        timed_out = host_timeout or (rc == 137 and duration >= timeout - 0.05)
+        if not host_timeout:
+            self._needs_kill = False
+        channel, out = split_channel(out)
+        return ExecResult(command=command, output=out.decode("utf-8", errors="replace"),
+                          exit_code=None if timed_out else rc, duration_s=duration, timed_out=timed_out), channel
 
     def storage_used(self) -> int | None:
         """Bytes of the container's writable layer (what it wrote over its image)."""
@@ -223,6 +256,25 @@ class _StorageWatch:
         self._done.set()
         self._thread.join(60)
         return self.limit
+
+
+CHANNEL_TRAILER = b"\nswe-residual-channel "
+
+
+def split_channel(out: bytes) -> tuple[bytes | None, bytes]:
+    """(channel, output) of an exec_channel.sh stream: it ends with a trailer giving the length of
+    the output before it; everything earlier is the channel. No trailer (the exec was cut off):
+    no channel."""
+    at = out.rfind(CHANNEL_TRAILER)
+    if at < 0 or not out.endswith(b"\n"):
+        return None, out
+    try:
+        size = int(out[at + len(CHANNEL_TRAILER):-1])
+    except ValueError:
+        return None, out
+    if not 0 <= size <= at:
+        return None, out
+    return out[:at - size], out[at - size:at]
 
 
 class _Reader(io.RawIOBase):
