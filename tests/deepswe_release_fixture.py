@@ -935,7 +935,9 @@ class ReleaseServer(http.server.ThreadingHTTPServer):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: ReleaseServer
-    protocol_version = "HTTP/1.0"
+    protocol_version = "HTTP/1.1"      # keep-alive, as a CDN
+    disable_nagle_algorithm = True     # headers and body in separate writes must not wait for an ACK
+    timeout = 30                       # an idle kept connection ends
 
     def log_message(self, *args) -> None:  # quiet
         pass

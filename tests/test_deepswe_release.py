@@ -149,8 +149,12 @@ def test_records_name_where_verdict_completion_and_tests_came_from(imported):
     assert len(clean["tests"]) == 9 and clean["steps"] == 5 and clean["duration_s"] == 1170.5
     assert (work / clean["patch"]).read_bytes() == \
         (ROOT / "tests/fixtures/deepswe/release/attempts/wordstats-top-words/first-seen-ties/model.patch").read_bytes()
-    assert sorted(p.name for p in (work / "runs" / clean["id"] / "source").rglob("*") if p.is_file()) == \
-        ["ctrf.json", "meta.json", "reward.json", "test-stdout.txt"]
+    # downloaded: the download dir is the evidence (nothing copied), the row beside the files
+    assert src["path"] == str(work / "downloads" / src["trial"]) and not (work / "runs" / clean["id"] / "source").exists()
+    assert sorted(str(p.relative_to(src["path"])) for p in Path(src["path"]).rglob("*") if p.is_file()) == [
+        "meta.json", "model.patch", "trajectory.json", "verifier/ctrf.json", "verifier/junit.xml",
+        "verifier/reward.json", "verifier/run.log", "verifier/test-stdout.txt"]
+    assert json.loads((Path(src["path"]) / "meta.json").read_text())["trial_name"] == src["trial"]
 
     # trajectory 403: declared completion from the row, and the absence recorded
     no_traj = run(WORDSTATS, "no-validation", "glm-4.6", "high")
@@ -293,6 +297,11 @@ def test_mirrors_in_the_cdn_and_the_flat_layout_import_the_same_runs(release, im
         layouts = {r["source"]["layout"] for r in lines(work, STAGE1)}
         assert layouts == ({"cdn"} if name.startswith("cdn") else {"flat"}), name
         assert not (work / "downloads").exists()
+        # a mirror may go away: the row and the verdict's files are copied as evidence
+        first = lines(work, STAGE1)[0]
+        assert sorted(str(p.relative_to(work / "runs" / first["id"] / "source"))
+                      for p in (work / "runs" / first["id"] / "source").rglob("*") if p.is_file()) == \
+            ["meta.json", "verifier/ctrf.json", "verifier/reward.json", "verifier/test-stdout.txt"]
     # meta.json alone (no release.json): the v1.1 patterns, and the release is named "local"
     assert {r["source"]["release"] for r in lines(tmp / "work-flat-meta", STAGE1)} == {"local"}
     assert {r["source"]["release"] for r in lines(tmp / "work-flat", STAGE1)} == {"v1.1"}

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import hashlib
 import random
 
 from swe_residual.errors import InputError
 from swe_residual.interactions import parse_interactions
 from swe_residual.patches import parse_patch
-from swe_residual.residualize.records import FilterDecision, PredecessorRun
+from swe_residual.residualize.records import FilterDecision, PredecessorRun, append_lines
 from swe_residual.residualize.workdir import STAGE2, WorkDir
+
+BATCH = 1000   # Stage II lines written (and fsynced) at once
 
 #: caches, build outputs and logs (matched against every path component and the whole path)
 DEFAULT_IGNORES = (
@@ -37,6 +40,11 @@ DEFAULT_IGNORES = (
 
 def incidental(path: str, globs: tuple[str, ...] | list[str]) -> bool:
     """A path is incidental when it, or one of its directories, matches a glob."""
+    return _incidental(path, tuple(globs))
+
+
+@functools.lru_cache(maxsize=65536)
+def _incidental(path: str, globs: tuple[str, ...]) -> bool:   # runs of a task touch the same paths
     parts = path.split("/")
     return any(fnmatch.fnmatchcase(path, g) or any(fnmatch.fnmatchcase(p, g) for p in parts) for g in globs)
 
@@ -129,8 +137,10 @@ def run_filter(wd: WorkDir, globs: tuple[str, ...] | list[str] = DEFAULT_IGNORES
             kinds[run.track] = track_kind(run.track)
         machine = kinds[run.track] == "machine"
         d = decide(run, wd.interactions_bytes(run) if machine else wd.patch_bytes(run), globs, seen, machine=machine)
-        wd.append(STAGE2, d)
         new.append(d)
+        if len(new) % BATCH == 0:   # an interrupted filter keeps what it decided, in whole batches
+            append_lines(wd.path / STAGE2, new[-BATCH:])
+    append_lines(wd.path / STAGE2, new[len(new) - len(new) % BATCH:])
     return new
 
 
@@ -211,8 +221,8 @@ def select(wd: WorkDir, per_task: int | None, families: list[str] | None = None,
                                       detail=f"{reason}: {why}"[:500])
             else:
                 continue
-            wd.append(STAGE2, line)
             out.append(line)
+    append_lines(wd.path / STAGE2, out)
     return out
 
 

@@ -363,25 +363,33 @@ def _json_bytes(obj: object) -> bytes:
 def store(wd: WorkDir, item: Imported) -> PredecessorRun:
     """Write the run's files into runs/<id>/ (replacing leftovers of an interrupted import), then its
     stage1.jsonl line: the line is the commit point."""
+    run = write_files(wd, item)
+    wd.append(STAGE1, run)
+    return run
+
+
+def write_files(wd: WorkDir, item: Imported) -> PredecessorRun:
+    """store() without the line (an importer that writes its lines in batches appends them itself)."""
     run = item.run
-    d = wd.run_dir(run.id)
-    if d.exists():
+    d, base = wd.run_dir(run.id), f"runs/{run.id}"
+    try:
+        d.mkdir(parents=True)
+    except FileExistsError:
         shutil.rmtree(d)
-    d.mkdir(parents=True)
+        d.mkdir(parents=True)
     if item.patch is not None:
         (d / "final.patch").write_bytes(item.patch)
-        run.patch = wd.rel(d / "final.patch")
+        run.patch = f"{base}/final.patch"
     if item.trajectory is not None:
         item.trajectory.write(d / "trajectory.json")
-        run.trajectory = wd.rel(d / "trajectory.json")
+        run.trajectory = f"{base}/trajectory.json"
     if item.interactions is not None:
         write_interactions(d / INTERACTIONS_FILE, item.interactions)
-        run.interactions = wd.rel(d / INTERACTIONS_FILE)
+        run.interactions = f"{base}/{INTERACTIONS_FILE}"
     for rel, data in item.evidence.items():
         target = d / "source" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    wd.append(STAGE1, run)
     return run
 
 

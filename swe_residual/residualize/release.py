@@ -38,9 +38,9 @@ from swe_residual.residualize.importers import (
     describe,
     machine_interactions,
     run_id,
-    store,
+    write_files,
 )
-from swe_residual.residualize.records import PredecessorRun
+from swe_residual.residualize.records import PredecessorRun, append_lines
 from swe_residual.residualize.workdir import STAGE1, WorkDir
 from swe_residual.safe_read import Unsafe, parse_json, read_yaml, valid_text
 from swe_residual.sources.deepswe_release import (
@@ -52,10 +52,10 @@ from swe_residual.sources.deepswe_release import (
     Release,
     TrialFiles,
     atif_declared_complete,
+    download_files,
     download_trial,
     open_release,
     pytest_statuses,
-    read_absent,
     read_local,
     reward_of,
     select_rows,
@@ -76,6 +76,7 @@ from swe_residual.verdicts import ctrf_statuses
 
 DOWNLOADS = "downloads"
 FORMAT = "deepswe-release"
+LINE_BATCH = 100   # stage1.jsonl lines written at once (at least every second)
 
 #: error_category -> how the trial ended. Every category is an infrastructure failure (the trial
 #: is not a fair attempt); the rule says whose: the model provider's, the verifier's, or the harness's.
@@ -174,9 +175,11 @@ def _stdout_tests(task: Task, statuses: dict[str, str], row: dict) -> tuple[dict
                                                      "are unknown")
 
 
-def from_release_trial(files: TrialFiles, ctx: Context, task: Task, release_id: str, fmap: FamilyMap) -> Imported:
+def from_release_trial(files: TrialFiles, ctx: Context, task: Task, release_id: str, fmap: FamilyMap, *,
+                       evidence: bool = True) -> Imported:
     """One trial of the release as a Stage I run (InputError when it names no model and no
-    family is given)."""
+    family is given). `evidence`: copy the row and the verdict's files into runs/<id>/source/ (a
+    mirror may go away; a download dir in the work dir is the evidence itself)."""
     row, trial = files.row, files.trial
     where = Path(files.where)
     model, config, harness = _s(row, "model"), _s(row, "config"), _s(row, "harness") or "mini-swe-agent"
@@ -273,11 +276,12 @@ def from_release_trial(files: TrialFiles, ctx: Context, task: Task, release_id: 
         source={k: v for k, v in source.items() if v is not None}, termination=ending.termination,
         tests=tests, error=_error(failure, no_verdict), steps=steps, duration_s=_num(row, "agent_duration_seconds"),
         final_message=message, **verdict)
-    evidence = {"meta.json": (json.dumps(row, sort_keys=True, ensure_ascii=True, indent=1) + "\n").encode()}
-    for rel in ("verifier/reward.json", "verifier/ctrf.json", STDOUT):
-        if rel in files.files:
-            evidence[rel] = files.files[rel]
-    return Imported(run, files.files.get(PATCH), traj, evidence, interactions=machine_interactions(task, raw_traj, traj))
+    kept = {}
+    if evidence:
+        kept["meta.json"] = (json.dumps(row, sort_keys=True, ensure_ascii=True, indent=1) + "\n").encode()
+        kept.update((rel, files.files[rel]) for rel in ("verifier/reward.json", "verifier/ctrf.json", STDOUT)
+                    if rel in files.files)
+    return Imported(run, files.files.get(PATCH), traj, kept, interactions=machine_interactions(task, raw_traj, traj))
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -318,7 +322,7 @@ class Result:
 @dataclass
 class _Outcome:
     trial: str
-    item: Imported | None = None
+    run: PredecessorRun | None = None   # its files written, its line not yet
     notes: list[str] = field(default_factory=list)
     failed: str | None = None
     incomplete: str | None = None
@@ -405,7 +409,7 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
                 if dl.incomplete:
                     o.incomplete = dl.incomplete
                     return o
-                files = read_local(downloads, m, row, extra_absent=read_absent(downloads / trial))
+                files = download_files(downloads / trial, row, dl)
             files.notes[:0] = o.notes
             o.notes = []
             if files.refused:
@@ -413,14 +417,27 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
             elif str(files.absent.get(PATCH, "")).startswith("over its bound"):
                 o.failed = f"trial {trial}: {PATCH}: {files.absent[PATCH]}; the state cannot be rebuilt"
             else:
-                o.item = from_release_trial(files, ctx, task, m.release_id, fmap)
-                o.notes = [n for n in files.notes]
+                item = from_release_trial(files, ctx, task, m.release_id, fmap,
+                                          evidence=release.mirror is not None)
+                o.notes = list(files.notes)
+                try:
+                    o.run = write_files(wd, item)   # runs/<id>/: its line comes later, in index order
+                except (ValueError, RecursionError, OSError) as exc:
+                    shutil.rmtree(wd.run_dir(item.run.id), ignore_errors=True)
+                    o.failed = f"trial {trial}: cannot be stored: {type(exc).__name__}: {exc}"[:2000]
         except (InputError, OSError, ValueError, RecursionError) as exc:
             o.failed = f"trial {trial}: {type(exc).__name__}: {exc}"[:2000]
         return o
 
     t_work = time.perf_counter()
     progress = Progress(len(work), "trials", label="import", stream=stream)
+    pending: list[PredecessorRun] = []   # runs whose files are written; their lines (the commit point) follow
+    flushed = [time.monotonic()]
+
+    def flush() -> None:
+        append_lines(wd.path / STAGE1, pending)
+        pending.clear()
+        flushed[0] = time.monotonic()
 
     def record(o: _Outcome) -> None:
         res.fetched += o.fetched
@@ -436,13 +453,10 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
             res.refused += 1
             progress.note(valid_text(f"  FAILED {o.failed}"[:2000]))
             return progress.advance(refused=1)
-        try:
-            run = store(wd, o.item)
-        except (ValueError, RecursionError, OSError) as exc:
-            shutil.rmtree(wd.run_dir(o.item.run.id), ignore_errors=True)
-            res.refused += 1
-            progress.note(valid_text(f"  FAILED trial {o.trial}: cannot be stored: {type(exc).__name__}: {exc}"[:2000]))
-            return progress.advance(refused=1)
+        run = o.run
+        pending.append(run)
+        if len(pending) >= LINE_BATCH or time.monotonic() - flushed[0] > 1.0:
+            flush()
         known.add(run.id)
         res.imported += 1
         n_absent = len([a for a in run.source.get("absent", "").split("; ") if a])
@@ -453,15 +467,24 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
 
     # runs are recorded in index order whatever finishes first, so Stage II's "first of its kind"
     # (duplicates) does not depend on -j
-    with progress, ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-        futures = {pool.submit(one, row, task): i for i, (row, task) in enumerate(work)}
-        done: dict[int, _Outcome] = {}
-        following = 0
-        for fut in as_completed(futures):
-            done[futures[fut]] = fut.result()
-            while following in done:
-                record(done.pop(following))
-                following += 1
+    pool = ThreadPoolExecutor(max_workers=opts.jobs)
+    with progress:
+        try:
+            futures = {pool.submit(one, row, task): i for i, (row, task) in enumerate(work)}
+            done: dict[int, _Outcome] = {}
+            following = 0
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                while following in done:
+                    record(done.pop(following))
+                    following += 1
+        except BaseException:   # Ctrl-C: no new fetches; what is written is kept
+            http.aborted = "interrupted"
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True)
+            flush()
     res.seconds["trials"] = time.perf_counter() - t_work
     res.seconds["total"] = time.perf_counter() - t_start
     if res.incomplete:

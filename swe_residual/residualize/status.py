@@ -11,7 +11,9 @@ import json
 import os
 from collections import Counter
 
-from swe_residual.residualize.workdir import CONSTRUCTION, WorkDir
+import msgspec
+
+from swe_residual.residualize.workdir import CONSTRUCTION, STAGE1, STAGE2, WorkDir
 
 #: where a run waits (not a Table 5 exclusion): counted as `other` in Table 5 until decided
 PENDING = ("pending_filter", "pending_review", "pending_build")
@@ -21,13 +23,17 @@ NOT_SELECTED = "not_selected"
 
 def stages(wd: WorkDir) -> list[dict]:
     """One row per Stage I run: its identity and the stage_result it has reached so far."""
-    from swe_residual.residualize.review import review_outcomes
+    from swe_residual.residualize.review import counted_reviews, outcome
 
-    decisions, builds = wd.decisions(), wd.builds()
-    reviewed = review_outcomes(wd)
+    decisions = _fast_lines(wd, STAGE2, _DecisionView, lambda v: v.run, wd.decisions)
+    builds, counted = wd.builds(), counted_reviews(wd)
+    # review_outcomes(wd) without reading the stage files a second time (20,000 runs: ~1 s)
+    reviewed = {rid: outcome(counted.get(rid, [])) for rid, d in decisions.items() if d.result == "candidate"}
     rows = []
-    for run in wd.runs().values():
-        row = {"run": run.id, "track": run.track, "task": run.task, "predecessor": run.predecessor.model_dump(),
+    for run in _fast_lines(wd, STAGE1, _RunView, lambda v: v.id, wd.runs).values():
+        pred = run.predecessor
+        row = {"run": run.id, "track": run.track, "task": run.task,
+               "predecessor": {"agent": pred.agent, "model_family": pred.model_family},
                "source_format": run.source.get("format"), "steps": run.steps, "duration_s": run.duration_s}
         d = decisions.get(run.id)
         if d is None:
@@ -51,6 +57,50 @@ def stages(wd: WorkDir) -> list[dict]:
     return rows
 
 
+class _PredecessorView(msgspec.Struct):
+    agent: str
+    model_family: str
+
+
+class _RunView(msgspec.Struct, kw_only=True):
+    """The fields of a PredecessorRun that status shows."""
+    id: str
+    track: str
+    task: str
+    predecessor: _PredecessorView
+    source: dict[str, str] = {}
+    steps: int | None = None
+    duration_s: float | None = None
+
+
+class _DecisionView(msgspec.Struct, kw_only=True):
+    run: str
+    result: str
+    detail: str = ""
+
+
+def _fast_lines(wd: WorkDir, name: str, view: type, key, slow) -> dict:
+    """A stage file's lines decoded by msgspec into the fields status shows (a later line with
+    the same key wins, a torn last line is skipped, as WorkDir reads them): 20,000 lines in a
+    tenth of the time. At the first line msgspec does not take, the full reader (`slow`) reads
+    the file, with its validation and its error naming the line."""
+    path = wd.path / name
+    if not path.is_file():
+        return {}
+    decoder = msgspec.json.Decoder(view)
+    out = {}
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                v = decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return slow()
+            out[key(v)] = v
+    return out
+
+
 def _rejection(wd: WorkDir, candidate: str) -> str:
     parts = []
     for r in wd.reviews().get(candidate, {}).values():
@@ -64,9 +114,13 @@ def _rejection(wd: WorkDir, candidate: str) -> str:
 def write_construction(wd: WorkDir) -> list[dict]:
     """Rewrite construction.jsonl from the stage files (it is derived: safe to regenerate)."""
     rows = stages(wd)
+    try:
+        data = msgspec.json.Encoder(order="sorted").encode_lines(rows)
+    except UnicodeEncodeError:   # a lone surrogate in a hand-edited stage file: escaped as JSON does
+        data = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode("ascii")
     tmp = wd.path / f".{CONSTRUCTION}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, wd.path / CONSTRUCTION)
