@@ -94,13 +94,15 @@ def _plan(suite_dirs: list[Path], opt) -> Plan:
         groups.setdefault(states_path_for(suite.name, opt("swe_states")), []).append(suite)
     plans = [build_plan(suites, agents=opt("swe_agents") or ["oracle", "nop"], start=opt("swe_start"),
                         states_path=path, tasks_dir=opt("swe_tasks_dir"), agent_configs=opt("swe_agent_configs"),
-                        handoff_views=opt("swe_handoff_views")) for path, suites in groups.items()]
+                        handoff_views=opt("swe_handoff_views"), states_explicit=True if opt("swe_states") else None)
+             for path, suites in groups.items()]
     if len(plans) == 1:
         return plans[0]
     names = [s.name for s in suite_dirs]
     tracks = {name: t for p in plans for name, t in p.tracks.items()}
     return Plan(tracks={n: tracks[n] for n in names}, states=[s for p in plans for s in p.states],
-                cases=[c for n in names for p in plans for c in p.cases_of(n)], registry=plans[0].registry)
+                cases=[c for n in names for p in plans for c in p.cases_of(n)], registry=plans[0].registry,
+                notes=[n for p in plans for n in p.notes])
 
 
 def _named_tracks(args: list[str]) -> list[str]:
@@ -258,6 +260,13 @@ class Controller:
         self.summary: dict | None = None
         self.run_page: Path | None = None
         self.run_dir_error: str | None = None
+
+    @pytest.hookimpl(trylast=True)   # after pytest's header
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """What the plan left out, one line each, once (the controller's plan)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        for note in self.session.plan.notes if reporter is not None else ():
+            reporter.write_line(f"note: {note}", yellow=True)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:

@@ -1,5 +1,5 @@
 """The `swe-residual` command line: validate states, list agents, export schemas, fetch tasks,
-pack and fetch states, build images."""
+pack and fetch states, build images. Runs themselves are pytest runs (`pytest suites/<track>`)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     track = plan.tracks[args.track]
     if track.skip_reason:
         raise InputError(track.skip_reason)
+    for note in plan.notes:
+        print(f"note: {note}")
     backend = args.backend or default_backend(args.track)
     check_backend(plan, backend)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="swe-residual-validate-")) / "validate"
@@ -45,11 +47,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
+    import textwrap
+
     from swe_residual.agents import AgentRegistry
-    agents = AgentRegistry([Path(p) for p in args.agent_config]).available()
-    width = max(map(len, agents))
-    for name, harness in sorted(agents.items()):
-        print(f"{name.ljust(width)}  {harness}")
+    infos = AgentRegistry([Path(p) for p in args.agent_config]).describe()
+    if args.format == "json":
+        print(json.dumps([{"name": i.name, "harness": i.harness, "description": i.description, "needs": i.needs,
+                           "ready": i.ready, "problems": i.problems} for i in infos], indent=1))
+        return 0
+    print("agents for `pytest suites/<track> --agent NAME` (more with --agent-config FILE, in agents.yaml's format):")
+    for i in infos:
+        state = "ready" if i.ready else "not ready: " + "; ".join(i.problems)
+        print(f"\n{i.name}  [{i.harness}]  {state}")
+        for line in textwrap.wrap(i.description, 100):
+            print(f"    {line}")
+        if i.needs:
+            print(f"    needs: {', '.join(i.needs)}")
     return 0
 
 
@@ -280,72 +293,130 @@ def cmd_states_list(args: argparse.Namespace) -> int:
     return 1 if any(p.problem for p in packs) else 0
 
 
+USAGE_ERROR = "2 usage error (one line `error: ...` naming the file, option or field)"
+RUN_HELP = """\
+A run is a pytest run of a suite, suites/<track> ({tracks}):
+
+  pytest suites/<track> --agent NAME [--agent NAME ...] [-n N] [--start clean|residual|both]
+  e.g.  pytest suites/demo --agent oracle --agent nop -n 2
+
+`pytest --help` lists the run options (group "swe-residual"); `swe-residual agents` the agent names.
+A run exits 0 all cases passed, 1 some failed, 2 interrupted, 4 usage error, 10 a gate failed,
+11 invalid run."""
+
+
+def _exits(*codes: str) -> str:
+    """A subcommand's epilog: its exit statuses."""
+    return "exit status: " + "; ".join(codes)
+
+
+def _command(sub: argparse._SubParsersAction, name: str, about: str, *exits: str,
+             more: str = "") -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does and its exit statuses."""
+    return sub.add_parser(name, help=about, description=about + (f" {more}" if more else ""),
+                          epilog=_exits(*exits))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="swe-residual", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("validate", help="prove every residual state of a track is valid (Stage IV)")
-    v.add_argument("--track", default="demo")
-    v.add_argument("--states", default=str(ROOT / "states.yaml"))
-    v.add_argument("--tasks-dir", default=None)
+    from swe_residual.tracks import known_tracks
+
+    p = argparse.ArgumentParser(prog="swe-residual", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description=f"{__doc__}\n{RUN_HELP.format(tracks=', '.join(known_tracks()))}",
+                                epilog="Each command's --help lists its options and its exit statuses.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    v = _command(sub, "validate", "prove every residual state of a track is valid (Stage IV): the oracle solves "
+                 "the task from clean and from the state, nop fails it, its failing tests match",
+                 "0 every state valid", "1 some state invalid (one line each says why)",
+                 USAGE_ERROR + ": unknown track, a states file naming an unknown track or task, no tasks, "
+                 "no Docker engine for a track that needs it")
+    v.add_argument("--track", default="demo", help="the track whose states to validate (default: demo)")
+    v.add_argument("--states", default=str(ROOT / "states.yaml"), metavar="PATH",
+                   help="the states file (default: the project's states.yaml, whose states of tasks not in "
+                        "--tasks-dir are left out with a note; any other file must name only known tasks)")
+    v.add_argument("--tasks-dir", default=None, metavar="PATH",
+                   help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)")
     v.add_argument("--backend", default=None, choices=BACKENDS,
                    help="default: the track's default backend (suites/<track>/track.toml), else local")
     v.add_argument("--run-dir", default=None, help="keep the validation runs here (default: a temp dir)")
-    v.add_argument("-j", "--jobs", type=int, default=2)
+    v.add_argument("-j", "--jobs", type=int, default=2, help="states validated at once (default 2)")
     v.set_defaults(func=cmd_validate)
-    a = sub.add_parser("agents", help="list every agent name usable with --agent")
-    a.add_argument("--agent-config", action="append", default=[], metavar="PATH")
+    a = _command(sub, "agents", "list every agent name usable with --agent: what it is, what it needs (API key "
+                 "variables, the `agents` extra) and whether it can run now", "0",
+                 USAGE_ERROR + ": an agent config file that does not read")
+    a.add_argument("--agent-config", action="append", default=[], metavar="PATH",
+                   help="also the agents of this file (agents.yaml's format; repeatable)")
+    a.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
     a.set_defaults(func=cmd_agents)
-    s = sub.add_parser("states-schema", help="print the JSON Schema of states.yaml (= states schema)")
+    s = _command(sub, "states-schema", "print the JSON Schema of states.yaml (= states schema)", "0")
     s.set_defaults(func=cmd_schema)
-    st = sub.add_parser("states", help="share Residual States: pack a track's states, fetch a pack into the "
-                        "cache, list what is installed")
-    stsub = st.add_subparsers(dest="states_command", required=True)
-    sp = stsub.add_parser("pack", help="write one track's states, their patches and trajectories, checksums and "
-                          "provenance into a self-contained pack (a dir, or a deterministic .tar.gz)")
+    st = _command(sub, "states", "share Residual States: pack a track's states, fetch a pack into the "
+                  "cache, list what is installed", "per subcommand (see its --help)")
+    stsub = st.add_subparsers(dest="states_command", required=True, metavar="SUBCOMMAND")
+    sp = _command(stsub, "pack", "write one track's states, their patches and trajectories, checksums and "
+                  "provenance into a self-contained pack (a dir, or a deterministic .tar.gz)", "0 packed",
+                  USAGE_ERROR + ": no states of the track, a state that does not load, --out exists")
     sp.add_argument("--states", required=True, metavar="S", help="the states file (e.g. a work dir's states.yaml)")
     sp.add_argument("--track", default=None, help="the track to pack (default: the only track in S)")
     sp.add_argument("--tasks-dir", default=None, help="the tasks to check the states against (default: as runs "
                     "find them); their commit is recorded")
     sp.add_argument("--out", required=True, metavar="PACK", help="a new dir, or PACK.tar.gz")
     sp.set_defaults(func=cmd_states_pack)
-    sf = stsub.add_parser("fetch", help="install a pack into the cache (next to fetched tasks), where runs of its "
-                          "track find it without --states")
+    sf = _command(stsub, "fetch", "install a pack into the cache (next to fetched tasks), where runs of its "
+                  "track find it without --states", "0 installed",
+                  USAGE_ERROR + ", or the pack refused (a checksum that does not match, a hostile archive member, "
+                  "a pack of another --track); nothing is installed then")
     sf.add_argument("source", metavar="SOURCE", help="a pack dir, a .tar.gz, an http(s) URL of one, or a git URL "
                     "(URL.git, git+URL, file:///repo)")
     sf.add_argument("--track", default=None, help="refuse a pack of another track")
     sf.add_argument("--ref", default=None, help="git sources: the branch or tag to clone")
     sf.set_defaults(func=cmd_states_fetch)
-    sl = stsub.add_parser("list", help="the installed packs: track, source, states, checksums checked again")
+    sl = _command(stsub, "list", "the installed packs: track, source, states, checksums checked again",
+                  "0 every pack intact", "1 some pack is broken (its line says why)")
     sl.set_defaults(func=cmd_states_list)
-    ss = stsub.add_parser("schema", help="print the JSON Schema of states.yaml")
+    ss = _command(stsub, "schema", "print the JSON Schema of states.yaml", "0")
     ss.set_defaults(func=cmd_schema)
-    r = sub.add_parser("report", help="recompute every table offline from one or more run dirs")
-    r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    r = _command(sub, "report", "recompute every table offline from one or more run dirs (several: merged)",
+                 "0", "11 a results.jsonl line is not a record (named path:line, left out; the tables are still "
+                 "printed)", USAGE_ERROR + ": a dir without results.jsonl")
+    r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run dirs (each holds results.jsonl)")
     r.add_argument("--construction", action="append", default=[], metavar="PATH",
                    help="a Residualization work dir's construction.jsonl (or the work dir): Table 5 and "
                         "Table 2's prior-attempt steps/minutes")
-    r.add_argument("--format", choices=["text", "md", "json", "csv"], default="text")
+    r.add_argument("--format", choices=["text", "md", "json", "csv"], default="text",
+                   help="text tables (default), Markdown, the whole report as JSON, or one CSV row per record")
     r.add_argument("--html", action="store_true", help="also write the run page (RUN_DIR/report.html) and one "
                    "page per case (RUN_DIR/pages/); the path goes to stderr")
     r.add_argument("--html-dir", default=None, metavar="DIR", help="write the pages here instead (implies "
                    "--html; needed for several run dirs)")
     r.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default 0)")
     r.set_defaults(func=cmd_report)
-    g = sub.add_parser("gate", help="check CI gates on run dirs (exit 0 ok, 10 regression, 11 invalid run)")
-    g.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    g.add_argument("--baseline", metavar="RUN_DIR")
-    g.add_argument("--min-residual", type=float, metavar="PCT")
-    g.add_argument("--max-gap", type=float, metavar="PTS")
-    g.add_argument("--max-drop", type=float, metavar="PTS")
-    g.add_argument("--max-infra", type=float, metavar="FRACTION")
-    g.add_argument("--max-flagged", type=int, metavar="N", help="max runs with integrity flags per track/agent")
+    g = _command(sub, "gate", "check CI gates on run dirs: floors and ceilings per track and agent, and a paired "
+                 "sign-flip test against a baseline run", "0 all gates passed",
+                 "10 regression: a gate was violated (one `GATE:` line each)",
+                 "11 invalid run: more infra errors than --max-infra, cases without a record, an unreadable "
+                 "results.jsonl line", USAGE_ERROR + ": a dir without results.jsonl")
+    g.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="the run dirs to check (several: merged)")
+    g.add_argument("--baseline", metavar="RUN_DIR", help="a baseline run: with --max-drop, fail on a drop "
+                   "against it on shared tasks that the paired sign-flip test puts beyond noise (p < 0.05)")
+    g.add_argument("--min-residual", type=float, metavar="PCT",
+                   help="fail (10) when an agent's Residual success is below PCT %%")
+    g.add_argument("--max-gap", type=float, metavar="PTS", help="fail (10) when an agent's Residual Gap "
+                   "(Clean - Residual) exceeds PTS points")
+    g.add_argument("--max-drop", type=float, metavar="PTS", help="with --baseline: fail (10) on a drop of "
+                   "Residual success beyond PTS points that is beyond noise")
+    g.add_argument("--max-infra", type=float, metavar="FRACTION", help="invalid run (11) when more than "
+                   "FRACTION of the cases have no valid verdict (infra errors)")
+    g.add_argument("--max-flagged", type=int, metavar="N", help="fail (10) when an agent has more than N valid "
+                   "runs with integrity flags (cheat signals) per track")
     g.set_defaults(func=cmd_gate)
-    t = sub.add_parser("tasks", help="get the task dirs of tracks that do not ship them")
-    tsub = t.add_subparsers(dest="tasks_command", required=True)
-    tf = tsub.add_parser("fetch", help="clone or update a track's task repository into the cache "
-                         "(shallow; $SWE_RESIDUAL_CACHE, else $XDG_CACHE_HOME/swe-residual, else ~/.cache/swe-residual)")
-    tf.add_argument("track", metavar="TRACK")
+    t = _command(sub, "tasks", "get the task dirs of tracks that do not ship them", "per subcommand (see its --help)")
+    tsub = t.add_subparsers(dest="tasks_command", required=True, metavar="SUBCOMMAND")
+    tf = _command(tsub, "fetch", "clone or update a track's task repository into the cache "
+                  "(shallow; $SWE_RESIDUAL_CACHE, else $XDG_CACHE_HOME/swe-residual, else ~/.cache/swe-residual)",
+                  "0 cloned, updated or up to date", USAGE_ERROR + ", or the fetch failed (git error, no task dirs "
+                  "where the track expects them, a link out of the clone); the previous clone stays usable")
+    tf.add_argument("track", metavar="TRACK", help="the track (e.g. deepswe; its track.toml names the repository)")
     tf.add_argument("--ref", default=None, help="branch, tag or commit (default: the track's configured ref, "
                     "else the repository's default branch)")
     tf.add_argument("--dest", default=None, metavar="DIR", help="clone here instead of <cache>/tasks/<track> "
@@ -354,20 +425,26 @@ def build_parser() -> argparse.ArgumentParser:
     tf.set_defaults(func=cmd_tasks_fetch)
     from swe_residual.residualize.cli import add_parser as add_residualize
     add_residualize(sub)
-    e = sub.add_parser("export", help="export a track's cases for other harnesses")
-    esub = e.add_subparsers(dest="export_command", required=True)
-    eh = esub.add_parser("harbor", help="one Harbor task dir per (task, start): clean copies and residual "
-                         "starts whose environment applies the state uncommitted; index in export.json")
-    eh.add_argument("--track", required=True)
-    eh.add_argument("--states", default=str(ROOT / "states.yaml"))
-    eh.add_argument("--tasks-dir", default=None)
-    eh.add_argument("--start", choices=["clean", "residual", "both"], default="both")
+    e = _command(sub, "export", "export a track's cases for other harnesses", "per subcommand (see its --help)")
+    esub = e.add_subparsers(dest="export_command", required=True, metavar="SUBCOMMAND")
+    eh = _command(esub, "harbor", "one Harbor task dir per (task, start): clean copies and residual "
+                  "starts whose environment applies the state uncommitted; index in export.json", "0 exported",
+                  USAGE_ERROR + ": unknown track, a states file that does not load, --out not empty")
+    eh.add_argument("--track", required=True, help="the track to export (e.g. demo)")
+    eh.add_argument("--states", default=str(ROOT / "states.yaml"), metavar="PATH",
+                    help="the states file (default: the project's states.yaml)")
+    eh.add_argument("--tasks-dir", default=None, metavar="PATH",
+                    help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)")
+    eh.add_argument("--start", choices=["clean", "residual", "both"], default="both",
+                    help="which starts to export (default both)")
     eh.add_argument("--out", required=True, metavar="DIR", help="new (or empty) dir to write the task dirs into")
     eh.set_defaults(func=cmd_export_harbor)
-    im = sub.add_parser("import", help="import runs made by other harnesses into a run dir")
-    imsub = im.add_subparsers(dest="import_command", required=True)
-    ih = imsub.add_parser("harbor-job", help="Harbor / Pier job dirs of exported tasks -> results.jsonl, "
-                          "artifacts and manifest.json, so report and gate work on them")
+    im = _command(sub, "import", "import runs made by other harnesses into a run dir", "per subcommand (see its --help)")
+    imsub = im.add_subparsers(dest="import_command", required=True, metavar="SUBCOMMAND")
+    ih = _command(imsub, "harbor-job", "Harbor / Pier job dirs of exported tasks -> results.jsonl, "
+                  "artifacts and manifest.json, so report and gate work on them",
+                  "0 every trial imported (or there already)", "1 some trials could not be (one line each)",
+                  USAGE_ERROR + ", before anything is written")
     ih.add_argument("jobs", nargs="+", metavar="JOB_DIR", help="a job dir, a dir of job dirs or one trial dir")
     ih.add_argument("--run-dir", required=True, metavar="RUN", help="new or existing run dir to add the trials to")
     ih.add_argument("--export", action="append", default=[], metavar="DIR",
@@ -378,9 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
     ih.add_argument("--append", action="store_true", help="add trials of cases the run dir already has records "
                     "of, as further attempts")
     ih.set_defaults(func=cmd_import_harbor_job)
-    i = sub.add_parser("images", help="manage Docker images")
-    isub = i.add_subparsers(dest="images_command", required=True)
-    b = isub.add_parser("bootstrap", help="build the base images bundled tasks name, offline (debootstrap)")
+    i = _command(sub, "images", "manage Docker images", "per subcommand (see its --help)")
+    isub = i.add_subparsers(dest="images_command", required=True, metavar="SUBCOMMAND")
+    b = _command(isub, "bootstrap", "build the base images bundled tasks name, offline (debootstrap); as root, "
+                 "start dockerd when no engine answers", "0 every base image present or built",
+                 USAGE_ERROR + ": no engine answers, debootstrap missing")
     b.set_defaults(func=cmd_images)
     for name, func, about in (
             ("list", cmd_images_list, "list what the harness keeps between runs about the engine's images (probed "
@@ -390,7 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
              "or were written by an older probe; with --all every entry and the images the harness built. Exit 0 "
              "when all went, 1 when some could not be removed (an image in use), 2 when no engine answers "
              "(without --all)")):
-        ip = isub.add_parser(name, help=about, description=about)
+        ip = isub.add_parser(name, help=about, description=about,
+                             epilog=_exits("0 listed") if name == "list" else
+                             _exits("0 all went", "1 some could not be removed", "2 no engine answers (without "
+                                    "--all), or a usage error"))
         ip.add_argument("--cache-dir", default=None, metavar="DIR", help="the harness's Docker cache "
                         "(default: $SWE_RESIDUAL_DOCKER_CACHE, else <tmp>/swe-residual-docker)")
         ip.add_argument("--run-dir", action="append", default=[], metavar="RUN",
@@ -398,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
         ip.add_argument("--task", action="append", default=[], metavar="ID",
                         help="only the images (and image facts) of this task (repeatable)")
         if name == "list":
-            ip.add_argument("--format", choices=["text", "json"], default="text")
+            ip.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
         else:
             ip.add_argument("--all", action="store_true", help="every entry, the harness's images included "
                             "(children before parents; use it while no run uses the engine); base images and "

@@ -11,9 +11,17 @@ are `InputError`s raised before the first case: a usage error, never a record.
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from swe_residual.redact import redact
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,93 @@ class BudgetExhausted(Exception):
 
 class InputError(ValueError):
     """Invalid input or configuration; the message names the file, the entry and the field."""
+
+
+# -- naming what was meant: the close match of a misspelt name, the fields a file may have ---------
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """"did you mean 'x'? " for the closest of `known` (difflib), else ""."""
+    match = difflib.get_close_matches(name, [k for k in known if k != name], n=1, cutoff=0.6)
+    return f"did you mean {match[0]!r}? " if match else ""
+
+
+def names_list(names: Iterable[str], limit: int = 12) -> str:
+    """Sorted names, comma-separated, the tail cut to "(+N more)" past `limit`."""
+    items = sorted(set(names))
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more if items else "none"
+
+
+def unknown_name(what: str, name: str, known: Iterable[str]) -> str:
+    """"unknown agent 'kimii' (did you mean 'kimi'? known: a, b, kimi)"."""
+    known = list(known)
+    return f"unknown {what} {name!r} ({did_you_mean(name, known)}known: {names_list(known)})"
+
+
+def validation_line(exc: ValidationError, model: type[BaseModel]) -> str:
+    """One line for a pydantic error of `model`: "loc: why". A misspelt key (extra='forbid') comes
+    first and names the close match among the fields there: "tsak: unknown field (did you mean
+    'task'? ...)" says more than the "task: Field required" it also causes."""
+    errors = exc.errors()
+    extra = [e for e in errors if e.get("type") == "extra_forbidden"]
+    err = (extra or errors)[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(entry)"
+    if extra:
+        key = str(err["loc"][-1])
+        fields = _fields_at(model, err["loc"][:-1])
+        if fields is not None:
+            return f"{loc}: unknown field ({did_you_mean(key, fields)}fields: {names_list(fields, 30)})"
+        return f"{loc}: unknown field"
+    if err.get("type") == "literal_error" and isinstance(err.get("input"), str):
+        choices = [str(c) for c in _literal_choices(model, err["loc"])]
+        if choices:
+            return f"{loc}: {unknown_name('value', err['input'], choices)}"
+    return f"{loc}: {err['msg']}"
+
+
+def _strip_optional(tp: Any) -> Any:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return tp
+
+
+def _type_at(model: Any, loc: tuple) -> Any:
+    """The annotation at `loc` inside `model` (through models, lists and dicts), None when unknown."""
+    from pydantic import BaseModel
+
+    tp = model
+    for part in loc:
+        tp = _strip_optional(tp)
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin in (list, tuple, set, frozenset) and args:
+            tp = args[0]
+        elif origin is dict and len(args) == 2:
+            tp = args[1]
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(str(part)) or next(
+                (f for f in tp.model_fields.values() if f.alias == part), None)
+            if field is None:
+                return None
+            tp = field.annotation
+        else:
+            return None
+    return _strip_optional(tp)
+
+
+def _fields_at(model: Any, loc: tuple) -> list[str] | None:
+    from pydantic import BaseModel
+
+    tp = _type_at(model, loc)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [f.alias or name for name, f in tp.model_fields.items() if not f.exclude]
+    return None
+
+
+def _literal_choices(model: Any, loc: tuple) -> list:
+    tp = _type_at(model, loc)
+    return list(typing.get_args(tp)) if typing.get_origin(tp) is typing.Literal else []
 
 
 # -- model calls: which failures are the agent's (context) and which the service's (infra) ----------

@@ -12,12 +12,14 @@ the file, the entry and the field.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from swe_residual.errors import InputError
+from swe_residual.errors import InputError, did_you_mean, names_list, unknown_name, validation_line
 from swe_residual.interactions import Interaction, read_interactions
 from swe_residual.patches import parse_patch, patch_files
 from swe_residual.safe_read import read_yaml
@@ -157,35 +159,64 @@ def _entry_label(raw: Any, index: int) -> str:
     return f"states[{index}]"
 
 
+@dataclass
+class StatesRead:
+    """What a states file gave: the states loaded, and the entries left out because their task is
+    not among the tasks given (only with missing_tasks="leave_out")."""
+
+    states: list[LoadedState]
+    left_out: list[ResidualState] = field(default_factory=list)
+
+
 def load_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | None,
-                tracks: set[str] | None = None) -> list[LoadedState]:
+                tracks: set[str] | None = None, **options: Any) -> list[LoadedState]:
+    """Load and cross-check states.yaml (read_states, without what it left out)."""
+    return read_states(path, tasks_by_track, tracks, **options).states
+
+
+def read_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | None,
+                tracks: set[str] | None = None, *, known_tracks: Collection[str] | None = None,
+                missing_tasks: str = "error") -> StatesRead:
     """Load and cross-check states.yaml; only entries of `tracks` (all when None) are checked.
     With tasks_by_track None the tasks are not consulted (a states pack checked where its tasks
-    are not fetched yet): schema, ids and artifacts are still checked."""
+    are not fetched yet): schema, ids and artifacts are still checked.
+
+    An entry whose track is not in `known_tracks` (when given) is an error even when its track is
+    not selected: a misspelt track must not drop a state without a word. An entry whose task is
+    missing from its track's tasks is an error, or with missing_tasks="leave_out" left out and
+    returned in `left_out` (the project's own states under a --tasks-dir holding other tasks)."""
     path = Path(path)
     raw = read_yaml(path, "states file")
     if not isinstance(raw, dict) or not isinstance(raw.get("states", []), list):
         raise InputError(f"{path}: top level must be a mapping with a 'states' list")
+    for key in sorted(set(raw) - set(StatesFile.model_fields)):
+        raise InputError(f"{path}: {key}: unknown field ({did_you_mean(str(key), ['states'])}the top level "
+                         "holds only states: [...])")
     seen: set[str] = set()
     loaded: list[LoadedState] = []
+    left_out: list[ResidualState] = []
     for index, item in enumerate(raw.get("states") or []):
         label = _entry_label(item, index)
         try:
             entry = ResidualState.model_validate(item)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"]) or "(entry)"
-            raise InputError(f"{path}: {label}: {loc}: {err['msg']}") from None
+            raise InputError(f"{path}: {label}: {validation_line(exc, ResidualState)}") from None
         if entry.id in seen:
             raise InputError(f"{path}: {label}: id: duplicate state id {entry.id!r}")
         seen.add(entry.id)
+        if known_tracks is not None and entry.track not in known_tracks:
+            raise InputError(f"{path}: {label}: track: {unknown_name('track', entry.track, known_tracks)}")
         if tracks is not None and entry.track not in tracks:
             continue
         machine = entry.artifact.interactions is not None
-        field = "artifact.interactions" if machine else "artifact.patch"
+        field_name = "artifact.interactions" if machine else "artifact.patch"
         if tasks_by_track is not None:
-            _check_task(path, label, entry, tasks_by_track, machine, field)
-        art_path = _artifact_path(path, label, field.removeprefix("artifact."), entry.artifact.path)
+            track_tasks = tasks_by_track.get(entry.track)
+            if missing_tasks == "leave_out" and track_tasks is not None and entry.task not in track_tasks:
+                left_out.append(entry)
+                continue
+            _check_task(path, label, entry, tasks_by_track, machine, field_name)
+        art_path = _artifact_path(path, label, field_name.removeprefix("artifact."), entry.artifact.path)
         trajectory_path = (_artifact_path(path, label, "trajectory", entry.artifact.trajectory)
                            if entry.artifact.trajectory else None)
         actual = sha256_file(art_path)
@@ -197,12 +228,12 @@ def load_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | N
                 if not read_interactions(art_path):
                     raise InputError(f"{entry.artifact.path}: no interactions in it")
             except InputError as exc:
-                raise InputError(f"{path}: {label}: {field}: {exc}") from None
+                raise InputError(f"{path}: {label}: {field_name}: {exc}") from None
         elif not parse_patch(art_path.read_bytes()):
             raise InputError(f"{path}: {label}: artifact.patch: {entry.artifact.path} is not a git patch "
                              "(no file diff in it; make it with git diff --binary)")
         loaded.append(LoadedState(entry, art_path, trajectory_path))
-    return loaded
+    return StatesRead(loaded, left_out)
 
 
 def _check_task(path: Path, label: str, entry: ResidualState, tasks_by_track: Mapping[str, Mapping[str, Task]],
@@ -210,9 +241,12 @@ def _check_task(path: Path, label: str, entry: ResidualState, tasks_by_track: Ma
     """The entry names a loaded track and task, and its artifact is the kind that task's states hold."""
     track_tasks = tasks_by_track.get(entry.track)
     if track_tasks is None:
-        raise InputError(f"{path}: {label}: track: unknown track {entry.track!r}")
+        raise InputError(f"{path}: {label}: track: {unknown_name('track', entry.track, tasks_by_track)}")
     if entry.task not in track_tasks:
-        raise InputError(f"{path}: {label}: task: unknown task {entry.task!r} in track {entry.track!r}")
+        where = next((f" in {t.path.parent}" for t in track_tasks.values()), "")
+        raise InputError(f"{path}: {label}: task: unknown task {entry.task!r}: no such task of track "
+                         f"{entry.track!r}{where} ({did_you_mean(entry.task, track_tasks)}"
+                         f"tasks: {names_list(track_tasks)})")
     kind = track_tasks[entry.task].kind
     if machine != (kind == "machine"):
         raise InputError(f"{path}: {label}: {field}: task {entry.task!r} is a {kind} task; its states need "

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from swe_residual.errors import InputError
+from swe_residual.errors import InputError, did_you_mean
 from swe_residual.registry import BACKENDS
 
 CONFIG_NAME = "track.toml"
@@ -69,7 +69,8 @@ def load_track_config(suite: Path) -> TrackConfig:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({' '.join(str(exc).split())}); fix the file") from None
     for key in sorted(set(data) - _TOP_KEYS):
-        raise InputError(f"{path}: {key}: unknown field (known: {', '.join(sorted(_TOP_KEYS))})")
+        raise InputError(f"{path}: {key}: unknown field ({did_you_mean(key, _TOP_KEYS)}known: "
+                         f"{', '.join(sorted(_TOP_KEYS))})")
     backend = _string(path, "default_backend", data.get("default_backend", "local"))
     if backend not in BACKENDS:
         raise InputError(f"{path}: default_backend: {backend!r} is no backend (choose from {', '.join(BACKENDS)})")
@@ -83,7 +84,8 @@ def load_track_config(suite: Path) -> TrackConfig:
     if not isinstance(tasks, dict):
         raise InputError(f"{path}: tasks: must be a table ([tasks])")
     for key in sorted(set(tasks) - _TASK_KEYS):
-        raise InputError(f"{path}: tasks.{key}: unknown field (known: {', '.join(sorted(_TASK_KEYS))})")
+        raise InputError(f"{path}: tasks.{key}: unknown field ({did_you_mean(key, _TASK_KEYS)}known: "
+                         f"{', '.join(sorted(_TASK_KEYS))})")
     url = _string(path, "tasks.url", tasks["url"]) if "url" in tasks else None
     if url is not None and (not url or url.startswith("-")):
         raise InputError(f"{path}: tasks.url: {url!r} is no repository URL")
@@ -115,8 +117,8 @@ def suite_dir(track: str) -> Path:
     """The suite directory of a track (suites/<track>); InputError naming the known ones."""
     path = SUITES_ROOT / track
     if not path.is_dir() or track.startswith(("_", ".")) or "/" in track:
-        known = ", ".join(known_tracks())
-        raise InputError(f"--track {track}: unknown track (known: {known})")
+        known = known_tracks()
+        raise InputError(f"--track {track}: unknown track ({did_you_mean(track, known)}known: {', '.join(known)})")
     return path
 
 

@@ -54,13 +54,90 @@ def run_suite(tmp: Path, *args: str, env: dict | None = None) -> tuple[subproces
     return proc, records
 
 
-def test_agents_command_lists_every_kind():
-    out = subprocess.run([sys.executable, "-m", "swe_residual.cli", "agents"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
-    names = {line.split()[0]: line.split()[1] for line in out.splitlines()}
-    assert names["nop"] == "builtin" and names["oracle"] == "builtin"
-    assert names["scripted-msa"] == "mini-swe-agent" and names["mini-swe-agent"] == "mini-swe-agent"
-    assert names["replay:<commands"] == "file>" or any(n.startswith("replay") for n in names)
+def _agents_json(env: dict) -> dict[str, dict]:
+    out = subprocess.run([sys.executable, "-m", "swe_residual.cli", "agents", "--format", "json"], cwd=ROOT,
+                         capture_output=True, text=True, check=True, env=env).stdout
+    return {a["name"]: a for a in json.loads(out)}
+
+
+def test_agents_command_shows_descriptions_needs_and_whether_each_runs_now():
+    env = {k: v for k, v in os.environ.items() if k not in ("MOONSHOT_API_KEY", "MSWEA_MODEL_NAME")}
+    agents = _agents_json(env)
+    assert agents["nop"]["harness"] == "builtin" and agents["oracle"]["ready"]
+    assert {"scripted-msa", "mini-swe-agent", "kimi", "command:<shell command>", "replay:<commands file>"} <= set(agents)
+    # descriptions come from agents.yaml
+    import yaml
+    declared = yaml.safe_load((ROOT / "agents.yaml").read_text())["agents"]
+    for name, spec in declared.items():
+        assert agents[name]["description"] == spec["description"], name
+    kimi = agents["kimi"]
+    assert kimi["needs"] == ["$MOONSHOT_API_KEY", "the `agents` extra"]
+    assert (kimi["ready"], kimi["problems"]) == (False, ["$MOONSHOT_API_KEY is not set"])
+    assert agents["mini-swe-agent"]["problems"] == ["$MSWEA_MODEL_NAME is not set"]   # the variable its model names
+    assert agents["scripted-msa"]["ready"] and agents["scripted-msa"]["needs"] == ["the `agents` extra"]
+    assert _agents_json({**env, "MOONSHOT_API_KEY": CANARY})["kimi"]["ready"]
+    text = subprocess.run([sys.executable, "-m", "swe_residual.cli", "agents"], cwd=ROOT, capture_output=True,
+                          text=True, check=True, env=env).stdout
+    assert "kimi  [mini-swe-agent]  not ready: $MOONSHOT_API_KEY is not set" in text
+    assert "    needs: $MOONSHOT_API_KEY, the `agents` extra" in text
+    assert CANARY not in text
+
+
+def _site_without_the_agents_extra(tmp: Path) -> dict[str, str]:
+    """An environment whose Python has every installed package except mini-swe-agent and LiteLLM (the
+    `agents` extra): this venv's site-packages linked one entry at a time, run with -S."""
+    import site
+    sp = Path(next(p for p in site.getsitepackages() if Path(p, "pydantic").is_dir()))
+    out = tmp / "site"
+    out.mkdir()
+    for entry in sp.iterdir():
+        name = entry.name
+        if name in ("minisweagent", "litellm", "litellm_cli", "__pycache__") or name.endswith(".pth") \
+                or name.startswith(("mini_swe_agent-", "litellm-", "__editable__")):
+            continue
+        (out / name).symlink_to(entry.resolve())
+    return {**os.environ, "PYTHONPATH": str(out)}
+
+
+def test_missing_agents_extra_names_the_option_the_user_typed(tmp_path):
+    env = _site_without_the_agents_extra(tmp_path)
+    probe = subprocess.run([sys.executable, "-S", "-c", "import minisweagent"], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+    assert probe.returncode == 1 and "No module named 'minisweagent'" in probe.stderr
+    proc = subprocess.run([sys.executable, "-S", "-m", "pytest", "suites/demo", "--agent", "scripted-msa", "--run-dir",
+                           str(tmp_path / "run")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("ERROR:")]
+    assert line == ("ERROR: --agent scripted-msa: the mini-swe-agent harness needs the `agents` extra (mini-swe-agent "
+                    "and LiteLLM), which is not installed: No module named 'minisweagent'; install it with "
+                    "pip install -e '.[agents]'"), line
+    proc = subprocess.run([sys.executable, "-S", "-m", "swe_residual.cli", "residualize", "run", "--track", "demo",
+                           "--predecessor", "scripted-predecessor", str(tmp_path / "work")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "error: --predecessor scripted-predecessor: the mini-swe-agent harness needs the `agents` extra"), proc.stderr
+    agents = json.loads(subprocess.run([sys.executable, "-S", "-m", "swe_residual.cli", "agents", "--format", "json"],
+                                       cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout)
+    msa = next(a for a in agents if a["name"] == "scripted-msa")
+    assert msa["problems"] == ["mini-swe-agent and LiteLLM not installed (pip install -e '.[agents]')"]
+    # a misspelt predecessor gets the close match, under the option typed
+    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "residualize", "run", "--track", "demo",
+                           "--predecessor", "scripted-predecesor", str(tmp_path / "work2")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "error: --predecessor scripted-predecesor: unknown agent 'scripted-predecesor' (did you mean "
+        "'scripted-predecessor'? known: "), proc.stderr
+
+
+def test_litellm_prints_no_provider_banner(tmp_path):
+    # the scripted predecessor's model name is unknown to LiteLLM's cost lookup: before, a red
+    # "Provider List: https://docs.litellm.ai/docs/providers" line per model call (4 on this task)
+    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "residualize", "run", "--track", "demo",
+                           "--predecessor", "scripted-predecessor", "--task", "rate-limiter-burst",
+                           str(tmp_path / "work")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "scripted-predecessor-rate-limiter-burst-r1: submitted, declared complete True" in proc.stdout
+    assert "Provider List" not in proc.stdout + proc.stderr and "Give Feedback" not in proc.stdout + proc.stderr
 
 
 def test_mini_swe_agent_fixes_residual_state_through_scripted_model(tmp_path, backend):

@@ -53,7 +53,57 @@ def test_wrong_hash(setup):
 def test_unknown_task(setup):
     tmp, tasks, entry = setup
     entry["task"] = "nope"
-    assert _error(tmp, tasks, [entry]) == "states[0] (id 'calc--partial'): task: unknown task 'nope' in track 'demo'"
+    assert _error(tmp, tasks, [entry]) == ("states[0] (id 'calc--partial'): task: unknown task 'nope': no such task "
+                                           f"of track 'demo' in {(tmp / 'tasks').resolve()} (tasks: calc)")
+    entry["task"] = "calx"
+    assert _error(tmp, tasks, [entry]).endswith("(did you mean 'calc'? tasks: calc)")
+
+
+def test_unknown_track_is_an_error_even_when_its_track_is_not_selected(setup):
+    # before: an entry of a misspelt track was skipped like one of another track, without a word
+    tmp, tasks, entry = setup
+    path = write_states(tmp, [dict(entry, track="dmeo")])
+    with pytest.raises(InputError) as err:
+        load_states(path, tasks, tracks={"demo"}, known_tracks={"demo", "deepswe", "terminal_bench"})
+    assert str(err.value) == (f"{path}: states[0] (id 'calc--partial'): track: unknown track 'dmeo' (did you mean "
+                              "'demo'? known: deepswe, demo, terminal_bench)")
+    # a known track that is not selected is not loaded, and not an error
+    path = write_states(tmp, [dict(entry, track="terminal_bench")])
+    assert load_states(path, tasks, tracks={"demo"}, known_tracks={"demo", "terminal_bench"}) == []
+
+
+def test_leave_out_mode_returns_the_entries_of_missing_tasks(setup):
+    from swe_residual.states import read_states
+
+    tmp, tasks, entry = setup
+    other = dict(entry, id="other--state", task="other")
+    got = read_states(write_states(tmp, [entry, other]), tasks, missing_tasks="leave_out")
+    assert [s.id for s in got.states] == ["calc--partial"] and [s.id for s in got.left_out] == ["other--state"]
+
+
+def test_misspelt_field_names_the_close_match(setup):
+    tmp, tasks, entry = setup
+    entry["tsak"] = entry.pop("task")
+    # not "task: Field required": the misspelt key is what to fix
+    msg = _error(tmp, tasks, [entry])
+    assert msg.startswith("states[0] (id 'calc--partial'): tsak: unknown field (did you mean 'task'? fields: "), msg
+    entry["task"] = entry.pop("tsak")
+    entry["artifact"]["sha265"] = entry["artifact"].pop("sha256")
+    assert _error(tmp, tasks, [entry]).startswith("states[0] (id 'calc--partial'): artifact.sha265: unknown field "
+                                                  "(did you mean 'sha256'? fields: ")
+    entry["artifact"]["sha256"] = entry["artifact"].pop("sha265")
+    entry["initial_verdict"]["failing_test"] = entry["initial_verdict"].pop("failing_tests")
+    assert _error(tmp, tasks, [entry]).startswith("states[0] (id 'calc--partial'): initial_verdict.failing_test: "
+                                                  "unknown field (did you mean 'failing_tests'? fields: ")
+
+
+def test_misspelt_top_level_key_is_not_an_empty_file(setup):
+    tmp, tasks, entry = setup
+    path = tmp / "states.yaml"
+    path.write_text("stats: []\n")
+    with pytest.raises(InputError) as err:
+        load_states(path, tasks)
+    assert str(err.value) == f"{path}: stats: unknown field (did you mean 'states'? the top level holds only states: [...])"
 
 
 def test_missing_artifact_and_duplicate_id(setup):

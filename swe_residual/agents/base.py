@@ -92,6 +92,7 @@ class Agent(ABC):
     """An agent under evaluation (or a reference agent such as nop/oracle)."""
 
     harness: ClassVar[str] = "builtin"
+    option: str = "--agent"              # the option the name came from (--agent, --predecessor): errors say it
     timeout_sec: float | None = None     # budget overrides from the agent's config
     step_limit: int | None = None
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swe_residual.errors import InputError
+from swe_residual.errors import InputError, validation_line
 from swe_residual.safe_read import read_yaml
 
 
@@ -53,9 +53,7 @@ def load_agents_file(path: Path) -> dict[str, AgentSpec]:
     try:
         parsed = AgentsFile.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{path}: {loc}: {err['msg']}") from None
+        raise InputError(f"{path}: {validation_line(exc, AgentsFile)}") from None
     for name, spec in parsed.agents.items():
         spec.source = str(path)
         base = path.parent
@@ -113,8 +111,7 @@ def _replay_yaml(path: Path) -> AgentSpec:
     try:
         parsed = ReplayFile.model_validate(read_yaml(path, "replay file") or {})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise InputError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise InputError(f"{path}: {validation_line(exc, ReplayFile)}") from None
     if not (parsed.commands or parsed.task_commands):
         raise InputError(f"{path}: commands: a replay file needs commands or task_commands")
     return AgentSpec(harness="replay", description=parsed.description, commands=parsed.commands,

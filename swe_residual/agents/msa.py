@@ -19,6 +19,7 @@ import time
 
 from swe_residual.agents.base import Agent, AgentContext, AgentResult, BudgetExhausted
 from swe_residual.agents.config import AgentSpec
+from swe_residual.agents.extras import extra_missing, quiet_litellm
 from swe_residual.errors import InputError, raise_model_error
 from swe_residual.redact import redact, register_secret_env
 from swe_residual.trajectory import litellm_usage
@@ -79,7 +80,7 @@ class ModelAgent(Agent):
     def check_keys(self) -> None:
         missing = [k for k in self.spec.api_key_env if not os.environ.get(k)]
         if missing:
-            raise InputError(f"--agent {self.name}: environment variable {missing[0]} (its API key, "
+            raise InputError(f"{self.option} {self.name}: environment variable {missing[0]} (its API key, "
                              f"api_key_env in {self.spec.source or 'agents.yaml'}) is not set")
 
 
@@ -92,9 +93,9 @@ class MiniSweAgent(ModelAgent):
             try:
                 import minisweagent.agents.default  # noqa: F401
                 import minisweagent.models.litellm_model  # noqa: F401
+                quiet_litellm()
             except ImportError as exc:
-                raise InputError(f"--agent {self.name}: mini-swe-agent is not installed ({exc}); "
-                                 "pip install -e '.[agents]'") from None
+                raise InputError(extra_missing(self.option, self.name, self.harness, exc)) from None
         self.check_keys()
 
     def run(self, ctx: AgentContext) -> AgentResult:
@@ -108,6 +109,7 @@ class MiniSweAgent(ModelAgent):
         from minisweagent.exceptions import Submitted
         from minisweagent.models.litellm_model import LitellmModel
 
+        quiet_litellm()
         spec = self.spec
         command_timeout = spec.command_timeout_sec
 

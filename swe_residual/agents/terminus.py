@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from swe_residual.agents.base import AgentContext, AgentResult, BudgetExhausted
+from swe_residual.agents.extras import extra_missing, quiet_litellm
 from swe_residual.agents.msa import ModelAgent, _library_env
 from swe_residual.backends.machine.terminal import TmuxTerminal
 from swe_residual.errors import ContextExhausted, InputError, raise_model_error
@@ -133,10 +134,9 @@ class TerminusAgent(ModelAgent):
     def check(self) -> None:
         try:
             with _library_env():
-                import litellm  # noqa: F401
+                quiet_litellm()
         except ImportError as exc:
-            raise InputError(f"--agent {self.name}: LiteLLM is not installed ({exc}); pip install -e '.[agents]'") \
-                from None
+            raise InputError(extra_missing(self.option, self.name, self.harness, exc)) from None
         self.check_keys()
 
     def unsupported(self, task) -> str | None:
@@ -163,7 +163,7 @@ class TerminusAgent(ModelAgent):
 
     def _complete(self, ctx: AgentContext, messages: list[dict], kwargs: dict) -> str:
         with _library_env():       # LiteLLM reads its settings when it is imported
-            import litellm
+            litellm = quiet_litellm()
         try:
             resp = litellm.completion(model=self.model_name, messages=messages,
                                       timeout=max(5.0, min(600.0, ctx.budget.remaining_s)), num_retries=0, **kwargs)

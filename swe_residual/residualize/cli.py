@@ -7,6 +7,12 @@ import argparse
 from swe_residual.registry import BACKENDS
 from swe_residual.residualize.workdir import WorkDir
 
+USAGE = "2 usage error (one line `error: ...` naming the option, file or field)"
+
+
+def _exits(*codes: str) -> str:
+    return "exit status: " + "; ".join([*codes, USAGE])
+
 
 def _tasks_options(p: argparse.ArgumentParser, track_required: bool = False) -> None:
     p.add_argument("--track", required=track_required, default=None,
@@ -54,27 +60,40 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("residualize", help="build Residual States from predecessor runs (Stages I-IV)",
-                       description=__doc__)
+                       description=__doc__ + " Stage by stage: run or import, filter, review, build; status "
+                       "counts what each stage kept and dropped (docs/residualization.md).",
+                       epilog="exit status: per subcommand (see its --help)")
     rsub = r.add_subparsers(dest="residualize_command", required=True)
 
-    run = rsub.add_parser("run", help="Stage I: run a predecessor agent on every task from the clean state")
+    about = "Stage I: run a predecessor agent on every task from the clean state"
+    run = rsub.add_parser("run", help=about, description=about + "; running it again resumes (recorded runs "
+                          "are skipped)", epilog=_exits("0 every run recorded",
+                                                        "1 some runs not recorded (infra errors; run it again)"))
     _tasks_options(run, track_required=True)
     _backend_option(run)
-    run.add_argument("--predecessor", required=True, metavar="AGENT", help="any agent --agent accepts")
+    run.add_argument("--predecessor", required=True, metavar="AGENT", help="any agent --agent accepts "
+                     "(`swe-residual agents` lists them; model agents need the `agents` extra)")
     run.add_argument("--model-family", default=None, help="recorded as the predecessor's model family "
                      "(default: from the agent's model, else the harness)")
     run.add_argument("--attempts", type=int, default=1, help="runs per task (default 1)")
-    run.add_argument("--agent-timeout", type=float, default=None, metavar="S")
-    run.add_argument("--agent-config", action="append", default=[], metavar="PATH")
+    run.add_argument("--agent-timeout", type=float, default=None, metavar="S",
+                     help="the predecessor's wall-time budget per run (default: the task's [agent] timeout_sec)")
+    run.add_argument("--agent-config", action="append", default=[], metavar="PATH",
+                     help="extra agents.yaml with named agent configs (repeatable)")
     run.add_argument("--task", action="append", default=[], metavar="ID", help="only these tasks")
-    run.add_argument("-j", "--jobs", type=int, default=2)
-    run.add_argument("workdir", metavar="WORKDIR")
+    run.add_argument("-j", "--jobs", type=int, default=2, help="runs at once (default 2)")
+    run.add_argument("workdir", metavar="WORKDIR", help="the work dir (created if missing)")
     run.set_defaults(func=cmd_run)
 
-    imp = rsub.add_parser("import", help="Stage I from real runs: Harbor/Pier trials or jobs, SWE-bench "
-                          "predictions + reports, mini-swe-agent trajectories, DeepSWE's public leaderboard release")
+    about = ("Stage I from real runs: Harbor/Pier trials or jobs, SWE-bench predictions + reports, mini-swe-agent "
+             "trajectories, DeepSWE's public leaderboard release")
+    imp = rsub.add_parser("import", help=about, description=about + "; importing again adds nothing twice",
+                          epilog=_exits("0 every source imported",
+                                        "1 some source could not be read (one FAILED line each), or trials of the "
+                                        "release were refused or left incomplete"))
     imp.add_argument("--format", required=True,
-                     choices=["harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1", "deepswe-release"])
+                     choices=["harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1", "deepswe-release"],
+                     help="what the SOURCEs are")
     _tasks_options(imp, track_required=True)
     imp.add_argument("--model-family", default=None, help="recorded as the model family of every run imported "
                      "(default: from the model the source names; required when it names none)")
@@ -90,11 +109,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rel.add_argument("--family-map", default=None, metavar="PATH",
                      help="YAML/JSON {model-name prefix: family} overriding the built-in table")
     rel.add_argument("-v", "--verbose", action="store_true", help="one line per imported run")
-    imp.add_argument("sources", nargs="*", metavar="SOURCE")
-    imp.add_argument("workdir", metavar="WORKDIR")
+    imp.add_argument("sources", nargs="*", metavar="SOURCE", help="job, trial, prediction or trajectory files "
+                     "and dirs (none with --format deepswe-release)")
+    imp.add_argument("workdir", metavar="WORKDIR", help="the work dir (created if missing)")
     imp.set_defaults(func=cmd_import)
 
-    flt = rsub.add_parser("filter", help="Stage II: keep declared-complete, validly failing, changed, unique runs")
+    about = "Stage II: keep declared-complete, validly failing, changed, unique runs"
+    flt = rsub.add_parser("filter", help=about, description=about + "; every dropped run is counted with its reason",
+                          epilog=_exits("0"))
     flt.add_argument("--ignore", action="append", default=[], metavar="GLOB",
                      help="more incidental-artifact globs (added to the defaults)")
     flt.add_argument("--no-default-ignores", action="store_true", help="drop the default incidental globs")
@@ -105,43 +127,55 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="select candidates of these model families only, in this order of preference "
                           "(repeat the option or separate with commas)")
     flt.add_argument("--seed", type=int, default=0, help="the selection's order within and across families")
-    flt.add_argument("workdir", metavar="WORKDIR")
+    flt.add_argument("workdir", metavar="WORKDIR", help="the work dir of Stage I")
     flt.set_defaults(func=cmd_filter)
 
-    rev = rsub.add_parser("review", help="Stage III: review packets, the review page, recorded decisions")
+    about = "Stage III: review packets, the review page, recorded decisions"
+    rev = rsub.add_parser("review", help=about, description=about + " (two reviewers per candidate)",
+                          epilog=_exits("0", "1 some packets could not be written (a summary model failing), or "
+                                        "imported decisions were refused (one line each)"))
     _tasks_options(rev)
     rev.add_argument("--serve", action="store_true", help="start the local review page")
-    rev.add_argument("--host", default="127.0.0.1")
-    rev.add_argument("--port", type=int, default=8765)
+    rev.add_argument("--host", default="127.0.0.1", help="--serve: the address to listen on (default 127.0.0.1)")
+    rev.add_argument("--port", type=int, default=8765, help="--serve: the port (default 8765)")
     rev.add_argument("--summary-model", default=None, metavar="MODEL",
                      help="LiteLLM model that summarizes trajectories (default: a deterministic digest)")
-    rev.add_argument("--reviewer", default=None, metavar="NAME")
-    rev.add_argument("--candidate", default=None, metavar="ID")
-    rev.add_argument("--task-directed", choices=["yes", "no"], default=None)
-    rev.add_argument("--consistent", choices=["yes", "no"], default=None)
-    rev.add_argument("--comment", default="")
+    rev.add_argument("--reviewer", default=None, metavar="NAME", help="who decides (a decision needs --reviewer, "
+                     "--candidate, --task-directed and --consistent)")
+    rev.add_argument("--candidate", default=None, metavar="ID", help="the candidate decided on")
+    rev.add_argument("--task-directed", choices=["yes", "no"], default=None,
+                     help="criterion (a): the predecessor's changes are directed at the task (no unrelated "
+                          "or incidental changes)")
+    rev.add_argument("--consistent", choices=["yes", "no"], default=None,
+                     help="criterion (b): task-verifier consistent (the request and the hidden tests agree "
+                          "on what completion is)")
+    rev.add_argument("--comment", default="", help="a note kept with the decision")
     rev.add_argument("-j", "--jobs", type=int, default=4, help="packets made at once (model summaries; default 4)")
     share = rev.add_mutually_exclusive_group()
     share.add_argument("--export-decisions", default=None, metavar="FILE",
                        help="write the decisions recorded here as JSONL (only --reviewer's when given)")
     share.add_argument("--import-decisions", default=None, metavar="FILE",
                        help="add the decisions of a file another machine exported")
-    rev.add_argument("workdir", metavar="WORKDIR")
+    rev.add_argument("workdir", metavar="WORKDIR", help="the work dir of Stages I-II")
     rev.set_defaults(func=cmd_review)
 
-    bld = rsub.add_parser("build", help="Stage IV: rebuild kept candidates, validate, write states")
+    about = "Stage IV: rebuild kept candidates, validate, write states"
+    bld = rsub.add_parser("build", help=about, description=about + "; every outcome (also a failed rebuild) is "
+                          "recorded, so running it again resumes", epilog=_exits("0"))
     _tasks_options(bld)
     _backend_option(bld)
     bld.add_argument("--states", default=None, metavar="PATH", help="states file to add the states to (default "
                      "WORKDIR/states/states.yaml; created if missing, only ever appended to; patches go to states/ "
                      "beside it)")
     bld.add_argument("-j", "--jobs", type=int, default=2, help="candidates validated at once (default 2)")
-    bld.add_argument("workdir", metavar="WORKDIR")
+    bld.add_argument("workdir", metavar="WORKDIR", help="the work dir of Stages I-III")
     bld.set_defaults(func=cmd_build)
 
-    st = rsub.add_parser("status", help="counts per stage and reason")
-    st.add_argument("--format", choices=["text", "json"], default="text")
-    st.add_argument("workdir", metavar="WORKDIR")
+    about = "counts per stage and reason"
+    st = rsub.add_parser("status", help=about, description=about + " (also written to construction.jsonl)",
+                         epilog=_exits("0"))
+    st.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
+    st.add_argument("workdir", metavar="WORKDIR", help="the work dir")
     st.set_defaults(func=cmd_status)
 
 

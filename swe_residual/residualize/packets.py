@@ -152,11 +152,12 @@ def model_summary(model: str, request: str, traj: Trajectory | None, why_not: st
                   run: PredecessorRun, files: list[str]) -> Summary:
     """Ask a LiteLLM model (credentials and api base from LiteLLM's usual environment variables)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
+    from swe_residual.agents.extras import INSTALL, quiet_litellm
     try:
-        import litellm
+        litellm = quiet_litellm()
     except ImportError as exc:
-        raise InputError(f"--summary-model {model}: LiteLLM is not installed ({exc}); "
-                         "pip install -e '.[agents]'") from None
+        raise InputError(f"--summary-model {model}: LiteLLM (the `agents` extra) is not installed ({exc}); "
+                         f"install it with {INSTALL}") from None
     from swe_residual.errors import classify_model_error
 
     user = (f"Request given to the agent:\n{clip(request, 8000)}\n\n"

@@ -80,7 +80,7 @@ def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
     if unknown:
         raise InputError(f"--task: unknown task(s) {', '.join(unknown)} in track {args.track!r} "
                          f"(known: {', '.join(sorted(tasks))})")
-    registry = AgentRegistry([Path(p) for p in args.agent_config])
+    registry = AgentRegistry([Path(p) for p in args.agent_config], option="--predecessor")
     agent = registry.get(args.predecessor)
     probe = Case(args.predecessor, next(iter(tasks.values())), "clean")
     predecessor = {"agent": probe.agent_label,

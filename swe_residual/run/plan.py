@@ -12,11 +12,11 @@ from pathlib import Path
 from swe_residual.agents import AgentRegistry
 from swe_residual.backends import backend_class
 from swe_residual.backends.base import machine_refusal
-from swe_residual.errors import InputError
+from swe_residual.errors import InputError, names_list
 from swe_residual.run.runner import Case, build_cases
-from swe_residual.states import LoadedState, load_states
+from swe_residual.states import LoadedState, ResidualState, read_states
 from swe_residual.tasks import Task, load_tasks
-from swe_residual.tracks import SUITES_ROOT, load_track_config, tasks_dir_for
+from swe_residual.tracks import BUNDLED_STATES, SUITES_ROOT, known_tracks, load_track_config, tasks_dir_for
 
 
 @dataclass
@@ -33,6 +33,7 @@ class Plan:
     states: list[LoadedState]
     cases: list[Case]
     registry: AgentRegistry
+    notes: list[str] = field(default_factory=list)       # one line each, said once before the run
     by_id: dict[str, Case] = field(init=False, repr=False)        # built once: looked up per case
     _by_track: dict[str, list[Case]] = field(init=False, repr=False)
 
@@ -120,9 +121,13 @@ def _no_tasks_reason(suite: Path) -> str:
     return f"no tasks for track {track!r}: pass --tasks-dir PATH (see {suite / 'README.md'} for how to get them)"
 
 
-def _no_states_reason(suite: Path, states_path: Path) -> str:
+def _no_states_reason(suite: Path, states_path: Path, left_out: list[ResidualState]) -> str:
     track = suite.name
-    return (f"states file {states_path} lists no states for track {track!r}: build them from predecessor runs "
+    others = [s for s in left_out if s.track == track]
+    what = (f"states file {states_path} has no states of the tasks in --tasks-dir (its {len(others)} states of "
+            f"track {track!r} are of other tasks)" if others
+            else f"states file {states_path} lists no states for track {track!r}")
+    return (f"{what}: run `--start clean` for a clean-only baseline, or build them from predecessor runs "
             f"with `swe-residual residualize import --format harbor --track {track} JOB_DIR... WORK` "
             f"(or `swe-residual residualize run --track {track} --predecessor AGENT WORK`), then "
             f"`residualize filter WORK`, `residualize review WORK --serve`, "
@@ -131,9 +136,31 @@ def _no_states_reason(suite: Path, states_path: Path) -> str:
             f"(see {suite / 'README.md'})")
 
 
+def is_default_states(path: Path) -> bool:
+    """Whether `path` is the project's own states.yaml (the default when no --states is given and
+    no pack is installed)."""
+    return Path(path).resolve() == BUNDLED_STATES.resolve()
+
+
+def left_out_note(states_path: Path, tasks_dir: str, left_out: list[ResidualState]) -> str:
+    """The one line saying which states of the default states file a --tasks-dir left out."""
+    by_task: dict[str, int] = {}
+    for s in left_out:
+        by_task[f"{s.track}/{s.task}"] = by_task.get(f"{s.track}/{s.task}", 0) + 1
+    n = len(left_out)
+    return (f"{n} state{'s' if n != 1 else ''} of the default states file {states_path} left out: their "
+            f"task{'s are' if len(by_task) != 1 else ' is'} not in --tasks-dir {tasks_dir} "
+            f"({names_list(by_task)}); pass --states FILE for states of these tasks")
+
+
 def build_plan(suite_dirs: list[Path], *, agents: list[str], start: str, states_path: Path,
                tasks_dir: str | None = None, agent_configs: list[str] | None = None,
-               handoff_views: list[str] | None = None) -> Plan:
+               handoff_views: list[str] | None = None, states_explicit: bool | None = None) -> Plan:
+    """The cases of a run. A states file given explicitly (--states, a fetched pack: anything but
+    the project's own states.yaml unless `states_explicit` says so) must name only known tracks
+    and tasks; the project's states whose tasks a --tasks-dir does not hold are left out with one
+    note. `--start clean` runs every task of a track, whether it has states or not (a clean-only
+    baseline); the other starts run the tasks that have states."""
     registry = AgentRegistry([Path(p) for p in agent_configs or []])
     for name in agents:
         registry.get(name)  # unknown or misconfigured agents fail before anything runs
@@ -147,10 +174,18 @@ def build_plan(suite_dirs: list[Path], *, agents: list[str], start: str, states_
         else:
             track.tasks = load_tasks(tdir, suite.name)
         tracks[suite.name] = track
+    explicit = states_explicit if states_explicit is not None else not is_default_states(states_path)
     states: list[LoadedState] = []
-    if tracks:
-        states = load_states(states_path, {t.name: t.tasks for t in tracks.values()},
-                             tracks={t.name for t in tracks.values() if t.skip_reason is None})
+    left_out: list[ResidualState] = []
+    notes: list[str] = []
+    if tracks and start != "clean":     # a clean-only run uses no state
+        got = read_states(states_path, {t.name: t.tasks for t in tracks.values()},
+                          tracks={t.name for t in tracks.values() if t.skip_reason is None},
+                          known_tracks={*known_tracks(), *suites},
+                          missing_tasks="leave_out" if tasks_dir and not explicit else "error")
+        states, left_out = got.states, got.left_out
+        if left_out:
+            notes.append(left_out_note(states_path, tasks_dir or "", left_out))
     views = list(dict.fromkeys(handoff_views or []))
     if views and start != "clean":
         from swe_residual.run.handoff import read_trajectory
@@ -158,8 +193,11 @@ def build_plan(suite_dirs: list[Path], *, agents: list[str], start: str, states_
             read_trajectory(s)      # every state can show its predecessor's trajectory, before any case
     cases: list[Case] = []
     for t in tracks.values():
+        if start == "clean":
+            cases.extend(Case(agent, t.tasks[task_id], "clean") for agent in agents for task_id in sorted(t.tasks))
+            continue
         t_states = [s for s in states if s.track == t.name]
         if t.tasks and not t_states and t.skip_reason is None:
-            t.skip_reason = _no_states_reason(suites[t.name], states_path)
+            t.skip_reason = _no_states_reason(suites[t.name], states_path, left_out)
         cases.extend(build_cases(agents, t.tasks, t_states, start, views))
-    return Plan(tracks=tracks, states=states, cases=cases, registry=registry)
+    return Plan(tracks=tracks, states=states, cases=cases, registry=registry, notes=notes)
