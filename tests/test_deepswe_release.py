@@ -363,6 +363,25 @@ def test_a_family_map_overrides_the_built_in_table(release, tmp_path):
     assert fams == {"anthropic": 8, "openai": 7, "google": 5, "kimi": 5, "qwen": 5, "deepseek": 6, "glm": 5}
 
 
+def test_non_finite_and_odd_values_in_the_index_are_no_numbers(tmp_path):
+    from tests.deepswe_release_fixture import TrialSpec
+    tasks = copy_tasks(tmp_path / "tasks")
+    odd = {"n_agent_steps": float("inf"), "agent_duration_seconds": float("nan"), "reward": float("nan"),
+           "passed": "yes", "outcome": ["pass"], "config": {"a": 1}, "model": 12345, "errored": "true",
+           "f2p_total": 10 ** 400}
+    fx = make_release(tmp_path / "rel", tasks, rows=[
+        TrialSpec(WORDSTATS, "first-seen-ties", "gpt-5", "candidate", row=odd, forbidden=("verifier/reward.json",))])
+    assert "Infinity" in (fx.root / "trials.json").read_text()       # json.dumps writes them, json.loads takes them
+    work = tmp_path / "w"
+    proc = do_import(tmp_path, str(fx.root), work, tasks)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = lines(work, STAGE1)[0]
+    # no verdict from reward.json (absent) nor from the row (NaN, "yes", ["pass"]): no valid verdict
+    assert (run["verdict"], run["rule"], run["steps"], run["duration_s"]) == ("infra_error", "infra_verifier", 5, None)
+    assert run["source"]["model"] == "12345" and run["predecessor"]["model_family"] == "12345"
+    assert run["source"]["config"] == "{'a': 1}"
+
+
 def test_unreadable_manifests_and_indexes_are_usage_errors(tmp_path):
     tasks = copy_tasks(tmp_path / "tasks")
     fx = make_release(tmp_path / "rel", tasks, rows=[])

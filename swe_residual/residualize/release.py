@@ -18,6 +18,7 @@ or a mirror, adds nothing. What each file means:
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -144,8 +145,15 @@ def _s(row: dict, key: str) -> str | None:
 
 
 def _num(row: dict, key: str) -> float | None:
+    """A finite number of the row (json.loads takes `Infinity` and `NaN`: they are no number here)."""
     v = row.get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:   # an integer too large for a float
+        return None
+    return f if math.isfinite(f) else None
 
 
 def row_reward(row: dict) -> tuple[float | None, str | None]:
@@ -425,7 +433,7 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
                 except (ValueError, RecursionError, OSError) as exc:
                     shutil.rmtree(wd.run_dir(item.run.id), ignore_errors=True)
                     o.failed = f"trial {trial}: cannot be stored: {type(exc).__name__}: {exc}"[:2000]
-        except (InputError, OSError, ValueError, RecursionError) as exc:
+        except Exception as exc:   # whatever a hostile trial makes of the code: that trial fails, the rest goes on
             o.failed = f"trial {trial}: {type(exc).__name__}: {exc}"[:2000]
         return o
 
