@@ -261,12 +261,14 @@ class Controller:
         self.run_page: Path | None = None
         self.run_dir_error: str | None = None
 
-    @pytest.hookimpl(trylast=True)   # after pytest's header
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)   # around pytest's own: after its header
+    def pytest_sessionstart(self, session: pytest.Session):
         """What the plan left out, one line each, once (the controller's plan)."""
+        result = yield
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         for note in self.session.plan.notes if reporter is not None else ():
             reporter.write_line(f"note: {note}", yellow=True)
+        return result
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
