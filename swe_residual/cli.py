@@ -459,7 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
     isub = i.add_subparsers(dest="images_command", required=True, metavar="SUBCOMMAND")
     b = _command(isub, "bootstrap", "build the base images bundled tasks name, offline (debootstrap); as root, "
                  "start dockerd when no engine answers", "0 every base image present or built",
-                 USAGE_ERROR + ": no engine answers, debootstrap missing")
+                 "1 a base image could not be built (no engine and not root, debootstrap missing or failing: "
+                 "the error says which)")
     b.set_defaults(func=cmd_images)
     for name, func, about in (
             ("list", cmd_images_list, "list what the harness keeps between runs about the engine's images (probed "
