@@ -53,6 +53,7 @@ from swe_residual.tracks import (
     SUITES_ROOT,
     cache_root,
     clone_dir,
+    known_tracks,
     locked,
     read_source,
     states_cache_dir,
@@ -118,10 +119,9 @@ def pack_states(states_path: Path | str, out: Path | str, *, track: str | None =
     track = track or _only_track(states_path)
     suite = suite_dir(track)
     tdir = tasks_dir_for(suite, tasks_dir)
-    if tdir is not None:
-        states = load_states(states_path, {track: load_tasks(tdir, track)}, tracks={track})
-    else:
-        states = load_states(states_path, None, tracks={track})
+    # a state of a misspelt track is an error, never silently left out of the pack
+    tasks = {track: load_tasks(tdir, track)} if tdir is not None else None
+    states = load_states(states_path, tasks, tracks={track}, known_tracks=known_tracks())
     if not states:
         raise InputError(f"states pack: {states_path} lists no states of track {track!r}; nothing to pack")
     tarball = out.name.endswith(_TAR_SUFFIXES)

@@ -410,3 +410,20 @@ def test_a_run_finds_the_fetched_states_without_states_and_explicit_states_win(t
     assert collected() == ["oracle-wordstats-top-words-clean", "oracle-wordstats-top-words-residual-renamed-state"]
     assert collected("--states", str(FIXTURE_STATES)) == [
         "oracle-wordstats-top-words-clean", f"oracle-wordstats-top-words-residual-{STATE}"]
+
+
+def test_a_state_of_a_misspelt_track_is_an_error_not_left_out_of_the_pack(tmp_path):
+    """A states file whose second entry says `track: deepsew`: packing its deepswe states must not
+    drop that entry without a word (the pack would silently hold one state fewer)."""
+    import yaml
+
+    from swe_residual.errors import InputError
+    from swe_residual.packs import pack_states
+    data = yaml.safe_load(FIXTURE_STATES.read_text())
+    bad = dict(data["states"][0], id="typo-state", track="deepsew")
+    states = tmp_path / "states.yaml"
+    shutil.copytree(FIXTURE_STATES.parent / "states", tmp_path / "states")
+    states.write_text(yaml.safe_dump({"states": [data["states"][0], bad]}))
+    with pytest.raises(InputError, match=r"unknown track 'deepsew' \(did you mean 'deepswe'"):
+        pack_states(states, tmp_path / "pack", track="deepswe")
+    assert not (tmp_path / "pack").exists()
