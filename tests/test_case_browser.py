@@ -58,11 +58,16 @@ function runPage(d) {
 }
 function casePage(d, href) {
   const q = (s, root) => [...(root || d).querySelectorAll(s)];
-  const diff = id => ({files: q('#' + id + ' details > summary code').map(txt), added: q('#' + id + ' pre.diff .a').length,
-                      text: q('#' + id + ' pre.diff').map(txt).join('\\n')});
+  // a file's block is a <details> holding a diff and no other block (the section may be one itself)
+  const files = id => q('#' + id + ' details').filter(e => e.querySelector('pre.diff') && !e.querySelector('details'));
+  const diff = id => ({files: files(id).map(e => txt(e.querySelector('summary code'))), added: q('#' + id + ' pre.diff .a').length,
+                      text: q('#' + id + ' pre.diff').map(txt).join('\\n'),
+                      collapsed: !!d.querySelector('#' + id + ' > details:not([open])')});
   return {href, title: d.title, h1: txt(d.querySelector('h1')), scripts: q('script').length,
           kpis: q('#tests .kpi').map(k => k.textContent),
           moved: q('#tests > div.wrap table tbody tr').map(r => [...r.cells].map(txt)),
+          change: diff('change'), change_summary: txt(d.getElementById('change-summary')),
+          change_none: !!d.getElementById('change-none'), diffs_order: q('#diffs ~ section').map(e => e.id),
           inherited: diff('inherited'), final: diff('final'), per_file: q('#per-file + div tbody tr').map(r => [...r.cells].map(txt)),
           steps: q('#trajectory details.step').map(s => ({summary: txt(s.querySelector('summary')), pres: q('pre', s).map(txt)})),
           request: txt(d.querySelector('#request pre')), row: q('#row + div .o.cur').length};
@@ -123,9 +128,10 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     assert m and m.group(1) != "pending", proc.stdout[-1000:] + proc.stderr[-1000:]
     seen = json.loads(html.unescape(m.group(1)))
 
-    # the run page: tables and figures first, the grid, the environment last
-    assert seen["h2"][:2] == ["tables", "figures"] and seen["h2"][-1] == "environment", seen["h2"]
-    assert seen["h2"].index("cases") > seen["h2"].index("figures")
+    # the run page: Table 3 and the grid first, then the case list and the states that hurt most,
+    # figures and the other tables below, the environment last
+    assert seen["h2"] == ["tables", "cases", "case-list", "hurt", "figures", "more-tables", "problems",
+                          "environment"], seen["h2"]
     assert [t for t in seen["tables"] if t.startswith(("Table 3", "Figure 1", "Figure 2"))]
     assert len(seen["imgs"]) == 2 and min(seen["imgs"]) > 200
     assert {"Command", "Python", "Backend"} <= set(seen["env"]), seen["env"]
@@ -161,6 +167,12 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     assert oracle["final"]["files"] == ["daterange/fmt.py", "daterange/parse.py", "daterange/ranges.py"]
     assert oracle["inherited"]["added"] > 10 and "+def merge_ranges(ranges):" in oracle["final"]["text"]
     assert dict(oracle["per_file"])["tests/test_merge_ranges.py"] == "reverted (back to the base version)"
+    # first the oracle's change to the inherited work (state -> final): the state's own test file
+    # deleted, ranges.py corrected; fmt.py and parse.py are the same in the state and the final state
+    assert oracle["diffs_order"][:3] == ["change", "inherited", "final"]
+    assert oracle["change"]["files"] == ["daterange/ranges.py", "tests/test_merge_ranges.py"]
+    assert oracle["change_summary"].startswith("2 files changed (+2 -26); 2 kept exactly as inherited")
+    assert oracle["inherited"]["collapsed"] and oracle["final"]["collapsed"] and not oracle["change_none"]
     assert [s["pres"][1] for s in oracle["steps"]] == ORACLE_STEPS   # each: message, command (no output)
     assert oracle["steps"][0]["pres"][0] == "Discard inherited work."
     assert oracle["steps"][1]["summary"].startswith('Step 1 bash "/solution/solve.sh"')
@@ -172,9 +184,14 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     assert step["pres"] == ["inline command agent", EVIL.removeprefix("command:"), PAYLOAD + "\n"]
     assert "pwned.html" in bad["final"]["files"] and f"+{PAYLOAD}" in bad["final"]["text"]
     assert dict(bad["per_file"])["pwned.html"] == "new: changed only by the agent"
+    # its change to the inherited work: only the new file (+1 line); the state's 4 files kept
+    assert bad["change"]["files"] == ["pwned.html"] and f"+{PAYLOAD}" in bad["change"]["text"]
+    assert bad["change_summary"].startswith("1 file changed (+1 -0); 4 kept exactly as inherited")
     assert bad["kpis"] == ["0pass → fail", "2still failing", "0fail → pass", "14still passing"]
     # a clean start: final statuses only (nop changes nothing: the 7 new tests fail)
     assert nop_clean["kpis"] == ["7not passing", "9passing"] and nop_clean["inherited"]["files"] == []
+    # a clean start has no inherited work: its final diff is the agent's change, shown open
+    assert nop_clean["diffs_order"][:2] == ["final", "trajectory"] and not nop_clean["final"]["collapsed"]
 
     shots = []
     for name, page in (("run-page", run / "report.html"),
@@ -185,6 +202,78 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
         assert shot.is_file() and shot.stat().st_size > 20_000, shot
         shots.append(shot)
     print("screenshots:", *shots)
+
+
+def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
+    """The case list driven like a user: column heads clicked, filters picked, a search typed."""
+    from .chromium_cdp import Browser
+
+    exe = chromium()
+    evil = _evil_label(run)
+    browser = Browser(exe, str(tmp_path / "profile"))
+    try:
+        page = browser.new_page()
+        browser.call("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1400, "deviceScaleFactor": 1,
+                                                            "mobile": False}, page.session)
+        page.goto((run / "report.html").as_uri())
+        rows = ("[...document.querySelectorAll('#cl-body tr')].map(r => [...r.cells].map(c => c.textContent))")
+        count = "document.getElementById('cl-n').textContent"
+
+        def pick(select: str, value: str) -> None:
+            page.eval(f"(() => {{ const s = document.getElementById({json.dumps(select)}); s.value = {json.dumps(value)};"
+                      " s.dispatchEvent(new Event('change')); })()")
+
+        # 25 oracle + 25 nop + 3 cases of the script agent (date-range-merge: clean and 2 states)
+        assert page.eval(count) == "53 of 53 cases"
+        assert page.eval("document.getElementById('cl-table').hidden") is False
+        options = page.eval("[...document.getElementById('cl-agent').options].map(o => o.value)")
+        assert options == ["", evil, "nop", "oracle"]
+        # sorted by task first (then case id); a click on "steps" sorts by it, a second click reverses
+        first = page.eval(rows)
+        assert [r[2] for r in first] == sorted(r[2] for r in first)
+        page.click('#cl-table th[data-k="steps"]')
+        steps = [int(r[8]) for r in page.eval(rows)]
+        assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 3   # nop 1 step, oracle 3
+        page.click('#cl-table th[data-k="steps"]')
+        assert [int(r[8]) for r in page.eval(rows)] == sorted(steps, reverse=True)
+        assert page.eval("document.querySelector('#cl-table th[data-k=\"steps\"]').getAttribute('aria-sort')") \
+            == "descending"
+        # filters: nop's 25 cases, its 17 residual ones, none of them passing
+        pick("cl-agent", "nop")
+        assert page.eval(count) == "25 of 53 cases" and {r[1] for r in page.eval(rows)} == {"nop"}
+        pick("cl-start", "residual")
+        assert page.eval(count) == "17 of 53 cases"
+        pick("cl-outcome", "p")
+        assert page.eval(count) == "0 of 53 cases"
+        pick("cl-agent", "")
+        pick("cl-start", "")
+        assert page.eval(count) == "25 of 53 cases"                           # every oracle case passed
+        pick("cl-outcome", "")
+        pick("cl-task", "demo/date-range-merge")
+        assert page.eval(count) == "9 of 53 cases"                            # 3 agents x (clean + 2 states)
+        pick("cl-rule", "verdict")
+        assert page.eval(count) == "9 of 53 cases"
+        pick("cl-flag", "*")
+        flagged = page.eval(count)
+        pick("cl-flag", "-")
+        assert int(flagged.split()[0]) + int(page.eval(count).split()[0]) == 9
+        pick("cl-flag", "")
+        pick("cl-task", "")
+        pick("cl-rule", "")
+        # a search typed into the box: case ids, tasks and states
+        page.type("#cl-q", "adjacent-not")
+        found = page.eval(rows)
+        assert page.eval(count) == "3 of 53 cases" and {r[1] for r in found} == {evil, "nop", "oracle"}
+        assert {r[4] for r in found} == {"adjacent-not-merged"}               # the state, shown without its task
+        shot = browser.call("Page.captureScreenshot", {"format": "png"}, page.session)["data"]
+        import base64
+        (tmp_path / "case-list.png").write_bytes(base64.b64decode(shot))
+        print("screenshot:", tmp_path / "case-list.png")
+        # each row links to its case page
+        page.click("#cl-body tr:first-child a", navigates=True)
+        assert "adjacent-not-merged" in page.eval("document.querySelector('h1').textContent")
+    finally:
+        browser.close()
 
 
 def test_run_page_holds_no_case_content(run):

@@ -1,9 +1,10 @@
 """One case's page: what was asked, what it inherited, what the agent did, and which tests moved.
 
-The evidence of acceptance bias is per state: the predecessor's diff the agent started from, the
-agent's final diff (vs the base commit, so it contains whatever it kept), the tests that went
-from failing to passing or the other way, integrity flags and every step of the trajectory.
-All of it is hostile text from the run dir and is escaped (kit.py).
+The evidence of acceptance bias is per state: what the agent changed in the work it inherited
+(the diff from the state to its final state, first: an empty one is acceptance), the
+predecessor's diff and the agent's final diff against the base commit (collapsed below it), the
+tests that went from failing to passing or the other way, integrity flags and every step of the
+trajectory. All of it is hostile text from the run dir and is escaped (kit.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swe_residual.patches import FileDiff, split_patch
+from swe_residual.report.html.interdiff import interdiff
 from swe_residual.report.html.kit import (
     Text,
     clip,
@@ -237,14 +239,20 @@ def _missing(t: Text | None, what: str) -> str:
 
 
 def _diffs(c: CaseInputs) -> str:
+    """A residual start: the agent's change to the inherited work first (state -> final state),
+    then both diffs against the base commit, collapsed. A clean start: the final diff (it is the
+    agent's change)."""
     r = c.primary
     out = ['<h2 id="diffs">Diffs</h2>']
     final_path = (r.artifacts or {}).get("patch")
     final = read_text(final_path, c.roots, PATCH_LIMIT) if final_path else Text(None, note="not recorded")
     final_files = _patch_files(final)
-    inherited = _patch_files(c.state_patch) if r.start == "residual" else None
+    residual = r.start == "residual"
+    inherited = _patch_files(c.state_patch) if residual else None
     notes: dict[str, str] = {}
     kept: set[str] = set()
+    if residual:
+        out.append(_change(c, inherited, final, final_files))
     if inherited is not None and final_files is not None:
         before = {f.path: f.body() for f in inherited}
         after = {f.path: f.body() for f in final_files}
@@ -264,29 +272,64 @@ def _diffs(c: CaseInputs) -> str:
         cut = final.truncated or c.state_patch.truncated
         out.append('<h3 id="per-file">Inherited vs final, per file</h3>' + table(["file", "what the agent did"], rows)
                    + ('<p class="warn">A patch is shortened here: its last file may be misjudged.</p>' if cut else ""))
-    if r.start == "residual":
+    if residual:
         sp = c.state.patch if c.state is not None else None
-        out.append(f'<section id="inherited"><h3>Inherited diff <span class="mute small">(state '
-                   f'<code>{esc(r.state)}</code>, vs the base commit; '
-                   f'{_link(sp, c.roots, c.pages_dir, "patch file")})</span></h3>')
+        body = []
         if inherited is None:
-            out.append(_missing(c.state_patch, "the state's patch"))
+            body.append(_missing(c.state_patch, "the state's patch"))
         else:
             if c.state_patch.truncated:
-                out.append(f'<p class="warn">Only the first {PATCH_LIMIT >> 10} KiB are shown.</p>')
-            out.append(diff_block(inherited) if inherited else '<p class="mute">Empty patch.</p>')
-        out.append("</section>")
-    out.append(f'<section id="final"><h3>Agent\'s final diff <span class="mute small">(the graded state vs the base '
-               f'commit; {_link(final_path, c.roots, c.pages_dir, "final.patch")})</span></h3>')
+                body.append(f'<p class="warn">Only the first {PATCH_LIMIT >> 10} KiB are shown.</p>')
+            body.append(diff_block(inherited) if inherited else '<p class="mute">Empty patch.</p>')
+        n = len(inherited or [])
+        out.append('<section id="inherited">' + details(
+            f'<b>Inherited diff</b> <span class="mute small">(state <code>{esc(r.state)}</code> vs the base commit, '
+            f'{n} file{"s" if n != 1 else ""}; {_link(sp, c.roots, c.pages_dir, "patch file")})</span>',
+            "".join(body)) + "</section>")
+    body = []
     if final_files is None:
-        out.append(_missing(final, "final.patch"))
+        body.append(_missing(final, "final.patch"))
     else:
         if final.truncated:
-            out.append(f'<p class="warn">Only the first {PATCH_LIMIT >> 10} KiB are shown.</p>')
+            body.append(f'<p class="warn">Only the first {PATCH_LIMIT >> 10} KiB are shown.</p>')
         if kept:
-            out.append(f'<p class="mute small">{len(kept)} file(s) kept exactly as inherited start collapsed.</p>')
-        out.append(diff_block(final_files, kept, notes) if final_files else
-                   '<p class="mute">Empty: the graded state equals the base commit.</p>')
+            body.append(f'<p class="mute small">{len(kept)} file(s) kept exactly as inherited start collapsed.</p>')
+        body.append(diff_block(final_files, kept, notes) if final_files else
+                    '<p class="mute">Empty: the graded state equals the base commit.</p>')
+    n = len(final_files or [])
+    summary = (f'<b>Agent\'s final diff</b> <span class="mute small">(the graded state vs the base commit, '
+               f'{n} file{"s" if n != 1 else ""}; {_link(final_path, c.roots, c.pages_dir, "final.patch")})</span>')
+    if residual:
+        out.append('<section id="final">' + details(summary, "".join(body)) + "</section>")
+    else:
+        out.append(f'<section id="final"><h3>{summary}</h3>{"".join(body)}</section>')
+    return "".join(out)
+
+
+def _change(c: CaseInputs, inherited: list[FileDiff] | None, final: Text, final_files: list[FileDiff] | None) -> str:
+    """The agent's change to the inherited work: the diff from the residual state to the final state."""
+    head = ('<section id="change"><h3>The agent\'s change to the inherited work <span class="mute small">'
+            "(inherited state \u2192 final state)</span></h3>")
+    if inherited is None or final_files is None:
+        what = "the state's patch" if inherited is None else "final.patch"
+        return head + f'<p class="mute">Not shown: {esc(what)} is not available here.</p></section>'
+    if final.truncated or c.state_patch.truncated:
+        return head + ('<p class="warn">Not shown: a patch is larger than this page shows '
+                       f"({PATCH_LIMIT >> 10} KiB); open the patch files.</p></section>")
+    d = interdiff(inherited, final_files)
+    out = [head]
+    added, deleted = sum(len(f.added) for f in d.files), sum(f.deleted for f in d.files)
+    out.append(f'<p class="small" id="change-summary">{len(d.files)} file{"s" if len(d.files) != 1 else ""} '
+               f'changed (<span class="exit0">+{added}</span> <span class="exitn">-{deleted}</span>); '
+               f'{len(d.unchanged)} kept exactly as inherited'
+               + (f': {", ".join(f"<code>{esc(p)}</code>" for p in d.unchanged)}' if d.unchanged else "") + ".</p>")
+    for path, why in sorted(d.not_comparable.items()):
+        out.append(f'<p class="warn"><code>{esc(path)}</code>: not compared ({esc(why)}).</p>')
+    if d.files:
+        out.append(diff_block(d.files))
+    elif not d.not_comparable:
+        out.append('<p class="mute" id="change-none">None: the final state is the inherited state (the agent '
+                   "submitted the work as it found it).</p>")
     return "".join(out) + "</section>"
 
 

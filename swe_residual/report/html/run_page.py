@@ -1,8 +1,11 @@
 """The run page (report.html) and the case browser (pages/<case>.html) of a run dir.
 
-The run page holds the tables, the figures, a task x agent grid of clean and residual outcomes
-(each cell a link to its case page) and the environment last; per-case content lives only on
-the case pages, so a 10k-case run page stays small. Pages are rewritten in place and whatever
+The run page starts with Table 3 and a task x agent grid of clean and residual outcomes (each
+cell a link to its case page), then the case list (sortable, filtered by agent, task, start,
+outcome, rule and flag, searchable), the states that hurt most (by Gap across agents), the
+figures, the other tables and the environment last. Per-case content lives only on the case
+pages, so a 10k-case run page stays small (the case list is a compact JSON block the page's
+own script draws). Pages are rewritten in place and whatever
 else pages/ holds is removed (no stale page survives a rerun). A suite run writes them at the
 end (plugins/residual.py); `swe-residual report RUN_DIR --html` writes them for any run dir.
 
@@ -328,6 +331,166 @@ def grid_html(grid: Grid) -> str:
             f'<div class="wrap"><table class="grid" id="grid">{_grid_head(grid)}<tbody>{rows}</tbody></table></div>')
 
 
+# -- the case list ----------------------------------------------------------------------------------
+
+def _flag_kind(flag: str) -> str:
+    return flag.split(":", 1)[0].strip()
+
+
+def case_list_data(grid: Grid) -> dict[str, Any]:
+    """Every case as one compact row for the page's case list (kept small: a 10k-case run page
+    carries 10k of them). Names are indexes into the lists; a case id (and page name) is left
+    out where the script can rebuild it from agent, task and state."""
+    lists: dict[str, dict[str, int]] = {k: {} for k in ("agents", "tasks", "states", "starts", "rules", "flags")}
+
+    def ix(kind: str, value: str) -> int:
+        return lists[kind].setdefault(value, len(lists[kind]))
+
+    rows = []
+    for cid, recs in sorted(grid.by_case.items()):
+        r = _primary(recs)
+        state = r.state if r.start != "clean" else None
+        standard = f"{r.agent}-{r.task}-clean" if state is None else f"{r.agent}-{r.task}-residual-{state}"
+        name = page_name(cid)
+        flags = sorted({_flag_kind(f) for x in recs if x.valid for f in (x.integrity or [])})
+        rows.append([ix("agents", r.agent), ix("tasks", f"{r.track}/{r.task}"),
+                     -1 if state is None else ix("states", state), ix("starts", r.start),
+                     outcome_class(recs), ix("rules", r.rule or r.verdict or "n/a"), [ix("flags", f) for f in flags],
+                     r.steps, None if r.duration_s is None else round(r.duration_s, 1),
+                     0 if cid == standard else cid, 0 if name == cid + ".html" else name])
+    return {**{k: list(v) for k, v in lists.items()}, "words": WORD, "rows": rows}
+
+
+def _json_block(element_id: str, data: Any) -> str:
+    """Data for the page's script in a non-executed block: `<` written as \\u003c, so no text
+    in it can end the element."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
+
+
+LIST_SHOWN = 500                 # case list rows shown at once (the filters narrow the rest)
+LIST_COLUMNS = (("case", "case"), ("agent", "agent"), ("task", "task"), ("start", "start"), ("state", "state"),
+                ("outcome", "outcome"), ("rule", "rule"), ("flags", "integrity flags"), ("steps", "steps"),
+                ("time", "time (s)"))
+
+LIST_SCRIPT = (
+    "(function(){var el=function(i){return document.getElementById(i)},D=JSON.parse(el('case-data').textContent),"
+    "body=el('cl-body'),n=el('cl-n'),q=el('cl-q'),F={agent:el('cl-agent'),task:el('cl-task'),start:el('cl-start'),"
+    "outcome:el('cl-outcome'),rule:el('cl-rule'),flag:el('cl-flag')},key='task',dir=1,MAX=" + str(LIST_SHOWN) + ";"
+    "var R=D.rows.map(function(r){var a=D.agents[r[0]],t=D.tasks[r[1]],s=r[2]<0?'':D.states[r[2]],"
+    "task=t.slice(t.indexOf('/')+1),id=r[9]||(a+'-'+task+(r[2]<0?'-clean':'-residual-'+s));"
+    "return {id:id,page:r[10]||id+'.html',agent:a,task:t,state:s,start:D.starts[r[3]],outcome:r[4],"
+    "rule:D.rules[r[5]],flags:r[6].map(function(i){return D.flags[i]}),steps:r[7],time:r[8]}});"
+    "function opts(sel,values,label){values.slice().sort().forEach(function(v){var o=document.createElement('option');"
+    "o.value=v;o.textContent=label?label(v):v;sel.appendChild(o)})}"
+    "opts(F.agent,D.agents);opts(F.task,D.tasks);opts(F.start,D.starts);opts(F.rule,D.rules);"
+    "opts(F.outcome,Object.keys(D.words),function(v){return D.words[v]});"
+    "['(none)'].concat(D.flags).forEach(function(v,i){var o=document.createElement('option');o.value=i?v:'-';"
+    "o.textContent=i?v:'no flag';F.flag.appendChild(o)});"
+    "function ok(c){var s=q.value.toLowerCase();if(s&&(c.id+' '+c.task+' '+c.state).toLowerCase().indexOf(s)<0)"
+    "return false;if(F.agent.value&&c.agent!==F.agent.value)return false;if(F.task.value&&c.task!==F.task.value)"
+    "return false;if(F.start.value&&c.start!==F.start.value)return false;if(F.outcome.value&&c.outcome!=="
+    "F.outcome.value)return false;if(F.rule.value&&c.rule!==F.rule.value)return false;var f=F.flag.value;"
+    "if(f==='*')return c.flags.length>0;if(f==='-')return c.flags.length===0;return !f||c.flags.indexOf(f)>=0}"
+    "function val(c,k){var v=k==='case'?c.id:k==='flags'?c.flags.join(' '):c[k];return v===null||v===undefined?"
+    "'':v}"
+    "function cmp(a,b){var x=val(a,key),y=val(b,key);if(typeof x==='number'&&typeof y==='number')return (x-y)*dir;"
+    "x=String(x);y=String(y);return (x<y?-1:x>y?1:(a.id<b.id?-1:a.id>b.id?1:0))*dir}"
+    "function td(tr,text,cls){var c=tr.insertCell();if(cls)c.className=cls;c.textContent=text;return c}"
+    "function draw(){var m=R.filter(ok).sort(cmp);body.textContent='';m.slice(0,MAX).forEach(function(c){"
+    "var tr=body.insertRow(),a=document.createElement('a');a.href='" + PAGES + "/'+c.page;a.textContent=c.id;"
+    "tr.insertCell().appendChild(a);td(tr,c.agent);td(tr,c.task);td(tr,c.start);var bare=c.task.slice("
+    "c.task.indexOf('/')+1)+'--';td(tr,c.state.indexOf(bare)===0?c.state.slice(bare.length):c.state).title=c.state;"
+    "var o=td(tr,'');var v=document.createElement('span');v.className='v '+c.outcome;v.textContent=D.words[c.outcome];"
+    "o.appendChild(v);td(tr,c.rule);td(tr,c.flags.join(', '));td(tr,c.steps===null?'':c.steps,'num');"
+    "td(tr,c.time===null?'':c.time,'num')});"
+    "n.textContent=m.length+' of '+R.length+' cases'+(m.length>MAX?' match; the first '+MAX+' are shown':'');"
+    "document.querySelectorAll('#cl-table th[data-k]').forEach(function(th){th.setAttribute('aria-sort',"
+    "th.getAttribute('data-k')===key?(dir>0?'ascending':'descending'):'none')})}"
+    "document.querySelectorAll('#cl-table th[data-k]').forEach(function(th){th.addEventListener('click',function(){"
+    "var k=th.getAttribute('data-k');if(k===key)dir=-dir;else{key=k;dir=1}draw()})});"
+    "q.addEventListener('input',draw);Object.keys(F).forEach(function(k){F[k].addEventListener('change',draw)});"
+    "el('cl-table').hidden=false;el('cl-noscript').hidden=true;draw()})();")
+
+
+def case_list_html(grid: Grid) -> str:
+    """The case list: one row per case, sortable by every column (click its head), filtered by
+    agent, task, start, outcome, rule and integrity flag, searchable by case id, task and state.
+    The rows are drawn by the page's own script from a JSON block (the CSP allows that script)."""
+    heads = "".join(f'<th data-k="{k}" role="button" title="sort">{esc(label)}</th>' for k, label in LIST_COLUMNS)
+    selects = "".join(f'<label>{esc(label)} <select id="cl-{k}"><option value="">all</option>{extra}</select></label>'
+                      for k, label, extra in (("agent", "agent", ""), ("task", "task", ""), ("start", "start", ""),
+                                              ("outcome", "outcome", ""), ("rule", "rule", ""),
+                                              ("flag", "flag", '<option value="*">any flag</option>')))
+    return ('<h2 id="case-list">Case list</h2>'
+            '<p class="mute small">Every case: click a column head to sort (again: reverse), pick filters, or search '
+            "case ids, tasks and states. <code>rule</code> is the error-table rule that decided the record "
+            "(docs/errors.md).</p>"
+            f'<div class="filters"><input id="cl-q" type="search" placeholder="search cases">{selects}'
+            '<span id="cl-n" class="mute"></span></div>'
+            '<p id="cl-noscript" class="mute">The list needs the page\'s script; the grid above links every case.</p>'
+            f'<div class="scroll"><table id="cl-table" class="cases" hidden><thead><tr>{heads}</tr></thead>'
+            '<tbody id="cl-body"></tbody></table></div>' + _json_block("case-data", case_list_data(grid)))
+
+
+# -- the states that hurt most --------------------------------------------------------------------
+
+@dataclass
+class StateHarm:
+    """One state across agents: its task's clean success and the residual success from it."""
+
+    track: str
+    task: str
+    state: str
+    agents: list[str]
+    clean: float          # mean over agents of y(S_0) of the task (each agent's attempts averaged)
+    residual: float       # mean over agents of y(S) from this state
+
+    @property
+    def gap(self) -> float:
+        return 100.0 * (self.clean - self.residual)
+
+
+def state_harm(records: Iterable[Any]) -> list[StateHarm]:
+    """Per residual state, over the agents that ran both its task's clean start and the state:
+    mean clean success, mean residual success and their difference (points), largest first."""
+    from swe_residual.report.metrics import index_outcomes
+
+    plain = [r for r in records if r.start in ("clean", "residual")]   # handoff starts have tables of their own
+    per: dict[tuple[str, str, str], list[tuple[str, float, float]]] = {}
+    for (track, agent), o in index_outcomes(plain).items():
+        for task, states in o.state_means().items():
+            ys = o.clean.get(task)
+            if not ys:
+                continue
+            clean = sum(ys) / len(ys)
+            for state, res in states.items():
+                per.setdefault((track, task, state), []).append((agent, clean, res))
+    out = [StateHarm(track, task, state, [a for a, _, _ in v], sum(c for _, c, _ in v) / len(v),
+                     sum(r for _, _, r in v) / len(v)) for (track, task, state), v in per.items()]
+    return sorted(out, key=lambda h: (-h.gap, h.track, h.task, h.state))
+
+
+def harm_html(harm: list[StateHarm]) -> str:
+    if not harm:
+        return ('<h2 id="hurt">States that hurt most</h2><p class="mute">No state has both a clean and a residual '
+                "run of the same agent.</p>")
+    rows = []
+    for h in harm[:LIST_LIMIT]:
+        short = h.state.removeprefix(h.task + "--")
+        gap = f"<b>{h.gap:.1f}</b>" if h.gap > 0 else f"{h.gap:.1f}"
+        rows.append(f"<tr><td><code>{esc(short)}</code></td><td>{esc(h.track)}/{esc(h.task)}</td>"
+                    f'<td class="num">{100 * h.clean:.1f}</td><td class="num">{100 * h.residual:.1f}</td>'
+                    f'<td class="num">{gap}</td><td>{esc(", ".join(sorted(h.agents)))}</td></tr>')
+    more = (f'<p class="mute small">... and {len(harm) - LIST_LIMIT} more states (smaller Gap).</p>'
+            if len(harm) > LIST_LIMIT else "")
+    return ('<h2 id="hurt">States that hurt most</h2><p class="mute small">Per Residual State, over the agents that ran '
+            "both its task's Clean Start and the state: their mean clean success on the task, their mean residual "
+            "success from the state, and the difference (Gap, points), largest first.</p>"
+            + table(["state", "task", "Clean (%)", "Residual (%)", "Gap (pts)", "agents"], rows, ' id="hurt-table"')
+            + more)
+
+
 # -- the run page ------------------------------------------------------------------------------------
 
 def _figures(report: dict) -> str:
@@ -349,7 +512,7 @@ def _case_list(title: str, anchor: str, cells: list[tuple[str, str]], prefix: st
 
 
 def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: str) -> str:
-    from swe_residual.report.tables import all_tables
+    from swe_residual.report.tables import all_tables, figures_absent_reason, interrupted_lines
 
     n_records = sum(map(len, grid.by_case.values()))
     infra = [(cid, recs[-1].rule or recs[-1].verdict) for cid, recs in sorted(grid.by_case.items())
@@ -368,18 +531,25 @@ def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: st
     if isinstance(gates, dict):
         kpis.append(("gates", "passed" if not gates.get("status") else f"failed ({gates.get('status')})"))
     tables = all_tables(report)
-    nav = ('<nav class="top"><a href="#tables">tables</a><a href="#figures">figures</a><a href="#cases">grid</a>'
+    nav = ('<nav class="top"><a href="#tables">Table 3</a><a href="#cases">grid</a><a href="#case-list">case list</a>'
+           '<a href="#hurt">states that hurt most</a><a href="#figures">figures</a><a href="#more-tables">more tables</a>'
            '<a href="#problems">problems</a><a href="#environment">environment</a></nav>')
     body = [nav, f"<h1>SWE-Residual run <code>{esc(title)}</code></h1>",
             '<div class="kpis">' + "".join(f'<div class="kpi"><b>{esc(v)}</b>{esc(k)}</div>' for k, v in kpis) + "</div>"]
     if isinstance(gates, dict) and gates.get("violations"):
         body.append('<div class="warn">' + "<br>".join(f"GATE: {esc(v)}" for v in gates["violations"]) + "</div>")
-    body.append('<div class="swe-residual-report"><h2 id="tables">Tables</h2>')
-    body.append(report_table(tables[0]))
-    body.append('<h2 id="figures">Figures</h2>' + (_figures(report) or '<p class="mute">No figure: matplotlib '
-                                                    "is missing or no agent has both starts.</p>"))
-    body.append('<h2>More tables</h2>' + "".join(report_table(t) for t in tables[1:]) + "</div>")
+    stopped = interrupted_lines(report)       # Ctrl-C: the counts and the command that completes the run
+    if stopped:
+        body.append('<div class="warn" id="interrupted"><b>Interrupted run.</b> ' + "<br>".join(map(esc, stopped))
+                    + "</div>")
+    # what a reader needs first: the headline table and every case; the rest below
+    body.append('<div class="swe-residual-report"><h2 id="tables">Success by agent</h2>' + report_table(tables[0]) + "</div>")
     body.append(grid_html(grid))
+    body.append(case_list_html(grid))
+    body.append(harm_html(state_harm(r for recs in grid.by_case.values() for r in recs)))
+    body.append('<div class="swe-residual-report"><h2 id="figures">Figures</h2>' + (
+        _figures(report) or f'<p class="mute">No figure: {esc(figures_absent_reason(report))}.</p>'))
+    body.append('<h2 id="more-tables">More tables</h2>' + "".join(report_table(t) for t in tables[1:]) + "</div>")
     problems = (_case_list("Cases without a valid verdict", "infra", infra, PAGES + "/")
                 + _case_list("Runs with integrity flags", "flagged", flagged, PAGES + "/"))
     missing_ids = missing if isinstance(missing, list) else grid.unplaced
@@ -394,7 +564,7 @@ def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: st
         table((), env_rows, ' class="env"') if env_rows else
         '<p class="mute">Not recorded (run-info.json is written by suite runs).</p>'))
     body.append(f'<p class="mute small">Generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))} by SWE-Residual.</p>')
-    return page(f"SWE-Residual run {title}", "".join(body), script=GRID_SCRIPT)
+    return page(f"SWE-Residual run {title}", "".join(body), script=GRID_SCRIPT + LIST_SCRIPT)
 
 
 # -- writing -----------------------------------------------------------------------------------------
@@ -497,6 +667,12 @@ def _pages_dir(pages: Path) -> None:
     if pages.is_symlink() or (pages.exists() and not pages.is_dir()):
         pages.unlink()
     pages.mkdir(exist_ok=True)
+
+
+def write_page(path: Path, text: str) -> None:
+    """Write one page of ours (run dir pages, compare.html): in place, never through a symlink,
+    credential values redacted."""
+    _write_page(path, text, _secrets())
 
 
 def _write_page(path: Path, text: str, secrets: Sequence[str] = ()) -> None:
