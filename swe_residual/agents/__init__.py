@@ -106,6 +106,9 @@ class AgentRegistry:
         if spec.harness == "terminus":
             from swe_residual.agents.terminus import TerminusAgent
             return TerminusAgent(name, spec)
+        if spec.harness == "scripted":
+            from swe_residual.agents.trusting import TrustingAgent
+            return TrustingAgent(name, spec)
         from swe_residual.agents.msa import MiniSweAgent
         return MiniSweAgent(name, spec)
 

@@ -18,7 +18,7 @@ from swe_residual.safe_read import read_yaml
 
 class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    harness: Literal["command", "replay", "mini-swe-agent", "terminus"]
+    harness: Literal["command", "replay", "mini-swe-agent", "terminus", "scripted"]
     description: str | None = None
     # command harness
     command: str | None = None
