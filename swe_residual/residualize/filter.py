@@ -24,8 +24,9 @@ import random
 from swe_residual.errors import InputError
 from swe_residual.interactions import parse_interactions
 from swe_residual.patches import parse_patch
-from swe_residual.residualize.records import FilterDecision, PredecessorRun, append_lines
+from swe_residual.residualize.records import FilterDecision, PredecessorRun
 from swe_residual.residualize.workdir import STAGE2, WorkDir
+from swe_residual.results import append_lines
 
 BATCH = 1000   # Stage II lines written (and fsynced) at once
 

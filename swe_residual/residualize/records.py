@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import time
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_residual.errors import RunDirError
-from swe_residual.results import MAX_TEXT, Termination, TestStatus, VerdictName
-from swe_residual.safe_read import valid_json
+from swe_residual.results import Termination, TestStatus, VerdictName
 from swe_residual.states import Predecessor
 
 RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -96,32 +89,3 @@ class BuildOutcome(BaseModel):
     built_at: float = Field(default_factory=time.time)
 
 
-def append_lines(path: Path, lines: Sequence[BaseModel]) -> None:
-    """Append many lines with one write and one fsync: results.append_line's guarantees (valid
-    text, bounded strings, under the file lock, never a torn line left behind) at the cost of one
-    fsync per batch instead of one per line, which is what 20,000 Stage II decisions need."""
-    if not lines:
-        return
-    data = "".join(json.dumps(valid_json(line.model_dump(mode="json"), MAX_TEXT), sort_keys=True,
-                              separators=(",", ":")) + "\n" for line in lines).encode("utf-8")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    if n <= 0:
-                        raise OSError(28, "short write (no space left?)")
-                    view = view[n:]
-                os.fsync(fd)
-            except OSError:
-                os.ftruncate(fd, size)   # all of the batch or nothing
-                raise
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-    except OSError as exc:
-        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from None

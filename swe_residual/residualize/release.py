@@ -41,8 +41,9 @@ from swe_residual.residualize.importers import (
     run_id,
     write_files,
 )
-from swe_residual.residualize.records import PredecessorRun, append_lines
+from swe_residual.residualize.records import PredecessorRun
 from swe_residual.residualize.workdir import STAGE1, WorkDir
+from swe_residual.results import append_lines
 from swe_residual.safe_read import Unsafe, parse_json, read_yaml, valid_text
 from swe_residual.sources.deepswe_release import (
     DEFAULT_RELEASE,
