@@ -219,9 +219,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
     cfg = GateConfig(min_residual=args.min_residual, max_gap=args.max_gap, max_drop=args.max_drop,
                      max_infra_fraction=args.max_infra, max_flagged=args.max_flagged)
     result = gate_run(args.run_dirs, cfg, [args.baseline] if args.baseline else None)
-    for line in result.violations:
-        print(f"GATE: {line}")
-    print("gates: passed" if result.status == 0 else f"gates: failed, exit status {result.status}")
+    from swe_residual.report.gates import check_lines
+    print("\n".join(check_lines(result)))   # every check with its numbers, then the verdict
+    if args.baseline:   # the same page as `swe-residual compare BASELINE RUN`; the verdict stands without it
+        from swe_residual.report.compare import page_for
+        try:
+            page_for(None, [args.baseline], args.run_dirs, args.html_dir or args.run_dirs[0])
+        except InputError as exc:
+            print(f"warning: no comparison page: {exc}", file=sys.stderr)
     return result.status
 
 
@@ -409,6 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "FRACTION of the cases have no valid verdict (infra errors)")
     g.add_argument("--max-flagged", type=int, metavar="N", help="fail (10) when an agent has more than N valid "
                    "runs with integrity flags (cheat signals) per track")
+    g.add_argument("--html-dir", default=None, metavar="D", help="with --baseline: write the comparison page "
+                   "(compare.html, as `swe-residual compare` writes it) here (default: the first RUN_DIR)")
     g.set_defaults(func=cmd_gate)
     t = _command(sub, "tasks", "get the task dirs of tracks that do not ship them", "per subcommand (see its --help)")
     tsub = t.add_subparsers(dest="tasks_command", required=True, metavar="SUBCOMMAND")
@@ -425,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     tf.set_defaults(func=cmd_tasks_fetch)
     from swe_residual.residualize.cli import add_parser as add_residualize
     add_residualize(sub)
+    from swe_residual.report.compare import add_parser as add_compare
+    add_compare(sub)
     e = _command(sub, "export", "export a track's cases for other harnesses", "per subcommand (see its --help)")
     esub = e.add_subparsers(dest="export_command", required=True, metavar="SUBCOMMAND")
     eh = _command(esub, "harbor", "one Harbor task dir per (task, start): clean copies and residual "

@@ -98,65 +98,97 @@ def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: G
         if miss:
             more = f" (+{len(miss) - 5} more)" if len(miss) > 5 else ""
             res.fail(EXIT_INVALID, f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: "
-                     f"{', '.join(miss[:5])}{more}", gate="missing_cases", missing=miss)
+                     f"{', '.join(miss[:5])}{more}", gate="missing_cases", missing=miss, value=len(miss), threshold=0)
         else:
-            res.ok(gate="missing_cases")
+            res.ok(gate="missing_cases", value=0, threshold=0,
+                   message=f"missing cases: 0 of {len(manifest.cases)} collected cases without a record")
     if cfg.max_infra_fraction is not None:
         frac, bad, total = infra_fraction(records)
+        limit = 100 * cfg.max_infra_fraction
         if frac is not None and frac > cfg.max_infra_fraction:
             res.fail(EXIT_INVALID, f"infra errors: {bad}/{total} cases ({100 * frac:.1f}%) without a valid "
-                     f"verdict > max {100 * cfg.max_infra_fraction:.1f}%", gate="max_infra_fraction", value=frac)
+                     f"verdict > max {limit:.1f}%", gate="max_infra_fraction", value=frac,
+                     threshold=cfg.max_infra_fraction)
         else:
-            res.ok(gate="max_infra_fraction", value=frac)
+            shown = "no cases" if frac is None else f"{bad}/{total} cases ({100 * frac:.1f}%)"
+            res.ok(gate="max_infra_fraction", value=frac, threshold=cfg.max_infra_fraction,
+                   message=f"infra errors: {shown} without a valid verdict <= max {limit:.1f}%")
 
 
 def _thresholds(table: dict, cfg: GateConfig, res: GateResult) -> None:
     for track, agents in sorted(table.items()):
         for agent, row in sorted(agents.items()):
             where = f"{track}/{agent}"
-            if cfg.min_residual is not None and row["residual"] is not None:
-                value = 100 * row["residual"]
-                if value < cfg.min_residual:
-                    res.fail(EXIT_REGRESSION, f"{where}: residual success {value:.1f}% < min {cfg.min_residual:.1f}%",
-                             gate="min_residual", where=where, value=value)
+            if cfg.min_residual is not None:
+                if row["residual"] is None:
+                    res.ok(gate="min_residual", where=where, value=None, threshold=cfg.min_residual,
+                           message=f"{where}: residual success n/a (no residual run with a verdict): not checked")
                 else:
-                    res.ok(gate="min_residual", where=where, value=value)
-            if cfg.max_gap is not None and row["gap"] is not None:
-                if row["gap"] > cfg.max_gap:
+                    value = 100 * row["residual"]
+                    if value < cfg.min_residual:
+                        res.fail(EXIT_REGRESSION, f"{where}: residual success {value:.1f}% < min "
+                                 f"{cfg.min_residual:.1f}%", gate="min_residual", where=where, value=value,
+                                 threshold=cfg.min_residual)
+                    else:
+                        res.ok(gate="min_residual", where=where, value=value, threshold=cfg.min_residual,
+                               message=f"{where}: residual success {value:.1f}% >= min {cfg.min_residual:.1f}%")
+            if cfg.max_gap is not None:
+                if row["gap"] is None:
+                    res.ok(gate="max_gap", where=where, value=None, threshold=cfg.max_gap,
+                           message=f"{where}: gap n/a (no clean and residual runs on shared tasks): not checked")
+                elif row["gap"] > cfg.max_gap:
                     res.fail(EXIT_REGRESSION, f"{where}: gap {row['gap']:.1f} pts > max {cfg.max_gap:.1f} pts",
-                             gate="max_gap", where=where, value=row["gap"])
+                             gate="max_gap", where=where, value=row["gap"], threshold=cfg.max_gap)
                 else:
-                    res.ok(gate="max_gap", where=where, value=row["gap"])
+                    res.ok(gate="max_gap", where=where, value=row["gap"], threshold=cfg.max_gap,
+                           message=f"{where}: gap {row['gap']:.1f} pts <= max {cfg.max_gap:.1f} pts")
             if cfg.max_flagged is not None:
                 flagged = row.get("n_flagged", 0)
                 if flagged > cfg.max_flagged:
                     res.fail(EXIT_REGRESSION, f"{where}: {flagged} runs with integrity flags > max {cfg.max_flagged}",
-                             gate="max_flagged", where=where, value=flagged)
+                             gate="max_flagged", where=where, value=flagged, threshold=cfg.max_flagged)
                 else:
-                    res.ok(gate="max_flagged", where=where, value=flagged)
+                    res.ok(gate="max_flagged", where=where, value=flagged, threshold=cfg.max_flagged,
+                           message=f"{where}: {flagged} runs with integrity flags <= max {cfg.max_flagged}")
+
+
+_METRIC_WORDS = {"residual": ("residual success", "%", "residual success dropped"),
+                 "gap": ("gap", " pts", "gap rose")}
 
 
 def _baseline(records: list[Record], baseline: list[Record], cfg: GateConfig, res: GateResult) -> None:
     """Residual drop and gap rise vs the baseline, per track/agent on the shared tasks."""
     max_drop = cfg.max_drop or 0.0
     kw = dict(n_boot=cfg.n_boot, n_perm=cfg.n_perm, seed=cfg.seed)
-    for metric, sign, what in (("residual", 1.0, "residual success dropped"), ("gap", -1.0, "gap rose")):
+    for metric, sign in (("residual", 1.0), ("gap", -1.0)):
+        label, unit, what = _METRIC_WORDS[metric]
         cur, base = task_values(records, metric), task_values(baseline, metric)
         for key in sorted(set(base) - set(cur)):
-            res.ok(gate="baseline", metric=metric, where="/".join(key), note="not in this run")
+            where = "/".join(key)
+            res.ok(gate="baseline", metric=metric, where=where, note="not in this run",
+                   message=f"{where}: {label}: in the baseline only (not in this run): not compared")
         for key in sorted(set(cur) & set(base)):
             where = "/".join(key)
             cmp = paired_comparison(base[key], cur[key], **kw)  # diff = baseline - current, points
             if cmp["diff"] is None:
+                res.ok(gate="baseline", metric=metric, where=where, n_shared=0,
+                       message=f"{where}: {label}: no task shared with the baseline: not compared")
                 continue
             drop = sign * cmp["diff"]
+            numbers = (f"{label} {cmp['mean_b']:.1f}{unit} vs baseline {cmp['mean_a']:.1f}{unit} on "
+                       f"{cmp['n_shared']} shared tasks")
             detail = dict(gate="baseline", metric=metric, where=where, drop=drop, p_value=cmp["p_value"],
-                          ci=cmp["ci"], n_shared=cmp["n_shared"])
+                          ci=cmp["ci"], n_shared=cmp["n_shared"], value=cmp["mean_b"], baseline=cmp["mean_a"],
+                          threshold=max_drop, alpha=cfg.alpha)
             if drop > max_drop and cmp["p_value"] < cfg.alpha:
                 res.fail(EXIT_REGRESSION, f"{where}: {what} by {drop:.1f} pts vs baseline on {cmp['n_shared']} "
-                         f"shared tasks (> {max_drop:.1f}, p={cmp['p_value']:.3g} < {cfg.alpha})", **detail)
+                         f"shared tasks (> {max_drop:.1f}, p={cmp['p_value']:.3g} < {cfg.alpha}): {numbers}", **detail)
             else:
-                res.ok(**detail)
+                p = f"p={cmp['p_value']:.3g}"
+                why = (f"within the allowed {max_drop:.1f} pts ({p})" if drop <= max_drop else
+                       f"beyond the allowed {max_drop:.1f} pts but within noise ({p} >= {cfg.alpha})")
+                change = "worse" if drop > 0 else "better" if drop < 0 else "unchanged"
+                res.ok(message=f"{where}: {numbers}: {change} by {abs(drop):.1f} pts, {why}", **detail)
 
 
 def check_gates(records: Iterable[Record], manifest: Manifest | None, cfg: GateConfig,
@@ -174,6 +206,17 @@ def check_gates(records: Iterable[Record], manifest: Manifest | None, cfg: GateC
     if baseline is not None:
         _baseline(records, record_rows(baseline), cfg, res)
     return res
+
+
+def check_lines(result: GateResult) -> list[str]:
+    """One line per check, the numbers behind its verdict (value, threshold, baseline value):
+    `GATE: ...` for a violated gate, `ok:   ...` for one that holds; then the verdict."""
+    lines = [f"{'ok:  ' if c.get('ok') else 'GATE:'} {c['message']}" for c in result.checks if c.get("message")]
+    n_bad = sum(1 for c in result.checks if not c.get("ok"))
+    n = len(result.checks)
+    lines.append(f"gates: passed ({n} check{'s' if n != 1 else ''})" if result.status == 0 else
+                 f"gates: failed, exit status {result.status} ({n_bad} of {n} check{'s' if n != 1 else ''} failed)")
+    return lines
 
 
 def gate_run(run_dirs: Iterable[Path | str], cfg: GateConfig,
