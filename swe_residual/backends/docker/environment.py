@@ -99,14 +99,7 @@ class DockerEnvironment(Environment):
         environment = {**EXEC_ENV, **AGENT_GIT_IDENTITY, **(env or {})}
         watch = _StorageWatch(self, self.meter) if self.meter is not None else None
         try:
-            try:
-                rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
-                                                         timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
-            except HarnessError:
-                if not self._started_again():
-                    raise
-                rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
-                                                         timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+            rc, out, host_timeout = self._exec(argv, environment, timeout)
         finally:
             limit = watch.stop() if watch is not None else None
         if limit is None and self.meter is not None:
@@ -138,14 +131,7 @@ class DockerEnvironment(Environment):
         argv = ["bash", "-c", script("exec_channel.sh"), "swe-residual-exec", f"{timeout:.3f}", command, keep,
                 str(limit)]
         environment = {**EXEC_ENV, **AGENT_GIT_IDENTITY, **(env or {})}
-        try:
-            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
-                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
-        except HarnessError:
-            if not self._started_again():
-                raise
-            rc, out, host_timeout = self.engine.exec(self.container_id, argv, environment=environment,
-                                                     timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        rc, out, host_timeout = self._exec(argv, environment, timeout)
         duration = time.monotonic() - started
         timed_out = host_timeout or (rc == 137 and duration >= timeout - 0.05)
         if not host_timeout:
@@ -153,6 +139,18 @@ class DockerEnvironment(Environment):
         channel, out = split_channel(out)
         return ExecResult(command=command, output=out.decode("utf-8", errors="replace"),
                           exit_code=None if timed_out else rc, duration_s=duration, timed_out=timed_out), channel
+
+    def _exec(self, argv: list[str], environment: dict[str, str], timeout: float) -> tuple[int, bytes, bool]:
+        """One exec in the container; when the agent ended its PID 1 (the container exited), the
+        container is started again and the exec tried once more."""
+        try:
+            return self.engine.exec(self.container_id, argv, environment=environment,
+                                    timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        except HarnessError:
+            if not self._started_again():
+                raise
+            return self.engine.exec(self.container_id, argv, environment=environment,
+                                    timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
 
     def storage_used(self) -> int | None:
         """Bytes of the container's writable layer (what it wrote over its image)."""
