@@ -5,104 +5,89 @@ tasks with replacement and keeps each task's (clean, residual) pair together, so
 reflects the pairing. Two agents or two runs are compared on their shared tasks through the
 task-level differences: a paired bootstrap interval and a sign-flip permutation test.
 
-Stdlib only and seeded (random.Random(seed)): the same inputs give the same intervals. Tasks
-with equal values are resampled together as one category (a multinomial draw per replicate,
-via exact binomial draws), so the cost grows with the number of distinct task values, not with
-the number of tasks.
+numpy, seeded (numpy.random.default_rng(seed)): the same inputs give the same intervals, whatever
+the order of the tasks. Tasks with equal values are resampled together as one category: the
+counts of a replicate are a multinomial draw, taken category by category as binomial draws for
+all replicates at once, so the cost grows with the number of distinct task values times the
+replicates, and the memory with the replicates only (at most CHUNK of them at a time). numpy is
+imported on first use: the plugin imports this module (through gates) when it collects.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import random
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from operator import mul
+from collections.abc import Iterable, Mapping, Sequence
+from operator import index
 from statistics import fmean
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swe_residual.report.metrics import index_outcomes, matched_tasks
 from swe_residual.results import Record
 
+if TYPE_CHECKING:
+    import numpy as np
+
 DEFAULT_BOOT = 2000
 DEFAULT_PERM = 10000
 EXACT_LIMIT = 20_000  # sign-flip combinations enumerated exactly up to this many
+CHUNK = 1 << 16       # replicates drawn per block: bounds the arrays whatever n_boot / n_perm is
+EXACT_FLOAT = 1 << 53  # below this an integer is an exact float64
 
 
-def binomial(rng: random.Random, n: int, p: float, memo: dict | None = None) -> int:
-    """One exact Binomial(n, p) draw in O(1) expected time.
+def _rng(seed: int) -> np.random.Generator:
+    """The generator of a seed; like random.seed, a negative seed is its absolute value."""
+    import numpy as np
 
-    Inversion for n*p < 10, else Hormann's transformed rejection with squeeze (BTRS, 1993).
-    Written here because random.binomialvariate needs Python 3.12. `memo` keeps the rejection
-    sampler's constants per (n, p) across calls (the bootstrap repeats its pairs thousands of
-    times); they are the same floats either way, so the draws are too.
+    return np.random.default_rng(abs(int(seed)))
+
+
+def _check_replicates(name: str, value: int) -> int:
+    try:
+        whole = None if isinstance(value, bool) else index(value)
+    except TypeError:
+        whole = None
+    if whole is None or whole < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return whole
+
+
+def _categories(values: Iterable[Any]) -> tuple[list[Any], list[int]]:
+    """Distinct values in sorted order and how many tasks have each (so the task order never matters)."""
+    counts = sorted(Counter(values).items())
+    return [k for k, _ in counts], [c for _, c in counts]
+
+
+def resampled_sums(rng: np.random.Generator, sizes: Sequence[int], columns: Sequence[Sequence[float]],
+                   times: int) -> list[np.ndarray]:
+    """Per column, `times` bootstrap sums sum_j m_j * column[j], m ~ Multinomial(sum(sizes), sizes / sum).
+
+    The counts m_j are drawn category by category for every replicate at once: m_j ~
+    Binomial(tasks left, size_j / weight left), the last category takes what is left. Each sum
+    adds its terms in category order, as a plain loop over the categories would.
     """
-    if n <= 0 or p <= 0.0:
-        return 0
-    if p >= 1.0:
-        return n
-    if p > 0.5:
-        return n - binomial(rng, n, 1.0 - p, memo)
-    if n * p < 10.0:
-        q = 1.0 - p
-        prob = q ** n
-        u = rng.random()
-        k = 0
-        while u > prob and k < n:
-            u -= prob
-            prob *= (n - k) / (k + 1) * p / q
-            k += 1
-        return k
-    consts = memo.get((n, p)) if memo is not None else None
-    if consts is None:
-        spq = math.sqrt(n * p * (1.0 - p))
-        b = 1.15 + 2.53 * spq
-        consts = [spq, b, -0.0873 + 0.0248 * b + 0.01 * p, n * p + 0.5, 0.92 - 4.2 / b, None]
-        if memo is not None:
-            memo[(n, p)] = consts
-    spq, b, a, c, v_r, setup = consts
-    random_ = rng.random
-    while True:
-        u = random_() - 0.5
-        us = 0.5 - abs(u)
-        if us <= 0.0:
-            continue
-        k = math.floor((2.0 * a / us + b) * u + c)
-        if k < 0 or k > n:
-            continue
-        v = random_()
-        if us >= 0.07 and v <= v_r:
-            return k
-        if setup is None:  # constants of the exact acceptance test, needed only when the squeeze fails
-            mode = math.floor((n + 1) * p)
-            setup = consts[5] = ((2.83 + 5.1 / b) * spq, math.log(p / (1.0 - p)), mode,
-                                 math.lgamma(mode + 1) + math.lgamma(n - mode + 1))
-        alpha, lpq, mode, h = setup
-        v *= alpha / (a / (us * us) + b)
-        if v > 0.0 and math.log(v) <= h - math.lgamma(k + 1) - math.lgamma(n - k + 1) + (k - mode) * lpq:
-            return k
+    import numpy as np
 
-
-def multinomial(rng: random.Random, n: int, counts: Sequence[int], memo: dict | None = None) -> list[int]:
-    """Resampled counts of n draws with replacement from categories of the given sizes."""
-    total = sum(counts)
-    out: list[int] = []
-    left, left_w = n, total
-    for c in counts[:-1]:
-        k = binomial(rng, left, c / left_w, memo) if left and left_w else 0
-        out.append(k)
-        left -= k
-        left_w -= c
-    out.append(left)
+    n = sum(sizes)
+    out = [np.empty(times) for _ in columns]
+    for lo in range(0, times, CHUNK):
+        b = min(CHUNK, times - lo)
+        left = np.full(b, n, dtype=np.int64)
+        left_w = n
+        accs = [np.zeros(b) for _ in columns]
+        last = len(sizes) - 1
+        for j, c in enumerate(sizes):
+            if j == last:
+                m = left
+            else:
+                m = rng.binomial(left, c / left_w)
+                left = left - m
+                left_w -= c
+            for acc, col in zip(accs, columns):
+                acc += m * col[j]
+        for o, acc in zip(out, accs):
+            o[lo:lo + b] = acc
     return out
-
-
-def _multinomials(rng: random.Random, n: int, counts: Sequence[int], times: int) -> Iterator[list[int]]:
-    """`times` multinomial(rng, n, counts) draws in turn, sharing binomial()'s memo."""
-    memo: dict = {}
-    for _ in range(times):
-        yield multinomial(rng, n, counts, memo)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -110,10 +95,11 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     pos = q * (len(sorted_values) - 1)
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
 
 
-def _interval(values: list[float], level: float) -> list[float]:
+def _interval(values: np.ndarray, level: float) -> list[float]:
+    values = values.copy()
     values.sort()
     tail = (1.0 - level) / 2.0
     return [percentile(values, tail), percentile(values, 1.0 - tail)]
@@ -126,21 +112,15 @@ def bootstrap_ci(pairs: Mapping[str, tuple[float, float]] | Iterable[tuple[float
     `pairs` holds one (clean, residual) pair per task; a replicate draws N tasks with
     replacement and recomputes all three from the same draw.
     """
+    n_boot = _check_replicates("n_boot", n_boot)
     values = list(pairs.values()) if isinstance(pairs, Mapping) else list(pairs)
     if not values:
         return {"residual": None, "clean": None, "gap": None, "n_boot": n_boot, "seed": seed, "level": level}
-    cats = Counter(values)
-    keys = list(cats)
-    sizes = [cats[k] for k in keys]
+    keys, sizes = _categories(values)
     n = len(values)
-    clean_values, res_values = [k[0] for k in keys], [k[1] for k in keys]
-    res, clean, gap = [], [], []
-    for draw in _multinomials(random.Random(seed), n, sizes, n_boot):
-        c = sum(map(mul, clean_values, draw)) / n  # sum(k[0] * m ...) term by term, in order
-        r = sum(map(mul, res_values, draw)) / n
-        res.append(r)
-        clean.append(c)
-        gap.append(100.0 * (c - r))
+    clean_sum, res_sum = resampled_sums(_rng(seed), sizes, ([k[0] for k in keys], [k[1] for k in keys]), n_boot)
+    clean, res = clean_sum / n, res_sum / n
+    gap = 100.0 * (clean - res)
     return {"residual": _interval(res, level), "clean": _interval(clean, level),
             "gap": _interval(gap, level), "n_boot": n_boot, "seed": seed, "level": level}
 
@@ -149,7 +129,8 @@ def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int
     """Two-sided paired permutation p-value of mean(diffs) = 0, flipping each task's sign.
 
     Exact when the flip combinations of the distinct nonzero |d| values are few (at most
-    EXACT_LIMIT), else Monte Carlo with the (1 + hits) / (1 + n_perm) correction.
+    EXACT_LIMIT), else Monte Carlo with the (1 + hits) / (1 + n_perm) correction: the number
+    of + signs among the s tasks of one |d| is Binomial(s, 1/2), drawn for all resamples at once.
     Returns (p, exact).
     """
     nz = Counter(round(abs(d), 12) for d in diffs if d != 0)
@@ -160,18 +141,48 @@ def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int
     keys = list(nz)
     sizes = [nz[k] for k in keys]
     if math.prod(s + 1 for s in sizes) <= EXACT_LIMIT:
-        p = 0.0
-        for ks in itertools.product(*(range(s + 1) for s in sizes)):
-            stat = sum(v * (2 * k - s) for v, k, s in zip(keys, ks, sizes))
-            if abs(stat) >= observed - eps:
-                p += math.prod(math.comb(s, k) for k, s in zip(ks, sizes)) / 2 ** sum(sizes)
-        return min(1.0, p), True
-    rng = random.Random(seed)
+        return _exact_p(keys, sizes, observed - eps), True
+    import numpy as np
+
+    n_perm = _check_replicates("n_perm", n_perm)
+    rng = _rng(seed)
     hits = 0
-    for _ in range(n_perm):
-        stat = sum(v * (2 * binomial(rng, s, 0.5) - s) for v, s in zip(keys, sizes))
-        hits += abs(stat) >= observed - eps
+    for lo in range(0, n_perm, CHUNK):
+        b = min(CHUNK, n_perm - lo)
+        stat = np.zeros(b)
+        for v, s in sorted(zip(keys, sizes)):
+            stat += v * (2 * rng.binomial(s, 0.5, size=b) - s)
+        hits += int(np.count_nonzero(np.abs(stat) >= observed - eps))
     return (1 + hits) / (1 + n_perm), False
+
+
+def _exact_p(keys: list[float], sizes: list[int], threshold: float) -> float:
+    """Share of all sign patterns with |sum| >= threshold, enumerated by + counts per |d| value.
+
+    The combinations are taken in itertools.product order and the probabilities added one by one
+    in that order; while every term is an exact float (numerators below 2**53) numpy does the
+    sum, otherwise the big-integer terms of the patterns that count are added in Python.
+    """
+    import numpy as np
+
+    grid = np.indices([s + 1 for s in sizes]).reshape(len(sizes), -1)  # row j: + count of key j
+    stat = np.zeros(grid.shape[1])
+    for j, (v, s) in enumerate(zip(keys, sizes)):
+        stat = stat + v * (2 * grid[j] - s)
+    counts = np.abs(stat) >= threshold
+    total = sum(sizes)
+    if math.prod(math.comb(s, s // 2) for s in sizes) < EXACT_FLOAT and total <= 1022:
+        num = np.ones(grid.shape[1])
+        for j, s in enumerate(sizes):
+            num = num * np.array([math.comb(s, k) for k in range(s + 1)], dtype=np.float64)[grid[j]]
+        p = float(np.cumsum(np.where(counts, num / 2.0 ** total, 0.0))[-1])
+    else:
+        combs = [[math.comb(s, k) for k in range(s + 1)] for s in sizes]
+        denom = 2 ** total
+        p = 0.0
+        for ks in grid[:, counts].T.tolist():
+            p += math.prod(c[k] for c, k in zip(combs, ks)) / denom
+    return min(1.0, p)
 
 
 def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot: int = DEFAULT_BOOT,
@@ -187,15 +198,13 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot:
             "level": level, "seed": seed}
     if not shared:
         return {**base, "diff": None, "ci": None, "p_value": None, "exact": None}
+    n_boot = _check_replicates("n_boot", n_boot)
     diffs = [scale * (a[t] - b[t]) for t in shared]
-    cats = Counter(diffs)
-    keys = list(cats)
-    sizes = [cats[k] for k in keys]
-    n = len(diffs)
-    boots = [sum(map(mul, keys, draw)) / n for draw in _multinomials(random.Random(seed), n, sizes, n_boot)]
+    keys, sizes = _categories(diffs)
+    (sums,) = resampled_sums(_rng(seed), sizes, (keys,), n_boot)
     p, exact = sign_flip_p(diffs, n_perm=n_perm, seed=seed)
     return {**base, "diff": fmean(diffs), "mean_a": scale * fmean(a[t] for t in shared),
-            "mean_b": scale * fmean(b[t] for t in shared), "ci": _interval(boots, level),
+            "mean_b": scale * fmean(b[t] for t in shared), "ci": _interval(sums / len(diffs), level),
             "p_value": p, "exact": exact}
 
 
