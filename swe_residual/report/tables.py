@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import os
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,6 +218,8 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
     bold: set[tuple[int, int]] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    question: str = ""          # the one line saying what the table answers
+    names: tuple[int, ...] = (0,)  # columns of names: the terminal shortens these first to fit
 
 
 def _best(values: list[float | None]) -> set[int]:
@@ -228,11 +231,28 @@ def tokens(v: float | None) -> str:
     return "n/a" if v is None else f"{v:,.0f}"
 
 
-def table3(report: dict, title: str = "Table 3 - success by track (task-weighted; Gap before rounding)") -> Table:
-    """Residual / Ref. Clean / Gap per agent and track; bold = best residual and clean per track."""
+Q3 = ("How much success does each agent lose when it starts from a Residual State instead of the clean "
+      "repository (the Gap)?")
+Q3_FIT = Q3 + " Success in %, Gap in points."
+Q4 = ("How do continuations fail: do they accept the inherited work (same failing tests, code kept) or "
+      "repair and inspect it?")
+Q4_FIT = Q4 + " Shares in %, Steps as a ratio, Gap and Split diff in points."
+
+# Table 3 in the terminal: wide column -> its short head (units in the question line), so a 14-character
+# track and a 30-character agent name fit 120 columns; the HTML, tables.md and `--tables wide` show all
+_T3_FIT = {"Track": "Track", "Agent": "Agent", "Residual (%)": "Residual", "Ref. Clean (%)": "Ref. Clean",
+           "Gap (pts)": "Gap", "95% CI Gap": "95% CI Gap", "CondFail (%)": "CondFail", "Tasks": "Tasks",
+           "Flagged": "Flagged"}
+
+
+def table3(report: dict, title: str = "Table 3 - success by track (task-weighted; Gap before rounding)",
+           wide: bool = True) -> Table:
+    """Residual / Ref. Clean / Gap per agent and track; bold = best residual and clean per track.
+    wide=False keeps the columns a reader needs first (fits 120 columns for agent names up to ~30)."""
     t = Table(title,
               ["Track", "Agent", "Residual (%)", "Ref. Clean (%)", "Gap (pts)", "CondFail (%)", "Tasks",
-               "95% CI Residual", "95% CI Clean", "95% CI Gap", "Flagged", "Tokens Residual", "Tokens Clean"])
+               "95% CI Residual", "95% CI Clean", "95% CI Gap", "Flagged", "Tokens Residual", "Tokens Clean"],
+              question=Q3, names=(0, 1))
     for track, agents in sorted(report["tracks"].items()):
         first = len(t.rows)
         names = sorted(agents)
@@ -246,8 +266,19 @@ def table3(report: dict, title: str = "Table 3 - success by track (task-weighted
             t.bold.update((first + i, col) for i in _best([agents[a][key] for a in names]))
     t.notes.append("CondFail: residual failure on the tasks each agent solved from Clean Start (its own set).")
     t.notes.append("Flagged: valid runs whose final state has integrity flags (record field `integrity`).")
-    t.notes.append("Tokens: median prompt + completion tokens per valid run of each start (n/a: not reported).")
-    return t
+    if wide:
+        t.notes.append("Tokens: median prompt + completion tokens per valid run of each start (n/a: not reported).")
+        return t
+    return _select(t, _T3_FIT, Q3_FIT)
+
+
+def _select(t: Table, columns: dict[str, str], question: str) -> Table:
+    """The table with only the `columns` (wide name -> shown name, in that order); bold marks and
+    name columns follow them."""
+    idx = [t.columns.index(c) for c in columns]
+    return Table(t.title, list(columns.values()), [[row[i] for i in idx] for row in t.rows],
+                 {(r, idx.index(c)) for r, c in t.bold if c in idx}, list(t.notes), question,
+                 tuple(idx.index(c) for c in t.names if c in idx))
 
 
 _T4 = [("Same failing", "same_failing", pct), ("Init. fail Clean", "initially_failing_clean", pct),
@@ -257,32 +288,53 @@ _T4 = [("Same failing", "same_failing", pct), ("Init. fail Clean", "initially_fa
        ("Steps", "steps_ratio", ratio), ("Tokens", "tokens_ratio", ratio), ("Inspected", "inspection_rate", pct)]
 
 
-def table4(report: dict, suffix: str = "") -> list[Table]:
-    """Acceptance bias per track, agents sorted by Gap (largest first)."""
+# Table 4 in the terminal: the measures a reader needs first, short heads (`--tables wide`, the HTML
+# and tables.md show every column); "Init. fail Clean / Res." puts the two initially-failing shares
+# side by side
+_T4_FIT = {"Agent": "Agent", "Gap (pts)": "Gap", "Same failing": "Same failing",
+           "Init. fail Clean / Res.": "Init. fail Clean / Res.", "Repair": "Repair", "Break": "Break", "Kept": "Kept",
+           "Inspected": "Inspected", "Steps": "Steps", "Split diff (pts)": "Split diff"}
+
+
+def table4(report: dict, suffix: str = "", wide: bool = True) -> list[Table]:
+    """Acceptance bias per track, agents sorted by Gap (largest first); n/a reasons as one note per
+    reason naming its columns. wide=False: the columns of _T4_FIT (fits 120 columns)."""
     tables = []
     for track, agents in sorted(report.get("acceptance_bias", {}).items()):
+        columns = ["Agent", "Gap (pts)", *(c for c, _, _ in _T4), "Kept split high/low succ. (%)", "Split diff (pts)"]
+        if not wide:
+            columns = list(_T4_FIT)
         t = Table(f"Table 4 - acceptance bias ({track}){suffix}",
-                  ["Agent", "Gap (pts)", *(c for c, _, _ in _T4), "Kept split high/low succ. (%)", "Split diff (pts)"])
+                  columns if wide else list(_T4_FIT.values()), question=Q4 if wide else Q4_FIT)
         reasons: dict[str, set[str]] = {}
         order = sorted(agents, key=lambda a: (agents[a].get("gap") is None, -(agents[a].get("gap") or 0), a))
         for agent in order:
             m = agents[agent]
-            row = [agent, pts(m.get("gap"))]
+            cells = {"Agent": agent, "Gap (pts)": pts(m.get("gap"))}
             for col, key, fmt in _T4:
                 cell = m.get(key) or {"value": None}
-                row.append(fmt(cell["value"]))
+                cells[col] = fmt(cell["value"])
                 if cell["value"] is None and cell.get("reason"):
                     reasons.setdefault(col, set()).add(cell["reason"])
             split = m["kept_split"]
             hi, lo = split.get("high") or {}, split.get("low") or {}
-            row.append(f"{pct(hi.get('value'))} / {pct(lo.get('value'))}")
-            row.append(pts(split["value"]))
+            cells["Kept split high/low succ. (%)"] = f"{pct(hi.get('value'))} / {pct(lo.get('value'))}"
+            cells["Split diff (pts)"] = pts(split["value"])
+            cells["Init. fail Clean / Res."] = f"{cells['Init. fail Clean']} / {cells['Init. fail Residual']}"
             if split["value"] is None and split.get("reason"):
                 reasons.setdefault("Kept split", set()).add(split["reason"])
-            t.rows.append(row)
+            t.rows.append([cells[c] for c in columns])
         t.notes.append("Normally submitted runs; per run, averaged within task, then across tasks; "
                        "Steps (Tokens) = median over tasks of continuation/clean step (token) ratios.")
-        t.notes.extend(f"{col} n/a: {'; '.join(sorted(rs))}" for col, rs in reasons.items())
+        shown = set(columns) | {"Kept split"} if wide else {"Same failing", "Init. fail Clean", "Init. fail Residual",
+                                                             "Repair", "Break", "Kept", "Inspected", "Steps",
+                                                             "Kept split"}
+        by_reason: dict[str, list[str]] = {}
+        for col, rs in reasons.items():
+            if col in shown:
+                for r in sorted(rs):
+                    by_reason.setdefault(r, []).append(col)
+        t.notes.extend(f"{', '.join(cols)} n/a: {r}" for r, cols in by_reason.items())
         tables.append(t)
     return tables
 
@@ -292,7 +344,8 @@ def table8(report: dict) -> Table:
     pred = report.get("predecessors") or {"families": [], "agents": {}}
     groups = ["overall", *pred["families"]]
     t = Table("Table 8 - by predecessor family (tracks pooled, tasks weighted equally)",
-              ["Agent", *(f"{g.capitalize() if g == 'overall' else g} {s}" for g in groups for s in ("Clean", "Residual"))])
+              ["Agent", *(f"{g.capitalize() if g == 'overall' else g} {s}" for g in groups for s in ("Clean", "Residual"))],
+              question="Does the loss depend on which predecessor (model family) left the state? Success in %.")
     for agent, row in sorted(pred["agents"].items()):
         cells = [agent]
         for g in groups:
@@ -311,7 +364,8 @@ def table2(report: dict) -> Table:
     """Benchmark statistics per track."""
     stats = report.get("statistics") or {}
     tracks = sorted(stats)
-    t = Table("Table 2 - benchmark statistics", ["", *tracks])
+    t = Table("Table 2 - benchmark statistics", ["", *tracks],
+              question="What the benchmark holds: tasks, Residual States and how far their predecessors got.")
     fams = sorted({f for s in stats.values() for f in s["states_per_predecessor"]})
     ks = sorted({int(k) for s in stats.values() for k in s["tasks_by_state_count"]}) or [1, 2, 3]
 
@@ -356,7 +410,7 @@ def table5(report: dict) -> Table | None:
     if not value:
         return None
     cols = list(value)
-    t = Table("Table 5 - construction accounting", ["", *cols])
+    t = Table("Table 5 - construction accounting", ["", *cols], question=Q5)
     for label, key in _T5:
         t.rows.append([label, *(str(value[c].get(key, 0)) for c in cols)])
     return t
@@ -374,18 +428,25 @@ def _with_not_selected(accounting: dict[str, Any], rows: list[dict] | None) -> d
     return accounting
 
 
-def all_tables(report: dict) -> list[Table]:
-    tables = [table3(report), *table4(report), table8(report), table2(report)]
+Q5 = "How the states were made: the predecessor runs each stage kept or dropped, and why."
+
+
+def all_tables(report: dict, wide: bool = True) -> list[Table]:
+    """Every table in the order a reader needs them: Table 3 and 4 (and their handoff views), then
+    8, 2 and 5. wide=False: Table 3 and 4 with the columns that fit a 120-column terminal."""
+    tables = [table3(report, wide=wide), *table4(report, wide=wide)]
     for view, sub in sorted((report.get("handoff_views") or {}).items()):
         tables.append(table3(sub, f"Table 3 - success by track, handoff view '{view}' (residual+{view} "
-                                  "against the same clean runs; never mixed with the blind residual start)"))
-        tables.extend(table4(sub, f", handoff view '{view}'"))
+                                  "against the same clean runs; never mixed with the blind residual start)", wide=wide))
+        tables.extend(table4(sub, f", handoff view '{view}'", wide=wide))
+    tables += [table8(report), table2(report)]
     t5 = table5(report)
     if t5 is not None:
         tables.append(t5)
     else:
         tables.append(Table("Table 5 - construction accounting", ["", "value"],
-                            [["construction", "n/a"]], notes=[report.get("construction", {}).get("reason", "")]))
+                            [["construction", "n/a"]], notes=[report.get("construction", {}).get("reason", "")],
+                            question=Q5))
     return tables
 
 
@@ -406,21 +467,80 @@ def render_markdown(report: dict) -> str:
     return "\n".join(out)
 
 
-def render_text(report: dict) -> str:
-    """Aligned plain-text tables for the terminal (best marked with *)."""
+TEXT_WIDTH = 120
+BEST_NOTE = "* best Residual (%) and Ref. Clean (%) of its track (bold in the HTML report)."
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` cut in the middle to `width` characters (`mini-sw..sonnet-4`), both ends kept."""
+    if len(text) <= width:
+        return text
+    keep = max(1, width - 2)
+    return text[:(keep + 1) // 2] + ".." + text[len(text) - keep // 2:] if keep > 1 else text[:width]
+
+
+def _fit(rows: list[list[str]], names: tuple[int, ...], width: int) -> tuple[list[list[str]], list[int]]:
+    """Column widths of `rows`; name columns are shortened (longest first, never below 8) until the
+    table fits `width`."""
+    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        candidates = [j for j in names if widths[j] > max(8, len(rows[0][j]))]
+        if not candidates:
+            break
+        j = max(candidates, key=lambda j: widths[j])
+        widths[j] -= 1
+    if any(widths[j] < max(len(r[j]) for r in rows) for j in names):
+        rows = [r if k == 0 else [shorten(c, widths[j]) if j in names else c for j, c in enumerate(r)]
+                for k, r in enumerate(rows)]
+    return rows, widths
+
+
+def render_text(report: dict, wide: bool = False, width: int = TEXT_WIDTH) -> str:
+    """Aligned plain-text tables for the terminal (best marked with *), each under the line saying
+    what it answers. By default Table 3 and 4 keep the columns that fit `width` (names shortened in
+    the middle if still too wide); wide=True shows every column. A note shared by several tables is
+    printed once, where it first applies."""
     out: list[str] = []
-    for t in all_tables(report):
+    seen: set[str] = set()
+    for t in all_tables(report, wide=wide):
         rows = [t.columns] + [[c + ("*" if (i, j) in t.bold else "") for j, c in enumerate(r)]
                               for i, r in enumerate(t.rows)]
-        widths = [max(len(r[j]) for r in rows) for j in range(len(t.columns))]
+        rows, widths = (rows, [max(len(r[j]) for r in rows) for j in range(len(t.columns))]) if wide else \
+            _fit(rows, t.names, width)
         out += [t.title, "=" * len(t.title)]
+        if t.question:
+            out += textwrap.wrap(t.question, width)
         for k, r in enumerate(rows):
             out.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))).rstrip())
             if k == 0:
                 out.append("  ".join("-" * w for w in widths))
-        out += [f"  {n}" for n in t.notes if n]
+        notes = [*t.notes, *([BEST_NOTE] if t.bold else [])]
+        for n in notes:
+            if n and n not in seen:
+                seen.add(n)
+                out += textwrap.wrap(n, width, initial_indent="  ", subsequent_indent="    ")
         out.append("")
     return "\n".join(out)
+
+
+def interrupted_lines(report: dict) -> list[str]:
+    """What an interrupted run's summary says (the terminal and the run page's banner): the counts,
+    then the command that completes the run; [] for a run that was not interrupted."""
+    stopped = report.get("interrupted")
+    if not isinstance(stopped, dict):
+        return []
+    return [f"interrupted: {stopped.get('recorded', 0)} of {stopped.get('collected', 0)} cases recorded "
+            f"({stopped.get('valid', 0)} with a valid verdict), {stopped.get('not_run', 0)} not run; no gate checked",
+            f"continue it with: {stopped.get('resume') or '--resume RUN_DIR'}"]
+
+
+def figures_absent_reason(report: dict) -> str:
+    """Why the run page shows no figure: the true reason, not a guess between two."""
+    if _pyplot() is None:
+        return "matplotlib is not installed (pip install matplotlib)"
+    if report.get("interrupted"):
+        return "the run was interrupted before any agent had both a Clean Start and a Residual Start outcome"
+    return "no agent has both a Clean Start and a Residual Start outcome"
 
 
 CSV_COLUMNS = ["track", "agent", "n_tasks", "residual_pct", "clean_pct", "gap_pts", "cond_fail_pct",
@@ -536,9 +656,11 @@ def write_outputs(run_dir: Path | str, report: dict) -> dict[str, Path]:
 __all__ = [
     "build_report",
     "figure_conditional",
+    "figures_absent_reason",
     "figure_success",
     "load_construction",
     "load_construction_file",
+    "interrupted_lines",
     "load_runs",
     "render_csv",
     "render_markdown",
