@@ -11,12 +11,19 @@ writes run-info.json (environment, requests), the run page report.html and one p
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
 from swe_residual.errors import InfraError, InputError, RunDirError
+from swe_residual.progress import EventChannel, RunDisplay, RunProgress, on_ci
 from swe_residual.registry import BACKENDS
 from swe_residual.results import RESULTS, RUN_PAGE, STARTS
 from swe_residual.run.plan import Plan, build_plan, check_backend, run_backend, tracks_in
@@ -76,6 +83,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "else DOCKER_HOST)")
     g.addoption("--infra-retries", dest="swe_infra_retries", type=int, default=2, metavar="N",
                 help="rerun a case from a fresh starting state after an infra error, up to N times (default 2)")
+    g.addoption("--tables", dest="swe_tables", default="fit", choices=["fit", "wide"],
+                help="tables printed at the end: fit (Table 3 and 4 with the columns a reader needs first, within "
+                     "120 columns; default) or wide (every column, as report.html and tables.md always show)")
+    g.addoption("--progress", dest="swe_progress", default="auto", choices=["auto", "live", "plain", "off"],
+                help="progress of the run: live (a display redrawn in place: phase, cases done/running/left, ETA, "
+                     "running success per agent, infra and flag counts, the slowest running case), plain (that "
+                     "as a line every --progress-interval seconds) or off; auto (default): live on a terminal, "
+                     "plain when output is not a terminal, under CI (CI set) or with -v, off with -q")
+    g.addoption("--progress-interval", dest="swe_progress_interval", type=float, default=30.0, metavar="SECONDS",
+                help="seconds between plain progress lines (default 30)")
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -149,6 +166,10 @@ def pytest_configure(config: pytest.Config) -> None:
             worker = config.workerinput.get("workerid", "gw0")
             session = RunSession(plan, Path(config.workerinput["swe_residual_run_dir"]), **options,
                                  host_index=int(worker[2:]) if worker[2:].isdigit() else 0)
+            session.worker = worker
+            channel = config.workerinput.get("swe_residual_progress")
+            if channel:      # what this worker does, for the controller's display
+                session.events = EventChannel(channel).send
         else:
             resume = opt("swe_resume")
             run_dir = Path(resume or opt("swe_run_dir") or ROOT / "reports" / time.strftime("%Y%m%d-%H%M%S"))
@@ -163,7 +184,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "pass another path for pytest-html's report")
     config.stash[SESSION_KEY] = session
     if not _is_worker(config):
-        config.pluginmanager.register(Controller(config, session), "swe-residual-controller")
+        controller = Controller(config, session)
+        config.pluginmanager.register(controller, "swe-residual-controller")
+        config.pluginmanager.register(LateFinish(controller), "swe-residual-late-finish")
         # Cases last seconds to hours: idle workers steal pending cases instead of waiting behind a
         # chunk; and xdist's `load` scheduler aborts the whole run (INTERNALERROR) after a worker
         # crash, `worksteal` reschedules. An explicit --dist is kept.
@@ -174,6 +197,22 @@ def pytest_configure(config: pytest.Config) -> None:
         if getattr(config.option, "dist", "no") != "no" and all(session.done(c.id) for c in session.plan.cases):
             config.option.dist = "no"
             config.option.numprocesses = None
+        mode = progress_mode(config)
+        if mode != "off":
+            config.pluginmanager.register(LiveView(config, session, mode), "swe-residual-progress")
+
+
+def progress_mode(config: pytest.Config) -> str:
+    """--progress auto: live on a terminal at the default verbosity; plain lines when the output is
+    not a terminal, under CI or with -v (pytest prints a line per case there); off with -q."""
+    mode = config.getoption("swe_progress")
+    if mode != "auto":
+        return mode
+    verbose = config.option.verbose
+    if verbose < 0 or config.getoption("collectonly"):
+        return "off"
+    tty = getattr(sys.stdout, "isatty", lambda: False)()
+    return "live" if tty and not on_ci() and verbose == 0 else "plain"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -187,6 +226,9 @@ def pytest_configure_node(node) -> None:  # xdist hook, controller side
     session = get_session(node.config)
     if session is not None:
         node.workerinput["swe_residual_run_dir"] = str(session.run_dir)
+        view = node.config.pluginmanager.get_plugin("swe-residual-progress")
+        if view is not None:
+            node.workerinput["swe_residual_progress"] = str(view.channel.path)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -220,16 +262,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if done:
         config.hook.pytest_deselected(items=done)
         items[:] = keep
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None and not _is_worker(config):
-            reporter.write_line(f"--resume: {len(done)} cases already have a valid verdict; running {len(keep)}")
+
+
+LINE_MAX = 200      # a failure's reason is folded into lines of at most this many characters
+
+
+def fold(text: str, width: int = LINE_MAX) -> str:
+    """`text` with every line longer than `width` wrapped (nothing cut: ids and test names stay whole)."""
+    return "\n".join(part for line in text.splitlines() or [""] for part in
+                     (textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]))
+
+
+def expected_failure(record) -> str | None:
+    """Why a failure needs no reading: the built-in nop submits the starting state as it is, so it
+    fails wherever a hidden test fails at the start. None for every other failure."""
+    if record is None or record.agent != "nop" or record.harness != "builtin" or record.outcome != 0:
+        return None
+    failing = sum(1 for status in record.tests.values() if status != "passed")
+    return f"{failing} of {len(record.tests)} hidden tests fail"
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Infra errors and failing verdicts as their reason, folded to LINE_MAX columns (no traceback);
+    a failure of the built-in nop as one line, marked so the controller lists it apart."""
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(InfraError):
-        report.longrepr = f"InfraError: {call.excinfo.value}"
+        report.longrepr = fold(f"InfraError: {call.excinfo.value}")
+    elif (report.failed and call.when == "call" and call.excinfo is not None
+          and call.excinfo.errisinstance(pytest.fail.Exception) and not call.excinfo.value.pytrace):
+        rec = getattr(item, "funcargs", {}).get("swe_result")
+        why = expected_failure(rec)
+        if why:
+            report.longrepr = f"{rec.case_id}: nop submitted the starting state unchanged; {why} (expected)"
+            report.swe_residual_expected = why    # kept on the report through xdist
+        else:
+            report.longrepr = fold(str(call.excinfo.value.msg))
     return report
 
 
@@ -260,6 +328,8 @@ class Controller:
         self.summary: dict | None = None
         self.run_page: Path | None = None
         self.run_dir_error: str | None = None
+        self.interrupted = False      # Ctrl-C (or xdist's -x): the run stopped before its last case, exit 2
+        self.deferred = False         # ... with xdist: finished once the workers are gone (LateFinish)
 
     @pytest.hookimpl(wrapper=True)   # around pytest's own: after its header
     def pytest_sessionstart(self, session: pytest.Session):
@@ -276,7 +346,7 @@ class Controller:
             self._collected([case_id_of(i) for i in ids])
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self.collected is None and session.items:
+        if self.collected is None and (session.items or self.config.getoption("swe_resume")):
             self._collected([case_id_of(i.nodeid) for i in session.items])
 
     def _collected(self, case_ids: list[str]) -> None:
@@ -284,6 +354,17 @@ class Controller:
         by_id = self.session.plan.by_id
         self.collected = [c for c in case_ids if c in by_id]
         self.session.write_manifest(self.collected)
+        view = self.config.pluginmanager.get_plugin("swe-residual-progress")
+        if view is not None:
+            view.cases(self.collected)
+        resume = self.config.getoption("swe_resume")
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if resume and reporter is not None:
+            kept = len(self.session.valid_before & set(by_id))
+            again = sum(1 for c in self.collected if c in self.session.attempts_before)
+            reporter.write_line(f"--resume {resume}: kept {kept} cases with a valid verdict; running "
+                                f"{len(self.collected)} ({again} again after an infra error or a crash, "
+                                f"{len(self.collected) - again} not run before)")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
@@ -291,17 +372,44 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-html renders the report
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from swe_residual.report.gates import EXIT_INVALID, GateConfig
         opt = self.config.getoption
         if opt("collectonly") or opt("setupplan") or opt("setuponly"):
             return  # nothing ran: the manifest names the cases, there is nothing to report
+        # exit 2 only: a run stopped by -x without xdist exits 1 and keeps its missing cases (gate: 11)
+        self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if self.interrupted and self.config.pluginmanager.has_plugin("dsession"):
+            self.deferred = True   # xdist's workers are still running: count after they are gone
+            return
+        self._finish(session, exitstatus)
+
+    def resume_command(self) -> str:
+        """The command that completes this run: the same arguments, --resume RUN_DIR for --run-dir."""
+        args, skip = [], False
+        for arg in self.config.invocation_params.args:
+            if skip:
+                skip = False
+            elif arg in ("--run-dir", "--resume"):
+                skip = True
+            elif not arg.startswith(("--run-dir=", "--resume=")):
+                args.append(arg)
+        return shlex.join(["pytest", *args, "--resume", str(self.session.run_dir)])
+
+    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
+        """summary.json, tables and the pages from results.jsonl; the gates' exit status. An
+        interrupted run counts what it recorded and what it did not run, and checks no gate."""
+        from swe_residual.report.gates import EXIT_INVALID, GateConfig
+        opt = self.config.getoption
         gates = GateConfig(min_residual=opt("swe_gate_min_residual"), max_gap=opt("swe_gate_max_gap"),
                            max_drop=opt("swe_gate_max_drop"), max_infra_fraction=opt("swe_gate_max_infra"),
                            max_flagged=opt("swe_gate_max_flagged"))
         baseline = opt("swe_gate_baseline")
+        collected = self.collected
+        if collected is None and self.interrupted:   # stopped before the workers had collected
+            collected = [c.id for c in self.session.plan.cases if not self.session.done(c.id)]
         try:
-            self.summary, gate = self.session.finish(self.collected or [], gates,
-                                                     Path(baseline) if baseline else None)
+            self.summary, gate = self.session.finish(collected or [], gates, Path(baseline) if baseline else None,
+                                                     interrupted=self.interrupted,
+                                                     resume=self.resume_command() if self.interrupted else "")
             self.run_page = self._write_pages()
         except (OSError, RunDirError) as exc:   # the run dir cannot be written: the run is invalid
             self.run_dir_error = f"run dir {self.session.run_dir} cannot be written: {exc}"
@@ -347,8 +455,26 @@ class Controller:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         from swe_residual.report.gates import EXIT_INVALID
-        # outermost wrapper: the tables come last, after pytest's short test summary
-        result = yield
+        # outermost wrapper: the tables come last, after pytest's short test summary. The built-in
+        # nop's failures are expected: they leave pytest's FAILURES and short summary (one line
+        # each in our section instead) and come back before the final counts line.
+        failed = terminalreporter.stats.get("failed")
+        expected = sorted((r for r in failed or () if getattr(r, "swe_residual_expected", None)),
+                          key=lambda r: r.nodeid)
+        if expected:
+            terminalreporter.stats["failed"] = [r for r in failed if not getattr(r, "swe_residual_expected", None)]
+        try:
+            result = yield
+        finally:
+            if expected:
+                terminalreporter.stats["failed"] = failed
+        if self.summary is not None or expected:
+            terminalreporter.section("SWE-Residual")
+        if expected:
+            terminalreporter.write_line(f"expected failures of the built-in nop agent (it submits the starting state "
+                                        f"unchanged): {len(expected)}")
+            for r in expected:
+                terminalreporter.write_line(f"  {case_id_of(r.nodeid)}: {r.swe_residual_expected}")
         if self.summary is not None:
             self._print_summary(terminalreporter, config)
         if self.run_dir_error is not None:
@@ -356,13 +482,15 @@ class Controller:
         return result
 
     def _print_summary(self, tr, config) -> None:
-        from swe_residual.report.tables import render_text
+        from swe_residual.report.tables import interrupted_lines, render_text
 
         summary = self.summary
-        tr.section("SWE-Residual")
-        for line in render_text(summary).rstrip().splitlines():
+        wide = config.getoption("swe_tables") == "wide"
+        for line in render_text(summary, wide=wide).rstrip().splitlines():
             tr.write_line(line)
         cases = summary["cases"]
+        for line in interrupted_lines(summary):
+            tr.write_line(line, yellow=True)
         if cases["missing"]:
             tr.write_line(f"missing cases (no record): {len(cases['missing'])}: {', '.join(cases['missing'][:5])}",
                           red=True)
@@ -388,3 +516,110 @@ class Controller:
 
         if self.summary is not None:
             prefix.append(render_html_fragment(self.summary))
+
+
+class _TerminalOut:
+    """Progress lines to the terminal pytest writes to, past pytest's output capture: the display
+    draws from its own thread while a case runs (without xdist, with fd 1 captured), so it writes
+    to a copy of fd 1 taken at configure time, when nothing is captured."""
+
+    def __init__(self) -> None:
+        try:
+            self.stream = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", errors="replace")
+            self._own = True
+        except (AttributeError, OSError, ValueError):   # no real stdout (an embedding runner)
+            self.stream, self._own = sys.stdout, False
+        self.tw = None      # pytest's terminal writer, once it exists: where its current line ends
+        self._mark: int | None = None
+
+    def write_line(self, text: str) -> None:
+        """`text` on a line of its own, also when pytest's progress letters left a line open."""
+        width = self.tw.width_of_current_line if self.tw is not None else 0
+        prefix = "\n" if width and width != self._mark else ""
+        self._mark = width
+        try:
+            self.stream.write(prefix + text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def close(self) -> None:
+        if self._own:
+            try:
+                self.stream.close()
+            except OSError:
+                pass
+
+
+class LiveView:
+    """The run's progress on the controller (swe_residual.progress). Workers send their events
+    through a channel file in a private temp dir; the controller's own session (every case without
+    xdist, crash records with it) applies them directly. Only the controller draws; with the live
+    display pytest's progress letters are left out (the display counts the cases instead)."""
+
+    def __init__(self, config: pytest.Config, session: RunSession, mode: str):
+        self.config, self.session, self.mode = config, session, mode
+        self.dir = Path(tempfile.mkdtemp(prefix="swe-residual-progress-"))
+        self.channel = EventChannel(self.dir / "events.jsonl")
+        self.progress = RunProgress(workers=int(getattr(config.option, "numprocesses", 0) or 0))
+        self.out = _TerminalOut()
+        self.display = RunDisplay(self.progress, mode, stream=self.out.stream, write_line=self.out.write_line,
+                                  interval=config.getoption("swe_progress_interval"), poll=self.channel.receive)
+        session.events = self.progress.apply
+        self.shown = False
+
+    def cases(self, collected: list[str]) -> None:
+        """The cases this run will run (after -k, --resume): the display's total."""
+        self.progress.total = len(collected)
+        self.progress.kept = len(self.session.valid_before)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        if self.shown:
+            return
+        self.shown = True     # the first case starts: pytest's header and xdist's worker lines are out
+        self.out.tw = self.config.get_terminal_writer()
+        if self.display.mode == "plain":
+            workers = f" on {self.progress.workers} workers" if self.progress.workers else ""
+            self.out.write_line(f"swe-residual: running {self.progress.total} cases{workers}; a progress line "
+                                f"every {self.display.interval:g} s")
+        self.display.start()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_teststatus(self, report, config):
+        result = yield
+        if self.display.mode == "live" and self.display.started and result:
+            return result[0], "", ""      # no letter tears the live display; the category is kept
+        return result
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        try:
+            return (yield)
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        """The display ends (the live one is erased) and the final line says what ran."""
+        if self.display.started:
+            self.display.stop()
+            self.out.write_line(self.progress.final_line())
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.display.stop()
+        self.out.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LateFinish:
+    """An interrupted xdist run is counted after xdist's own sessionfinish stopped the workers
+    (trylast): cases still running then end with no record, and every record they did write is in."""
+
+    def __init__(self, controller: Controller):
+        self.controller = controller
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.controller.deferred:
+            self.controller.deferred = False
+            self.controller._finish(session, exitstatus)

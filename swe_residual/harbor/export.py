@@ -56,6 +56,7 @@ from swe_residual import __version__
 from swe_residual.agents.builtin import DISCARD
 from swe_residual.backends.workspace import SCRIPTS
 from swe_residual.errors import InputError
+from swe_residual.progress import Progress
 from swe_residual.states import LoadedState, load_states
 from swe_residual.tasks import Task, load_tasks
 
@@ -548,8 +549,9 @@ def _harbor_name(task: Task, dir_name: str, renamed: bool) -> str:
 
 
 def export_tasks(tasks: dict[str, Task], states: list[LoadedState], out: Path, *, track: str,
-                 start: str = "both") -> list[ExportedTask]:
-    """Write one Harbor task dir per (task, start) into out (which must not exist) and export.json."""
+                 start: str = "both", progress: Progress | None = None) -> list[ExportedTask]:
+    """Write one Harbor task dir per (task, start) into out (which must not exist) and export.json;
+    `progress` counts the task dirs written."""
     if start not in STARTS:
         raise InputError(f"--start {start}: one of {', '.join(STARTS)}")
     out = Path(out)
@@ -571,9 +573,13 @@ def export_tasks(tasks: dict[str, Task], states: list[LoadedState], out: Path, *
                 ctrf = _per_test_report(task, tmp / name)
                 exported.append(ExportedTask(name=name, harbor_name=_harbor_name(task, name, False), track=track,
                                              task=task.id, start="clean", source=task.path.name, ctrf=ctrf))
+                if progress is not None:
+                    progress.advance()
             if start in ("residual", "both"):
                 for state in (s for s in states if s.task == task.id and s.track == track):
                     exported.append(_export_residual(task, state, tmp, taken, track))
+                    if progress is not None:
+                        progress.advance()
         names = [e.harbor_name for e in exported]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -639,4 +645,12 @@ def export_track(track: str, out: Path, *, states_path: Path, tasks_dir: str | N
     states = load_states(Path(states_path), {track: tasks}, tracks={track}) if start != "clean" else []
     if start == "residual" and not [s for s in states if s.track == track]:
         raise InputError(_no_states_reason(suite, Path(states_path)))
-    return export_tasks(tasks, states, Path(out), track=track, start=start)
+    n = (len(tasks) if start != "residual" else 0) + sum(1 for s in states if s.track == track and s.task in tasks)
+    progress = Progress(n, "task dirs", label="export")
+    try:
+        exported = export_tasks(tasks, states, Path(out), track=track, start=start, progress=progress)
+    except BaseException:
+        progress.abandon()      # the error is the last word, not a count
+        raise
+    progress.close()
+    return exported

@@ -4,7 +4,8 @@ and the end of the run (report and gates).
 The pytest plugin and the CLI (`validate`) are thin front ends over it. The controller `open`s
 the session (checks the configuration before any case, creates or resumes the run dir); every
 xdist worker `join`s the same run dir. results.jsonl is the single source of truth: workers
-append records, and `finish` reads them back.
+append records, and `finish` reads them back. What a process is doing (preparing images or
+snapshots, which case runs, each record) goes to `events`, for the controller's live display.
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ class RunSession:
         self._lock = threading.Lock()
         self.valid_before: set[str] = set()     # --resume: cases with a valid outcome already
         self.attempts_before: dict[str, int] = {}
+        # progress events (swe_residual.progress.RunProgress reads them); `worker` names this process
+        self.events: Callable[[dict], None] | None = None
+        self.worker = ""
         self._load_previous()
 
     # -- opening ----------------------------------------------------------------------------------
@@ -223,29 +227,61 @@ class RunSession:
             self._agents[name] = self.plan.registry.get(name)
         return self._agents[name]
 
+    def emit(self, kind: str, **fields) -> None:
+        """One progress event (never fails the case: the display is only a view)."""
+        if self.events is not None:
+            try:
+                self.events({"kind": kind, "worker": self.worker, **fields})
+            except Exception:  # noqa: BLE001 - a broken display must not stop a run
+                pass
+
+    def _record_event(self, rec: Record | None) -> None:
+        if rec is not None:
+            self.emit("record", case=rec.case_id, agent=rec.agent, start=rec.start, outcome=rec.outcome,
+                      valid=rec.valid, flagged=bool(rec.integrity))
+
     def _prepare(self, case: Case, host: str | None) -> Backend:
-        """Build what this case's runs share (the task's images, its state's), once per process and
-        host; a failure fails the cases that need it only, and is tried again after PREPARE_RETRY_S."""
-        key = (host, f"{case.track}/{case.task.id}", case.state.id if case.state is not None else None)
+        """Build what this case's runs share, once per process and host: the task's environment
+        (its images, its base repository), then its state's (a state image, a machine snapshot).
+        A failure fails the cases that need it only, and is tried again after PREPARE_RETRY_S."""
+        task_key = f"{case.track}/{case.task.id}"
+        backend = self._prepare_one(host, case, task_key, None, "images", task_key)
+        if case.state is not None:
+            phase = "snapshots" if case.state.kind == "machine" else "images"
+            self._prepare_one(host, case, task_key, case.state, phase, f"{task_key}/{case.state.id}")
+        return backend
+
+    def _prepare_one(self, host: str | None, case: Case, task_key: str, state, phase: str, label: str) -> Backend:
+        key = (host, task_key, state.id if state is not None else None)
         known = self._prepared.get(key, ())
         if known is None:
             return self.backend_on(host)
         if known and time.monotonic() - known[0] < PREPARE_RETRY_S:
             raise type(known[1])(str(known[1]))
+        self.emit("prepare", phase=phase, key=label, status="start")
         try:
             backend = self.backend_on(host)
-            backend.prepare(case.task, [case.state] if case.state is not None else [])
+            backend.prepare(case.task, [state] if state is not None else [])
             self._prepared[key] = None
+            self.emit("prepare", phase=phase, key=label, status="done")
             return backend
         except Exception as exc:
             problem = exc if isinstance(exc, InfraError) else HarnessError(
                 f"preparing task {case.task.id}: {type(exc).__name__}: {exc}")
             self._prepared[key] = (time.monotonic(), problem)
+            self.emit("prepare", phase=phase, key=label, status="failed")
             raise problem from None
 
     def run(self, case: Case, *, grade_uncommitted: bool = False, agent: Agent | None = None) -> Record:
         """Run a case, rerunning it from a fresh instance after an infra error (up to infra_retries
         times); the last InfraError propagates (its record is on exc.record)."""
+        self.emit("start", case=case.id)
+        try:
+            return self._run(case, grade_uncommitted, agent)
+        finally:
+            self.emit("end", case=case.id)
+
+    def _run(self, case: Case, grade_uncommitted: bool, agent: Agent | None) -> Record:
         first = self.attempts_before.get(case.id, 0) + 1
         last = first + self.infra_retries
         for attempt in range(first, last + 1):
@@ -259,12 +295,15 @@ class RunSession:
                     append_record(self.run_dir, rec)
                     exc.record = rec
                     raise
-                return run_case(case, agent=agent or self.agent(case.agent), backend=backend,
-                                run_dir=self.run_dir, references=self.references, attempt=attempt,
-                                agent_timeout=self.agent_timeout, grade_uncommitted=grade_uncommitted)
+                rec = run_case(case, agent=agent or self.agent(case.agent), backend=backend,
+                               run_dir=self.run_dir, references=self.references, attempt=attempt,
+                               agent_timeout=self.agent_timeout, grade_uncommitted=grade_uncommitted)
+                self._record_event(rec)
+                return rec
             except RunDirError:
                 raise                   # rerunning cannot help: the run itself is invalid
-            except InfraError:
+            except InfraError as exc:
+                self._record_event(getattr(exc, "record", None))
                 self._check_host(host)
                 if attempt >= last:
                     raise
@@ -285,12 +324,19 @@ class RunSession:
                           backend=self.backend_name, termination="infra", error=reason, rule="infra_crash",
                           harness=self.agent(case.agent).harness)
         append_record(self.run_dir, rec)
+        self._record_event(rec)
+        self.emit("end", case=case_id)
         return rec
 
     # -- finishing --------------------------------------------------------------------------------
     def finish(self, collected: Iterable[str], gates: GateConfig | None = None,
-               baseline: Path | None = None) -> tuple[dict, GateResult | None]:
-        """The report of the run dir and the gate result; writes summary.json, tables, csv."""
+               baseline: Path | None = None, *, interrupted: bool = False,
+               resume: str = "") -> tuple[dict, GateResult | None]:
+        """The report of the run dir and the gate result; writes summary.json, tables, csv.
+
+        An interrupted run (Ctrl-C, -x) counts its collected cases without a record as `not_run`
+        (not `missing`: nothing was lost), names the command that completes it (`resume`) and
+        checks no gate: it has no verdict yet."""
         from swe_residual.report.gates import check_gates
         from swe_residual.report.tables import build_report, load_runs, write_outputs
 
@@ -303,14 +349,19 @@ class RunSession:
             recorded.add(r.case_id)
             if r.valid:
                 valid.add(r.case_id)
+        without = sorted(expected - recorded)
         report["cases"] = {"collected": len(expected), "recorded": len(recorded & expected),
-                           "missing": sorted(expected - recorded),
+                           "missing": [] if interrupted else without,
                            "infra_errors": sorted((recorded & expected) - valid)}
+        if interrupted:
+            report["cases"]["not_run"] = without
+            report["interrupted"] = {"recorded": len(recorded & expected), "valid": len(valid & expected),
+                                     "not_run": len(without), "collected": len(expected), "resume": resume}
         # results lines that are not records: left out of every number above, named here, and the
         # run is invalid (the gates always check it, active or not)
         report["unreadable_lines"] = list(records.bad_lines)
         gate = None
-        if gates is not None and (baseline is not None or gates.active or records.bad_lines):
+        if not interrupted and gates is not None and (baseline is not None or gates.active or records.bad_lines):
             gate = check_gates(records, manifest, gates, load_runs([baseline])[0] if baseline else None)
             report["gates"] = {"status": gate.status, "violations": gate.violations, "checks": gate.checks}
         write_outputs(self.run_dir, report)

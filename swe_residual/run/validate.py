@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from swe_residual.errors import InfraError
+from swe_residual.progress import Progress
 from swe_residual.results import Record
 from swe_residual.run.runner import Case
 from swe_residual.run.session import RunSession
@@ -102,7 +103,14 @@ def _machine_line(facts: dict) -> str:
             + (", deterministic" if facts["deterministic"] else ""))
 
 
-def validate_track(session: RunSession, jobs: int = 2, log: Callable[[str], None] = print) -> list[StateCheck]:
+def validate_track(session: RunSession, jobs: int = 2, log: Callable[[str], None] | None = None) -> list[StateCheck]:
+    """Check every state of the plan (its oracle and nop cases, machine checks) with `jobs` at once;
+    one line per state through `log` (default: printed above a progress bar of the states)."""
+    with Progress(len(session.plan.states), "states", label="validate") as progress:
+        return _validate(session, jobs, log or progress.note, progress)
+
+
+def _validate(session: RunSession, jobs: int, log: Callable[[str], None], progress: Progress) -> list[StateCheck]:
     plan = session.plan
     clean_cases = {c.task.id: c for c in plan.cases if c.agent == "oracle" and c.start == "clean"}
     by_state = {}
@@ -114,6 +122,7 @@ def validate_track(session: RunSession, jobs: int = 2, log: Callable[[str], None
         clean = {t: pool.submit(_run, session, c) for t, c in clean_cases.items()}
         runs = [(s, pool.submit(_run, session, by_state[s.id]["oracle"]), pool.submit(_run, session, by_state[s.id]["nop"]))
                 for s in plan.states if s.id in by_state]
+        progress.total = len(runs)
         checks: list[StateCheck] = []
         for s, oracle_f, nop_f in runs:
             check = StateCheck(s.id)
@@ -155,6 +164,7 @@ def validate_track(session: RunSession, jobs: int = 2, log: Callable[[str], None
                     gone = sorted(set(recorded) - set(failing))
                     check.problems.append(f"recorded failing tests differ from a fresh verification: "
                                           f"now failing but not recorded {extra}, recorded but passing {gone}")
+            progress.advance(**({"ok": 1} if check.ok else {"failed": 1}))
             status = "ok  " if check.ok else "FAIL"
             frac = "n/a" if check.pass_fraction is None else f"{100 * check.pass_fraction:.0f}%"
             log(f"{status} {s.id}  (state passes {frac} of hidden tests)")
