@@ -427,3 +427,51 @@ def test_page_names_are_plain_files_and_distinct():
     names = [page_name(i) for i in odd]
     assert len(set(names)) == len(odd)
     assert all("/" not in n and not n.startswith(".") and len(n) < 130 for n in names), names
+
+
+def test_states_that_hurt_most_hand_computed():
+    from swe_residual.report.html.run_page import state_harm
+    from swe_residual.results import Record
+
+    def rec(agent, task, start, outcome, state=None, attempt=1):
+        return Record(case_id=f"{agent}-{task}-{start}-{state}", agent=agent, track="demo", task=task, start=start,
+                      state=state, outcome=outcome, verdict="pass" if outcome else "fail", attempt=attempt)
+    records = [rec("A", "t1", "clean", 1), rec("A", "t1", "residual", 0, "t1--s1"), rec("A", "t1", "residual", 1, "t1--s2"),
+               rec("B", "t1", "clean", 1), rec("B", "t1", "residual", 0, "t1--s1"), rec("B", "t1", "residual", 0, "t1--s2"),
+               rec("B", "t1", "residual", 1, "t1--s2", attempt=2),
+               rec("A", "t2", "clean", 0), rec("A", "t2", "residual", 0, "t2--s3"),
+               rec("B", "t3", "residual", 0, "t3--s4")]          # no clean start of t3: left out
+    got = [(h.state, sorted(h.agents), round(100 * h.clean, 1), round(100 * h.residual, 1), round(h.gap, 1))
+           for h in state_harm(records)]
+    # t1--s1: clean (1 + 1)/2 = 100%, residual (0 + 0)/2 = 0% -> Gap 100
+    # t1--s2: clean 100%, residual (A 1 + B's two attempts (0 + 1)/2) / 2 = 75% -> Gap 25
+    # t2--s3: A only, clean 0, residual 0 -> Gap 0
+    assert got == [("t1--s1", ["A", "B"], 100.0, 0.0, 100.0), ("t1--s2", ["A", "B"], 100.0, 75.0, 25.0),
+                   ("t2--s3", ["A"], 0.0, 0.0, 0.0)]
+
+
+def test_case_list_links_every_page_name_in_chromium(tmp_path):
+    """Hashed page names (long or unusual case ids) are rebuilt by the list's script: every link
+    of the list opens an existing page."""
+    from swe_residual.results import Record
+
+    from .chromium_cdp import Browser
+
+    exe = chromium()
+    run = _run_dir(tmp_path)
+    long_id = "x-" + "t" * 150 + "-clean"
+    odd = [Record(case_id=cid, agent="x", track="demo", task="t", start="clean", verdict="fail", outcome=0,
+                  rule="verdict") for cid in (long_id, ".dot-\u00e9\U0001F600 id", "-leading-dash")]
+    with open(run / "results.jsonl", "a") as fh:
+        fh.write("".join(r.model_dump_json() + "\n" for r in odd))
+    _write(run)
+    browser = Browser(exe, str(tmp_path / "profile"))
+    try:
+        page = browser.new_page()
+        page.goto((run / "report.html").as_uri())
+        links = page.eval("[...document.querySelectorAll('#cl-body a')].map(a => [a.textContent, a.getAttribute('href')])")
+    finally:
+        browser.close()
+    assert len(links) == 6 and {cid for cid, _ in links} >= {long_id, "../../escape", "-leading-dash"}
+    for cid, href in links:
+        assert href == f"pages/{page_name(cid)}" and (run / href).is_file(), (cid, href)

@@ -136,6 +136,13 @@ def test_case_page_shows_what_each_agent_changed_in_the_inherited_work(demo):
     assert summaries == [("daterange/ranges.py", "2", "2"), ("tests/test_merge_ranges.py", "0", str(n_test_lines))]
     assert "+        if merged and rng.start &lt;= merged[-1].end + ONE_DAY:" in change
     assert "2 kept exactly as inherited: <code>daterange/fmt.py</code>, <code>daterange/parse.py</code>" in change
+    # the run page's states that hurt most: every state the same here, over the 3 agents: clean
+    # (oracle 1 + nop 0 + scripted-trust 1) / 3 = 66.7%, residual (1 + 0 + 0) / 3 = 33.3%, Gap 33.3
+    main = (run / "report.html").read_text()
+    hurt = re.findall(r"<tr><td><code>([^<]+)</code></td><td>demo/([^<]+)</td><td class=\"num\">([\d.]+)</td>"
+                      r"<td class=\"num\">([\d.]+)</td><td class=\"num\"><b>([\d.]+)</b></td><td>([^<]+)</td></tr>", main)
+    assert len(hurt) == 17 and {h[2:] for h in hurt} == {("66.7", "33.3", "33.3", "nop, oracle, scripted-trust")}
+    assert [h[1] for h in hurt] == sorted(h[1] for h in hurt)            # equal Gaps: by task, then state
     # the two diffs against the base commit come after it, collapsed
     assert oracle.index('id="change"') < oracle.index('id="inherited"') < oracle.index('id="final"')
     assert re.search(r'<section id="inherited"><details><summary><b>Inherited diff</b>', oracle)

@@ -208,14 +208,17 @@ def check_gates(records: Iterable[Record], manifest: Manifest | None, cfg: GateC
     return res
 
 
-def check_lines(result: GateResult) -> list[str]:
+def check_lines(result: GateResult | dict[str, Any]) -> list[str]:
     """One line per check, the numbers behind its verdict (value, threshold, baseline value):
-    `GATE: ...` for a violated gate, `ok:   ...` for one that holds; then the verdict."""
-    lines = [f"{'ok:  ' if c.get('ok') else 'GATE:'} {c['message']}" for c in result.checks if c.get("message")]
-    n_bad = sum(1 for c in result.checks if not c.get("ok"))
-    n = len(result.checks)
-    lines.append(f"gates: passed ({n} check{'s' if n != 1 else ''})" if result.status == 0 else
-                 f"gates: failed, exit status {result.status} ({n_bad} of {n} check{'s' if n != 1 else ''} failed)")
+    `GATE: ...` for a violated gate, `ok:   ...` for one that holds; then the verdict. `result`
+    is a GateResult or its form in summary.json (`gates`: status, checks)."""
+    checks = result.checks if isinstance(result, GateResult) else list(result.get("checks") or [])
+    status = result.status if isinstance(result, GateResult) else result.get("status", 0)
+    lines = [f"{'ok:  ' if c.get('ok') else 'GATE:'} {c['message']}" for c in checks if c.get("message")]
+    n_bad = sum(1 for c in checks if not c.get("ok"))
+    n = len(checks)
+    lines.append(f"gates: passed ({n} check{'s' if n != 1 else ''})" if status == 0 else
+                 f"gates: failed, exit status {status} ({n_bad} of {n} check{'s' if n != 1 else ''} failed)")
     return lines
 
 

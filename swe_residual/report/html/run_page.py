@@ -337,6 +337,17 @@ def _flag_kind(flag: str) -> str:
     return flag.split(":", 1)[0].strip()
 
 
+def _page_ref(case_id: str) -> str | int:
+    """How the case list names a case's page: 0 for `<case id>.html`, `#<hash>` for the hashed
+    name page_name() gives a long or unusual id (the script rebuilds the rest), else the name."""
+    name = page_name(case_id)
+    if name == case_id + ".html":
+        return 0
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", case_id)[:100].lstrip(".")
+    digest = name[len(stem) + 2:-len(".html")]
+    return "#" + digest if name == f"_{stem}-{digest}.html" and len(digest) == 12 else name
+
+
 def case_list_data(grid: Grid) -> dict[str, Any]:
     """Every case as one compact row for the page's case list (kept small: a 10k-case run page
     carries 10k of them). Names are indexes into the lists; a case id (and page name) is left
@@ -351,13 +362,13 @@ def case_list_data(grid: Grid) -> dict[str, Any]:
         r = _primary(recs)
         state = r.state if r.start != "clean" else None
         standard = f"{r.agent}-{r.task}-clean" if state is None else f"{r.agent}-{r.task}-residual-{state}"
-        name = page_name(cid)
+        name = _page_ref(cid)
         flags = sorted({_flag_kind(f) for x in recs if x.valid for f in (x.integrity or [])})
         rows.append([ix("agents", r.agent), ix("tasks", f"{r.track}/{r.task}"),
                      -1 if state is None else ix("states", state), ix("starts", r.start),
                      outcome_class(recs), ix("rules", r.rule or r.verdict or "n/a"), [ix("flags", f) for f in flags],
                      r.steps, None if r.duration_s is None else round(r.duration_s, 1),
-                     0 if cid == standard else cid, 0 if name == cid + ".html" else name])
+                     0 if cid == standard else cid, name])
     return {**{k: list(v) for k, v in lists.items()}, "words": WORD, "rows": rows}
 
 
@@ -379,7 +390,9 @@ LIST_SCRIPT = (
     "outcome:el('cl-outcome'),rule:el('cl-rule'),flag:el('cl-flag')},key='task',dir=1,MAX=" + str(LIST_SHOWN) + ";"
     "var R=D.rows.map(function(r){var a=D.agents[r[0]],t=D.tasks[r[1]],s=r[2]<0?'':D.states[r[2]],"
     "task=t.slice(t.indexOf('/')+1),id=r[9]||(a+'-'+task+(r[2]<0?'-clean':'-residual-'+s));"
-    "return {id:id,page:r[10]||id+'.html',agent:a,task:t,state:s,start:D.starts[r[3]],outcome:r[4],"
+    "var p=r[10]===0?id+'.html':r[10].charAt(0)==='#'?'_'+id.replace(/[^A-Za-z0-9_.-]+/g,'_').slice(0,100)"
+    ".replace(/^\\.+/,'')+'-'+r[10].slice(1)+'.html':r[10];"
+    "return {id:id,page:p,agent:a,task:t,state:s,start:D.starts[r[3]],outcome:r[4],"
     "rule:D.rules[r[5]],flags:r[6].map(function(i){return D.flags[i]}),steps:r[7],time:r[8]}});"
     "function opts(sel,values,label){values.slice().sort().forEach(function(v){var o=document.createElement('option');"
     "o.value=v;o.textContent=label?label(v):v;sel.appendChild(o)})}"
