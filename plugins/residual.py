@@ -199,7 +199,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.numprocesses = None
         mode = progress_mode(config)
         if mode != "off":
-            config.pluginmanager.register(LiveView(config, session, mode), "swe-residual-progress")
+            try:
+                config.pluginmanager.register(LiveView(config, session, mode), "swe-residual-progress")
+            except OSError as exc:    # no temp dir for the channel: the run goes on without a display
+                print(f"swe-residual: no progress display ({exc.strerror or exc})", file=sys.stderr)
 
 
 def progress_mode(config: pytest.Config) -> str:
@@ -578,7 +581,8 @@ class LiveView:
         if self.shown:
             return
         self.shown = True     # the first case starts: pytest's header and xdist's worker lines are out
-        self.out.tw = self.config.get_terminal_writer()
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        self.out.tw = self.config.get_terminal_writer() if reporter is not None else None
         if self.display.mode == "plain":
             workers = f" on {self.progress.workers} workers" if self.progress.workers else ""
             self.out.write_line(f"swe-residual: running {self.progress.total} cases{workers}; a progress line "

@@ -143,12 +143,12 @@ def _env(**over: str) -> dict[str, str]:
 
 def test_plain_progress_lines_under_ci_with_xdist(tmp_path):
     _world(tmp_path)
-    proc = subprocess.run(_cmd(tmp_path, "-n", "2", "--progress-interval", "0.5"), cwd=ROOT, capture_output=True,
+    proc = subprocess.run(_cmd(tmp_path, "-n", "2", "--progress-interval", "0.2"), cwd=ROOT, capture_output=True,
                           text=True, timeout=600, env=_env(CI="1"))
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:] + proc.stderr[-2000:]
     lines = [line for line in out.splitlines() if line.startswith("swe-residual: ")]
-    assert lines[0] == "swe-residual: running 4 cases on 2 workers; a progress line every 0.5 s"
+    assert lines[0] == "swe-residual: running 4 cases on 2 workers; a progress line every 0.2 s"
     # the workers' events reach the controller: running cases, the running success per agent
     assert any(re.search(r"cases done, [12] running", line) for line in lines[1:-1]), lines
     assert any("slowest running: " in line and "(gw" in line for line in lines[1:-1]), lines
