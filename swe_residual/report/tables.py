@@ -333,7 +333,7 @@ def table4(report: dict, suffix: str = "", wide: bool = True) -> list[Table]:
         for col, rs in reasons.items():
             if col in shown:
                 for r in sorted(rs):
-                    by_reason.setdefault(r, []).append(col)
+                    by_reason.setdefault(r, []).append(col if wide or col != "Kept split" else "Split diff")
         t.notes.extend(f"{', '.join(cols)} n/a: {r}" for r, cols in by_reason.items())
         tables.append(t)
     return tables
@@ -468,7 +468,7 @@ def render_markdown(report: dict) -> str:
 
 
 TEXT_WIDTH = 120
-BEST_NOTE = "* best Residual (%) and Ref. Clean (%) of its track (bold in the HTML report)."
+BEST_NOTE = "* best Residual and Ref. Clean success of its track (bold in the HTML report)."
 
 
 def shorten(text: str, width: int) -> str:
