@@ -361,6 +361,7 @@ STAGE_RESULTS = (
     "infra_error",        # II(c): ended in an infrastructure failure / no valid verdict
     "no_change",          # II(b): no substantive change after ignoring incidental artifacts
     "duplicate",          # II: identical final state of the same task already kept
+    "not_selected",       # II: over `residualize filter --per-task` (one to N per task, families spread)
     "review_rejected",    # III: not task-directed or task/verifier inconsistent
     "rebuild_failed",     # IV: patch application or command replay failed
     "env_unusable",       # IV: harness/agent/verifier cannot use the rebuilt state
@@ -368,7 +369,8 @@ STAGE_RESULTS = (
     "no_longer_failing",  # IV: verifier passes on the rebuilt state
     "included",
 )
-_AFTER_REVIEW = STAGE_RESULTS[6:]
+_BEFORE_REVIEW = STAGE_RESULTS[:STAGE_RESULTS.index("rebuild_failed")]
+_AFTER_REVIEW = STAGE_RESULTS[len(_BEFORE_REVIEW):]
 
 
 def construction_accounting(rows: list[dict] | None) -> dict[str, Any]:
@@ -389,7 +391,7 @@ def construction_accounting(rows: list[dict] | None) -> dict[str, Any]:
     for col, c in counts.items():
         table[col] = {
             "predecessor_runs": sum(c.values()),
-            **{k: c[k] for k in STAGE_RESULTS[:6]},
+            **{k: c[k] for k in _BEFORE_REVIEW},
             "passed_review": sum(c[k] for k in _AFTER_REVIEW),
             "rebuild_failed": c["rebuild_failed"],
             "env_unusable": c["env_unusable"],

@@ -172,7 +172,7 @@ def _build(records: list[Record], manifest: Manifest, construction: list[dict] |
         "predecessors": predecessor_groups(records, manifest, index),
         "statistics": benchmark_statistics(manifest, construction, root),
         "acceptance_bias": ab,
-        "construction": _with_not_selected(construction_accounting(construction), construction),
+        "construction": construction_accounting(construction),
         "rules": rule_counts(records),
         "meta": {"n_records": len(records), "n_boot": n_boot, "seed": seed,
                  "agents": sorted({agent for _, agent in groups}), "cases_expected": len(manifest.cases)},
@@ -414,18 +414,6 @@ def table5(report: dict) -> Table | None:
     for label, key in _T5:
         t.rows.append([label, *(str(value[c].get(key, 0)) for c in cols)])
     return t
-
-
-def _with_not_selected(accounting: dict[str, Any], rows: list[dict] | None) -> dict[str, Any]:
-    """Table 5's `not_selected` (candidates `residualize filter --per-task` left out), counted
-    apart from `other`, where construction_accounting puts stage results it does not list."""
-    for col, c in (accounting.get("value") or {}).items():
-        if "not_selected" in c:   # counted there already
-            continue
-        n = sum(1 for r in rows or [] if r.get("stage_result") == "not_selected"
-                and (col == "total" or r.get("track", "unknown") == col))
-        c["not_selected"], c["other"] = n, c["other"] - n
-    return accounting
 
 
 Q5 = "How the states were made: the predecessor runs each stage kept or dropped, and why."
