@@ -414,6 +414,9 @@ class Controller:
                                                      interrupted=self.interrupted,
                                                      resume=self.resume_command() if self.interrupted else "")
             self.run_page = self._write_pages()
+            if baseline and gate is not None and not self.interrupted:
+                from swe_residual.report.compare import page_for   # the paired comparison behind the gate
+                page_for(None, [baseline], [self.session.run_dir], self.session.run_dir, option="--gate-baseline")
         except (OSError, RunDirError) as exc:   # the run dir cannot be written: the run is invalid
             self.run_dir_error = f"run dir {self.session.run_dir} cannot be written: {exc}"
             session.exitstatus = EXIT_INVALID
@@ -501,10 +504,9 @@ class Controller:
             tr.write_line(f"infra errors (no outcome recorded): {len(cases['infra_errors'])}", yellow=True)
         gates = summary.get("gates")
         if gates is not None:
-            for line in gates["violations"]:
-                tr.write_line(f"GATE: {line}", red=True)
-            status = gates["status"]
-            tr.write_line("gates: passed" if not status else f"gates: failed, exit status {status}")
+            from swe_residual.report.gates import check_lines
+            for line in check_lines(gates):     # the numbers behind every verdict, as `swe-residual gate`
+                tr.write_line(line, red=line.startswith(("GATE:", "gates: failed")))
         tr.write_line(f"results: {self.session.run_dir / RESULTS}")
         if self.run_page is not None:
             tr.write_line(f"report:  {self.run_page.resolve()}")

@@ -34,7 +34,9 @@ def pytest_run(tmp: Path, run: str, *args: str) -> subprocess.CompletedProcess:
 def test_threshold_gates(tmp_path):
     _world(tmp_path)
     ok = pytest_run(tmp_path, "ok", "--agent", "oracle", "--gate-min-residual", "50", "--gate-max-gap", "5")
-    assert ok.returncode == 0 and "gates: passed" in ok.stdout
+    assert ok.returncode == 0 and "gates: passed (3 checks)" in ok.stdout, ok.stdout[-2000:]
+    # the suite run prints the numbers behind each verdict too, as `swe-residual gate` does
+    assert "ok:   demo/oracle: residual success 100.0% >= min 50.0%" in ok.stdout
     bad = pytest_run(tmp_path, "bad", "--agent", "nop", "--gate-min-residual", "50")
     assert bad.returncode == 10, bad.stdout[-2000:]
     assert "GATE: demo/nop: residual success 0.0% < min 50.0%" in bad.stdout
@@ -76,6 +78,8 @@ def test_baseline_drop_counts_only_beyond_noise(tmp_path):
                      "--gate-baseline", str(tmp_path / "base"), "--gate-max-drop", "10")
     assert cur.returncode == 10, cur.stdout[-2000:]
     assert "demo/candidate: residual success dropped by 100.0 pts vs baseline on 6 shared tasks" in cur.stdout
+    assert "residual success 0.0% vs baseline 100.0% on 6 shared tasks" in cur.stdout      # the numbers
+    assert (tmp_path / "cur" / "compare.html").is_file()            # the paired comparison behind the gate
     # one shared task dropping 100 points is within noise (p = 1): no regression
     one = pytest_run(tmp_path, "one", "--agent", "candidate", "--agent-config", str(tmp_path / "bad.yaml"),
                      "-k", "calc0-", "--gate-baseline", str(tmp_path / "base"), "--gate-max-drop", "10")
