@@ -10,7 +10,7 @@ cases), the size of all case pages, and the time of `swe-residual report RUN --h
 start to exit: loading, every table, the run page, 10k case pages) and of write_browser alone.
 
 Measured on the 2-core dev machine (shared; load average 4-6 from other work): run page
-1.97 MB; 10,000 case pages of 304 MB in all (~30 KB each, about the size of the artifacts they
+2.61 MB (with the case list's rows); 10,000 case pages of 304 MB in all (~30 KB each, about the size of the artifacts they
 show); write_browser 4.1-17.9 s and the whole command 9.1-18.0 s, depending on how busy the
 cores were. What it took: pages rewritten in place (deleting 10k old pages cost more than
 writing them), each task's grid row built once for its pages, diffs escaped per file, directories
