@@ -227,6 +227,8 @@ def test_monte_carlo_p_agrees_with_the_exact_distribution(shift):
     # 50 + 5 tasks: terms exact (comb(50, 25) * comb(5, 2) < 2**53) but 55 > 53 bits, so the sums round:
     # the same order of additions must give the same bits
     [100.0] * 31 + [-100.0] * 19 + [50.0, 50.0, -50.0, 50.0, 50.0],
+    # |d| 33.33333333333333 and 33.333333333333336 (1/3 and 1 - 2/3 in points) are one value rounded to 12 places
+    [100 * (1 / 3 - 0), 100 * (2 / 3 - 1 / 3), -100 * (1 - 2 / 3), 50.0, -0.0, 100 * (1 / 3), 100.0],
     # one |d| on 300 tasks: big-integer terms (comb(300, 150) ~ 10**89)
     [100.0] * 180 + [-100.0] * 120,
     # two |d| on 90 and 150 tasks: 91 * 151 = 13,741 combinations of big-integer terms

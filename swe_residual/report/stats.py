@@ -133,7 +133,9 @@ def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int
     of + signs among the s tasks of one |d| is Binomial(s, 1/2), drawn for all resamples at once.
     Returns (p, exact).
     """
-    nz = Counter(round(abs(d), 12) for d in diffs if d != 0)
+    nz: Counter = Counter()
+    for d, c in Counter(map(abs, filter(None, diffs))).items():  # rounded per distinct |d|, in first-seen order
+        nz[round(d, 12)] += c
     if not nz:
         return 1.0, True
     observed = abs(sum(diffs))
@@ -193,8 +195,9 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot:
     diff = scale * mean_i (a_i - b_i) (points for rates), a paired bootstrap interval of it, and
     the sign-flip p-value. Tasks present in only one side are counted, not used.
     """
-    shared = sorted(set(a) & set(b))
-    base = {"n_shared": len(shared), "n_only_a": len(set(a) - set(b)), "n_only_b": len(set(b) - set(a)),
+    set_a, set_b = set(a), set(b)
+    shared = sorted(set_a & set_b)
+    base = {"n_shared": len(shared), "n_only_a": len(set_a - set_b), "n_only_b": len(set_b - set_a),
             "level": level, "seed": seed}
     if not shared:
         return {**base, "diff": None, "ci": None, "p_value": None, "exact": None}
@@ -203,8 +206,8 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot:
     keys, sizes = _categories(diffs)
     (sums,) = resampled_sums(_rng(seed), sizes, (keys,), n_boot)
     p, exact = sign_flip_p(diffs, n_perm=n_perm, seed=seed)
-    return {**base, "diff": fmean(diffs), "mean_a": scale * fmean(a[t] for t in shared),
-            "mean_b": scale * fmean(b[t] for t in shared), "ci": _interval(sums / len(diffs), level),
+    return {**base, "diff": fmean(diffs), "mean_a": scale * fmean([a[t] for t in shared]),  # lists: no counting pass
+            "mean_b": scale * fmean([b[t] for t in shared]), "ci": _interval(sums / len(diffs), level),
             "p_value": p, "exact": exact}
 
 
