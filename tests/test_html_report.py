@@ -67,3 +67,12 @@ def test_html_report_renders_tables_and_figures(tmp_path):
     assert len(seen["imgs"]) == 2
     for img in seen["imgs"]:
         assert img["complete"] and img["w"] > 200 and img["h"] > 100, img
+
+
+def test_the_pages_css_has_no_control_characters():
+    """A CSS escape written in a Python string (\\25b2, the sort arrow) once became an octal escape:
+    the arrow rendered as a control character and `b2`. The stylesheet holds printable text only."""
+    from swe_residual.report.html.kit import CSS
+    bad = sorted({hex(ord(ch)) for ch in CSS if ord(ch) < 0x20 and ch != "\n"})
+    assert bad == [], bad
+    assert '::after{content:" \\25b2"}' in CSS and '::after{content:" \\25bc"}' in CSS

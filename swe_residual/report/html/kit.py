@@ -82,8 +82,8 @@ img.fig{max-width:100%;border:1px solid var(--line);border-radius:6px;margin:4px
 .scroll table{margin:0}
 table.cases td,table.cases th{white-space:nowrap;padding:2px 8px}table.cases td a{font-family:ui-monospace,Menlo,Consolas,monospace;
 font-size:12px}
-th[data-k]{cursor:pointer;user-select:none}th[aria-sort=ascending]::after{content:" \25b2"}
-th[aria-sort=descending]::after{content:" \25bc"}
+th[data-k]{cursor:pointer;user-select:none}th[aria-sort=ascending]::after{content:" \\25b2"}
+th[aria-sort=descending]::after{content:" \\25bc"}
 """
 
 
