@@ -1,11 +1,11 @@
-"""Benchmark: controller time of a demo-suite run against the number of cases (1k / 5k / 10k).
+"""Benchmark: planning and collection against bare pytest-xdist, and a one-case collection against its floors.
 
-The demo suite has a fixed number of cases per agent (25: 8 tasks, 8 clean + 17 residual
-starts), so N cases are reached with N/25 named `command` agents from a generated agent config
-(`--agent-config FILE --agent bench-0001 --agent bench-0002 ...`). Nothing runs an agent: each
-scenario times one whole pytest process (interpreter start to exit, wall clock), i.e. what the
-controller pays to plan, collect, deselect and write the run dir's outputs (manifest, summary,
-tables, HTML) before any case runs:
+**Planning at 1k / 5k / 10k cases.** The demo suite has a fixed number of cases per agent (25:
+8 tasks, 8 clean + 17 residual starts), so N cases are reached with N/25 named `command` agents
+from a generated agent config (`--agent-config FILE --agent bench-0001 --agent bench-0002 ...`).
+Nothing runs an agent: each scenario times one whole pytest process (interpreter start to exit,
+wall clock), i.e. what the controller pays to plan, collect, deselect and write the run dir's
+outputs (manifest, summary, tables, HTML) before any case runs:
 
 * ``collect``    - ``pytest suites/demo --collect-only -q``
 * ``setup-plan`` - ``pytest suites/demo -n 2 --setup-plan -q`` (two xdist workers, each building
@@ -14,13 +14,27 @@ tables, HTML) before any case runs:
   run dir of an (untimed) ``--collect-only`` run of the same cases plus a results.jsonl with one
   valid pass/fail record for every other case, so about half are deselected
 
+The floor of ``collect`` and ``setup-plan`` is bare pytest(-xdist) on the same number of trivial
+tests: one test function parametrized with the very case ids of ours, in a directory of its own
+(no conftest, none of our plugin; the other installed pytest plugins load in both), run with the
+same options. Each round runs ours and the floor back to back; the table shows the medians of
+``--rounds`` rounds and the ratio ours / floor (target: at most x1.2).
+
+**One case.** ``pytest suites/demo/test_demo.py::test_case[nop-date-range-merge-clean]
+--collect-only -q`` (local backend; and with ``--backend docker`` when a Docker engine answers),
+target at most 1.2 s, against the floors measured in the same rounds: the interpreter start
+(``python -c pass``), ``python -c "import pytest"``, and bare ``pytest --collect-only -q`` of one
+trivial test. ``--where`` adds where the one-case collection spends its time (``-X importtime``,
+imports grouped by top-level package, and a cProfile of the whole process).
+
 Every run writes into a temporary directory (``--run-dir`` / ``--resume``), never reports/. Each
 run is checked: exit status 0 and the expected number of collected (and deselected) cases, from
-pytest's ``N tests collected`` line or, under xdist, from the run dir's summary.json. Any
+pytest's ``N tests collected`` line or, under xdist, from the run dir's manifest.json. Any
 failure or timeout stops the benchmark with a non-zero exit status.
 
-    python3 benchmarks/bench_collection.py                                    # 1000,5000,10000
-    python3 benchmarks/bench_collection.py --sizes 1000,5000 --scenarios collect,resume --timeout 300
+    python3 benchmarks/bench_collection.py                                    # 1000,5000,10000 and one case
+    python3 benchmarks/bench_collection.py --sizes 1000 --rounds 1 --scenarios collect,setup-plan
+    python3 benchmarks/bench_collection.py --sizes 0 --where                  # only the one-case figures
 """
 
 from __future__ import annotations
@@ -29,13 +43,17 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -46,11 +64,35 @@ from swe_residual.results import RESULTS, Record  # noqa: E402
 SCENARIOS = ("collect", "setup-plan", "resume")
 SUITE = "suites/demo"
 NODE_PREFIX = "suites/demo/test_demo.py::test_case["
+ONE_CASE = "nop-date-range-merge-clean"
 COLLECTED_RE = re.compile(r"^(?:(\d+)/)?(\d+) tests? collected(?: \((\d+) deselected\))?", re.M)
+# the options of each scenario, ours and the bare floor's alike (pyproject's addopts give ours -p no:cacheprovider)
+OPTIONS = {"collect": ["--collect-only", "-q"], "setup-plan": ["-n", "2", "--setup-plan", "-q"]}
+BARE_TEST = """\
+import json
+from pathlib import Path
+
+import pytest
+
+IDS = json.loads((Path(__file__).parent / "ids.json").read_text())
+
+
+@pytest.mark.parametrize("case", IDS, ids=IDS)
+def test_case(case):
+    pass
+"""
+TARGET = 1.2  # ratio to the floor, and seconds for the one-case collection
 
 
 class BenchError(RuntimeError):
     pass
+
+
+class Timing(NamedTuple):
+    """Wall seconds of one process, and the CPU seconds (user + system) of it and every process it waited for."""
+
+    wall: float
+    cpu: float
 
 
 def write_agent_config(path: Path, n_agents: int) -> list[str]:
@@ -69,12 +111,16 @@ def agent_args(config: Path, names: list[str]) -> list[str]:
     return args
 
 
-def run_pytest(args: list[str], timeout: float, log: Path) -> tuple[float, str]:
-    """Run `python -m pytest ARGS` from the project root; (wall seconds, output). Raises on failure."""
-    cmd = [sys.executable, "-m", "pytest", *args]
+def run_cmd(cmd: list[str], timeout: float, log: Path, cwd: Path = ROOT) -> tuple[Timing, str]:
+    """Run cmd; (its Timing, output). Raises on a non-zero exit status or a timeout.
+
+    The CPU time is the growth of RUSAGE_CHILDREN over the run: the child's own and that of the
+    processes it waited for (xdist workers), not the Docker engine's.
+    """
     with open(log, "w+", encoding="utf-8", errors="replace") as out:
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)  # its own process group: a timeout ends the workers too
         try:
             rc = proc.wait(timeout=timeout)
@@ -83,12 +129,18 @@ def run_pytest(args: list[str], timeout: float, log: Path) -> tuple[float, str]:
             proc.wait()
             raise BenchError(f"timed out after {timeout:g} s: {shorten(cmd)} (output: {log})") from None
         elapsed = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         out.seek(0)
         text = out.read()
     if rc != 0:
         tail = "\n".join(text.rstrip().splitlines()[-30:])
         raise BenchError(f"exit status {rc}: {shorten(cmd)}\n--- last lines of {log} ---\n{tail}")
-    return elapsed, text
+    return Timing(elapsed, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime), text
+
+
+def run_pytest(args: list[str], timeout: float, log: Path, cwd: Path = ROOT) -> tuple[Timing, str]:
+    """Run `python -m pytest ARGS` (from the project root unless cwd); (wall seconds, output)."""
+    return run_cmd([sys.executable, "-m", "pytest", *args], timeout, log, cwd)
 
 
 def shorten(cmd: list[str]) -> str:
@@ -117,9 +169,9 @@ def node_case_ids(text: str) -> list[str]:
     return [line[len(NODE_PREFIX):-1] for line in text.splitlines() if line.startswith(NODE_PREFIX)]
 
 
-def check_collect(text: str, expected: int, deselected: int = 0) -> None:
+def check_collect(text: str, expected: int, deselected: int = 0, prefix: str = NODE_PREFIX) -> None:
     selected, desel = collected_counts(text)
-    listed = len(node_case_ids(text))
+    listed = sum(line.startswith(prefix) for line in text.splitlines())
     if (selected, desel, listed) != (expected, deselected, expected):
         raise BenchError(f"expected {expected} cases selected ({deselected} deselected), got {selected} "
                          f"({desel} deselected), {listed} listed")
@@ -175,44 +227,171 @@ def prepare_resume(work: Path, common: list[str], agents: list[str], expected: i
     return run_dir, len(done)
 
 
-def cases_per_agent(work: Path, timeout: float) -> int:
-    """Cases of one agent in the demo suite (untimed probe)."""
+def one_agent_case_ids(work: Path, timeout: float) -> list[str]:
+    """The case ids of one agent (bench-0001) in the demo suite (untimed probe)."""
     config = work / "probe-agents.yaml"
     names = write_agent_config(config, 1)
     _, text = run_pytest([SUITE, "--collect-only", "-q", "--run-dir", str(work / "probe-run"),
                           *agent_args(config, names)], timeout, work / "probe.log")
-    n, _ = collected_counts(text)
-    if n <= 0:
-        raise BenchError("the demo suite collected no cases for one agent")
-    return n
+    ids = node_case_ids(text)
+    if not ids or collected_counts(text)[0] != len(ids):
+        raise BenchError(f"the demo suite collected no cases for one agent (output: {work / 'probe.log'})")
+    return ids
 
 
-def measure(size: int, scenario: str, per_agent: int, work: Path, timeout: float) -> tuple[int, float]:
-    """Seconds of one scenario at ~size cases; (cases, seconds)."""
-    n_agents = max(1, round(size / per_agent))
-    expected = n_agents * per_agent
-    config = work / f"agents-{n_agents}.yaml"
-    names = write_agent_config(config, n_agents)
-    common = agent_args(config, names)
-    tag = f"{scenario}-{expected}"
-    if scenario == "collect":
-        secs, text = run_pytest([SUITE, "--collect-only", "-q", "--run-dir", str(work / f"run-{tag}"), *common],
-                                timeout, work / f"{tag}.log")
-        check_collect(text, expected)
-    elif scenario == "setup-plan":
-        run_dir = work / f"run-{tag}"
-        secs, _ = run_pytest([SUITE, "-n", "2", "--setup-plan", "-q", "--run-dir", str(run_dir), *common],
-                             timeout, work / f"{tag}.log")
-        check_summary(run_dir, expected)
-    elif scenario == "resume":
-        (work / tag).mkdir()
-        run_dir, done = prepare_resume(work / tag, common, names, expected, timeout)
-        secs, text = run_pytest([SUITE, "--collect-only", "-q", "--resume", str(run_dir), *common],
-                                timeout, work / f"{tag}.log")
-        check_collect(text, expected - done, done)
-    else:
-        raise BenchError(f"unknown scenario {scenario!r}")
-    return expected, secs
+def bare_dir(work: Path, ids: list[str]) -> Path:
+    """A directory with one trivial test parametrized with `ids` (a pytest.ini makes it the rootdir)."""
+    d = work / f"bare-{len(ids)}"
+    d.mkdir(exist_ok=True)
+    (d / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n", encoding="utf-8")
+    (d / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
+    (d / "test_bare.py").write_text(BARE_TEST, encoding="utf-8")
+    return d
+
+
+class Size:
+    """One size: our agents config (N/25 agents) and the bare directory with the same case ids."""
+
+    def __init__(self, size: int, probe_ids: list[str], work: Path):
+        self.work = work
+        n_agents = max(1, round(size / len(probe_ids)))
+        self.config = work / f"agents-{n_agents}.yaml"
+        self.names = write_agent_config(self.config, n_agents)
+        self.common = agent_args(self.config, self.names)
+        self.ids = [name + cid[len("bench-0001"):] for name in self.names for cid in probe_ids]
+        self.cases = len(self.ids)
+        self.bare = bare_dir(work, self.ids)
+        self.runs = 0
+
+    def ours(self, scenario: str, timeout: float) -> Timing:
+        self.runs += 1
+        tag = f"{scenario}-{self.cases}-{self.runs}"
+        run_dir = self.work / f"run-{tag}"
+        if scenario == "resume":
+            (self.work / tag).mkdir()
+            resume_dir, done = prepare_resume(self.work / tag, self.common, self.names, self.cases, timeout)
+            secs, text = run_pytest([SUITE, "--collect-only", "-q", "--resume", str(resume_dir), *self.common],
+                                    timeout, self.work / f"{tag}.log")
+            check_collect(text, self.cases - done, done)
+            return secs
+        secs, text = run_pytest([SUITE, *OPTIONS[scenario], "--run-dir", str(run_dir), *self.common], timeout,
+                                self.work / f"{tag}.log")
+        if scenario == "collect":
+            check_collect(text, self.cases)
+        else:
+            check_summary(run_dir, self.cases)
+        return secs
+
+    def floor(self, scenario: str, timeout: float) -> Timing:
+        self.runs += 1
+        log = self.work / f"bare-{scenario}-{self.cases}-{self.runs}.log"
+        secs, text = run_pytest(["test_bare.py", *OPTIONS[scenario]], timeout, log, cwd=self.bare)
+        if scenario == "collect":
+            check_collect(text, self.cases, prefix="test_bare.py::test_case[")
+        elif "no tests ran" not in text and " passed" not in text:
+            raise BenchError(f"unexpected output of the bare --setup-plan run ({log})")
+        return secs
+
+
+def median(xs: list[Timing]) -> Timing:
+    """The median wall time and the median CPU time (of possibly different rounds)."""
+    return Timing(statistics.median(x.wall for x in xs), statistics.median(x.cpu for x in xs))
+
+
+def planning(sizes: list[int], scenarios: list[str], rounds: int, work: Path, timeout: float) -> None:
+    probe_ids = one_agent_case_ids(work, timeout)
+    print(f"demo suite: {len(probe_ids)} cases per agent; {rounds} round(s), medians; work dir {work}", flush=True)
+    print(f"{'cases':>7}  {'scenario':<10}  {'wall: ours':>10}  {'bare':>6}  {'ratio':>6}  {'CPU: ours':>9}  "
+          f"{'bare':>6}  {'ratio':>6}  {'wall s / 1k':>11}  target (wall)", flush=True)
+    for size in sizes:
+        sz = Size(size, probe_ids, work)
+        for scenario in scenarios:
+            ours, bare = [], []
+            for _ in range(rounds):  # interleaved: ours, then the floor, round by round
+                ours.append(sz.ours(scenario, timeout))
+                if scenario in OPTIONS:
+                    bare.append(sz.floor(scenario, timeout))
+            o = median(ours)
+            row = f"{sz.cases:>7}  {scenario:<10}  {o.wall:>10.2f}  "
+            if bare:
+                b = median(bare)
+                ratio = o.wall / b.wall
+                verdict = f"<= x{TARGET}: " + ("met" if ratio <= TARGET else "NOT met")
+                row += (f"{b.wall:>6.2f}  {'x%.2f' % ratio:>6}  {o.cpu:>9.2f}  {b.cpu:>6.2f}  "
+                        f"{'x%.2f' % (o.cpu / b.cpu):>6}  {o.wall / sz.cases * 1000:>11.3f}  {verdict}")
+            else:
+                row += f"{'-':>6}  {'-':>6}  {o.cpu:>9.2f}  {'-':>6}  {'-':>6}  {o.wall / sz.cases * 1000:>11.3f}"
+            print(row, flush=True)
+
+
+def docker_answers() -> bool:
+    try:
+        return subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                              timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def one_case(rounds: int, work: Path, timeout: float, where: bool) -> None:
+    """The one-case collection, local and docker, against the interpreter, `import pytest` and bare pytest."""
+    bare = bare_dir(work, [ONE_CASE])
+    node = f"{NODE_PREFIX}{ONE_CASE}]"
+    py = sys.executable
+    contenders: dict[str, list[str] | None] = {
+        "python -c pass (interpreter start)": [py, "-c", "pass"],
+        "python -c 'import pytest'": [py, "-c", "import pytest"],
+        "bare pytest --collect-only, 1 trivial test": None,  # run in the bare dir
+        "ours --collect-only, 1 case, local": [py, "-m", "pytest", node, "--collect-only", "-q"],
+    }
+    if docker_answers():
+        contenders["ours --collect-only, 1 case, docker"] = [py, "-m", "pytest", node, "--collect-only", "-q",
+                                                            "--backend", "docker"]
+    times: dict[str, list[Timing]] = defaultdict(list)
+    for r in range(rounds):
+        for i, (name, cmd) in enumerate(contenders.items()):
+            log = work / f"one-{i}-{r}.log"
+            if cmd is None:
+                t, text = run_pytest(["test_bare.py", "--collect-only", "-q"], timeout, log, cwd=bare)
+                check_collect(text, 1, prefix="test_bare.py::test_case[")
+            elif cmd[1:3] == ["-m", "pytest"]:
+                t, text = run_cmd([*cmd, "--run-dir", str(work / f"one-run-{i}-{r}")], timeout, log)
+                check_collect(text, 1)
+            else:
+                t, _ = run_cmd(cmd, timeout, log)
+            times[name].append(t)
+    floor = median(times["python -c 'import pytest'"])
+    print(f"\none case: {rounds} round(s), medians", flush=True)
+    print(f"{'':<44}  {'wall (s)':>8}  {'/ import pytest':>15}  {'CPU (s)':>7}  target (wall)", flush=True)
+    for name in contenders:
+        t = median(times[name])
+        target = f"<= {TARGET} s: " + ("met" if t.wall <= TARGET else "NOT met") if name.startswith("ours") else ""
+        print(f"{name:<44}  {t.wall:>8.2f}  {'x%.1f' % (t.wall / floor.wall):>15}  {t.cpu:>7.2f}  {target}",
+              flush=True)
+    if where:
+        where_one_case(node, work, timeout)
+
+
+def where_one_case(node: str, work: Path, timeout: float) -> None:
+    """Imports grouped by top-level package (-X importtime) and the top of a cProfile of one collection."""
+    log = work / "one-importtime.log"
+    run_cmd([sys.executable, "-X", "importtime", "-m", "pytest", node, "--collect-only", "-q", "--run-dir",
+             str(work / "one-run-importtime")], timeout, log)
+    own: dict[str, int] = defaultdict(int)
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+\d+ \|(\s*)(\S+)", line)
+        if m:
+            own[m.group(3).lstrip(".").split(".")[0]] += int(m.group(1))
+    total = sum(own.values())
+    print(f"\nimports of the one-case collection (-X importtime, self times): {total / 1e6:.2f} s in all")
+    for pkg, us in sorted(own.items(), key=lambda kv: -kv[1])[:15]:
+        print(f"  {pkg:<28} {us / 1e6:>6.3f} s")
+    prof = work / "one.prof"
+    run_cmd([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "pytest", node, "--collect-only", "-q",
+             "--run-dir", str(work / "one-run-profile")], timeout, work / "one-profile.log")
+    import pstats
+
+    print("\ncProfile of the one-case collection (cumulative, top 25):")
+    pstats.Stats(str(prof), stream=sys.stdout).sort_stats("cumulative").print_stats(25)
 
 
 def parse_list(text: str, kind=str) -> list:
@@ -221,34 +400,36 @@ def parse_list(text: str, kind=str) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1000,5000,10000", help="numbers of cases, comma-separated (default: %(default)s)")
+    ap.add_argument("--sizes", default="1000,5000,10000",
+                    help="numbers of cases, comma-separated; 0 for none (default: %(default)s)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS),
                     help=f"comma-separated subset of {', '.join(SCENARIOS)} (default: all)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per figure, medians shown (default: 3)")
+    ap.add_argument("--one-case-rounds", type=int, default=5, help="rounds of the one-case figures; 0: skip "
+                    "them (default: 5)")
+    ap.add_argument("--where", action="store_true", help="where the one-case collection spends its time")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per command (default: 600)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, run dirs)")
     args = ap.parse_args(argv)
-    sizes = parse_list(args.sizes, int)
+    sizes = [s for s in parse_list(args.sizes, int) if s]
     scenarios = parse_list(args.scenarios)
     unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown or not scenarios or not sizes or min(sizes) <= 0:
-        ap.error(f"--sizes must be positive integers, --scenarios a subset of {', '.join(SCENARIOS)}")
+    if unknown or not scenarios or min(sizes, default=1) < 0 or args.rounds < 1 or args.one_case_rounds < 0:
+        ap.error(f"--sizes must be positive integers, --scenarios a subset of {', '.join(SCENARIOS)}, "
+                 "--rounds at least 1")
 
     work = Path(tempfile.mkdtemp(prefix="bench-collection-"))
-    rows: list[tuple[int, str, float]] = []
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     try:
-        per_agent = cases_per_agent(work, args.timeout)
-        print(f"demo suite: {per_agent} cases per agent; work dir {work}", flush=True)
-        print(f"{'cases':>7}  {'scenario':<10}  {'seconds':>8}  {'s / 1k cases':>12}", flush=True)
-        for size in sizes:
-            for scenario in scenarios:
-                cases, secs = measure(size, scenario, per_agent, work, args.timeout)
-                rows.append((cases, scenario, secs))
-                print(f"{cases:>7}  {scenario:<10}  {secs:>8.2f}  {secs / cases * 1000:>12.3f}", flush=True)
+        if sizes:
+            planning(sizes, scenarios, args.rounds, work, args.timeout)
+        if args.one_case_rounds:
+            one_case(args.one_case_rounds, work, args.timeout, args.where)
     except BenchError as exc:
         print(f"bench_collection: FAILED: {exc}", file=sys.stderr)
-        if not args.keep:
-            print(f"(logs kept in {work})", file=sys.stderr)
+        print(f"(logs kept in {work})", file=sys.stderr)
         return 1
+    print(f"load average {os.getloadavg()[0]:.1f} at the end", flush=True)
     if args.keep:
         print(f"kept: {work}")
     else:
