@@ -415,7 +415,7 @@ class Controller:
                                                      resume=self.resume_command() if self.interrupted else "")
             self.run_page = self._write_pages()
             if baseline and gate is not None and not self.interrupted:
-                from swe_residual.report.compare import page_for   # the paired comparison behind the gate
+                from swe_residual.report.compare import page_for  # the paired comparison behind the gate
                 page_for(None, [baseline], [self.session.run_dir], self.session.run_dir, option="--gate-baseline")
         except (OSError, RunDirError) as exc:   # the run dir cannot be written: the run is invalid
             self.run_dir_error = f"run dir {self.session.run_dir} cannot be written: {exc}"
