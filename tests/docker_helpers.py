@@ -142,3 +142,20 @@ def private_dockerd():
         subprocess.run(["sh", "-c", f"grep -o ' {d}[^ ]*' /proc/mounts | sort -r | xargs -r -n1 umount -l"],
                        capture_output=True)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def left_behind(run_name: str, host: str | None = None) -> list[str]:
+    """Containers of a run named `run_name` whose owning process has ended: what the run left on
+    the engine. Many tests name their run dir `run`, and other tests' runs may be live on the
+    same engine at the same time (xdist): a container whose owner still runs is not ours to judge."""
+    import docker
+
+    from swe_residual.backends.docker.engine import LABEL_PID, LABEL_PIDSTART, LABEL_RUN
+    from swe_residual.backends.owners import owner_alive
+
+    client = docker.DockerClient(base_url=host) if host else docker.from_env()
+    try:
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_name}"})
+        return [c.id for c in containers if not owner_alive(c.labels.get(LABEL_PID), c.labels.get(LABEL_PIDSTART))]
+    finally:
+        client.close()

@@ -67,10 +67,9 @@ def test_cases_are_spread_over_hosts(tmp_path, two_hosts):
     assert {r["host"] for r in recs} == {first, second}
     assert {r["outcome"] for r in recs if r["agent"] == "oracle"} == {1}
     assert {r["outcome"] for r in recs if r["agent"] == "nop" and r["start"] == "residual"} == {0}
+    from .docker_helpers import left_behind
     for host in (first, second):      # nothing of the run left on either engine
-        left = subprocess.run(["docker", "-H", host, "ps", "-aq", "--filter", f"label=swe-residual.run={(tmp_path / 'run').name}"],
-                              capture_output=True, text=True).stdout.split()
-        assert left == []
+        assert left_behind((tmp_path / "run").name, host) == []
 
 
 def test_host_stopping_mid_run_is_infra_and_retried_on_the_other(tmp_path, two_hosts):
