@@ -175,7 +175,11 @@ def pytest_configure(config: pytest.Config) -> None:
             run_dir = Path(resume or opt("swe_run_dir") or ROOT / "reports" / time.strftime("%Y%m%d-%H%M%S"))
             _check_something_to_run(config, plan)
             check_backend(plan, options["backend"], opt("swe_docker_hosts"))
-            session = RunSession.open(plan, run_dir, resume=bool(resume), **options)
+            # without xdist the selection (-k, node ids) is known after collection: only the states
+            # of the selected cases are checked then (Controller._collected); xdist's controller
+            # never collects, so it checks them all now (a check that passed is cached)
+            defer = getattr(config.option, "dist", "no") == "no"
+            session = RunSession.open(plan, run_dir, resume=bool(resume), check_states=not defer, **options)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     html_path = opt("htmlpath", None)   # pytest-html's own report, only where --html asks for it
@@ -184,7 +188,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "pass another path for pytest-html's report")
     config.stash[SESSION_KEY] = session
     if not _is_worker(config):
-        controller = Controller(config, session)
+        controller = Controller(config, session, states_deferred=defer)
         config.pluginmanager.register(controller, "swe-residual-controller")
         config.pluginmanager.register(LateFinish(controller), "swe-residual-late-finish")
         # Cases last seconds to hours: idle workers steal pending cases instead of waiting behind a
@@ -308,13 +312,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     """A run dir that cannot be written while the run's outputs (summary, HTML) are written is an
     invalid run (exit 11, one line), never a traceback."""
-    from swe_residual.report.gates import EXIT_INVALID
     controller = session.config.pluginmanager.get_plugin("swe-residual-controller")
     try:
         return (yield)
     except OSError as exc:
         if controller is None:
             raise
+        from swe_residual.report.gates import EXIT_INVALID
         controller.run_dir_error = controller.run_dir_error or (
             f"run dir {controller.session.run_dir} cannot be written: {exc.strerror or exc}")
         session.exitstatus = EXIT_INVALID
@@ -324,9 +328,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
 class Controller:
     """Controller-side hooks: the collected cases, crashed workers, the end of the run."""
 
-    def __init__(self, config: pytest.Config, session: RunSession):
+    def __init__(self, config: pytest.Config, session: RunSession, states_deferred: bool = False):
         self.config = config
         self.session = session
+        self.states_deferred = states_deferred   # the selected cases' states are checked at collection
+        self.refused = False                     # ... and one did not apply: a usage error, no run, no outputs
         self.collected: list[str] | None = None
         self.summary: dict | None = None
         self.run_page: Path | None = None
@@ -356,6 +362,12 @@ class Controller:
         """The manifest names the cases this run will actually run (after -k, --resume, ...)."""
         by_id = self.session.plan.by_id
         self.collected = [c for c in case_ids if c in by_id]
+        if self.states_deferred:
+            try:
+                self.session.check_selected(self.collected)
+            except InputError as exc:
+                self.refused = True
+                raise pytest.UsageError(str(exc)) from None
         self.session.write_manifest(self.collected)
         view = self.config.pluginmanager.get_plugin("swe-residual-progress")
         if view is not None:
@@ -376,7 +388,7 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)  # before pytest-html renders the report
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         opt = self.config.getoption
-        if opt("collectonly") or opt("setupplan") or opt("setuponly"):
+        if opt("collectonly") or opt("setupplan") or opt("setuponly") or self.refused:
             return  # nothing ran: the manifest names the cases, there is nothing to report
         # exit 2 only: a run stopped by -x without xdist exits 1 and keeps its missing cases (gate: 11)
         self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
@@ -460,7 +472,6 @@ class Controller:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
-        from swe_residual.report.gates import EXIT_INVALID
         # outermost wrapper: the tables come last, after pytest's short test summary. The built-in
         # nop's failures are expected: they leave pytest's FAILURES and short summary (one line
         # each in our section instead) and come back before the final counts line.
@@ -484,6 +495,7 @@ class Controller:
         if self.summary is not None:
             self._print_summary(terminalreporter, config)
         if self.run_dir_error is not None:
+            from swe_residual.report.gates import EXIT_INVALID
             terminalreporter.write_line(f"INVALID RUN (exit {EXIT_INVALID}): {self.run_dir_error}", red=True)
         return result
 

@@ -222,16 +222,29 @@ def test_run_dir_on_an_almost_full_filesystem_is_a_usage_error(tmp_path, small_f
     assert "MiB free on its filesystem" in error
 
 
-def test_state_patch_that_does_not_apply_is_a_usage_error_before_any_case(tmp_path):
+@pytest.mark.parametrize("workers", [["-n", "2"], []], ids=["xdist", "no-xdist"])
+def test_state_patch_that_does_not_apply_is_a_usage_error_before_any_case(tmp_path, workers, monkeypatch):
+    monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "cache"))
     task = make_task(tmp_path)
     bad = state_entry(tmp_path, task, b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
                       b"@@ -1,2 +1,2 @@\n-def nothing_like_this():\n+def x():\n     return a + b\n", state_id="bad")
-    write_states(tmp_path, [bad])
-    proc = run_suite(tmp_path, "--agent", "nop", "-n", "2")
-    assert proc.returncode == 4
+    good = state_entry(tmp_path, task, partial_state_patch(task), state_id="good")
+    write_states(tmp_path, [good, bad])
+    proc = run_suite(tmp_path, "--agent", "nop", *workers)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert error.startswith("ERROR: state bad: patch ") and "does not apply at the base commit of task calc" in error
     assert not (tmp_path / "run" / "results.jsonl").exists()
+    # the patch that applied is remembered; the failing one is not (it is checked, and named, every time)
+    assert len(list((tmp_path / "cache" / "checks" / "patch-applies").iterdir())) == 1
+    if not workers:
+        # without xdist only the selected cases' states are checked: the run dir it made is gone, and a
+        # selection that leaves the bad state out runs
+        assert not (tmp_path / "run").exists()
+        proc = run_suite(tmp_path, "--agent", "nop", "-k", "not bad")
+        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]   # nop fails the residual case
+        recorded = [json.loads(line)["case_id"] for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+        assert sorted(recorded) == ["nop-calc-clean", "nop-calc-residual-good"], recorded
 
 
 def test_nothing_to_run_starts_no_workers(tmp_path):

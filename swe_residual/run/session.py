@@ -21,6 +21,7 @@ from swe_residual.backends import backend_class, get_backend
 from swe_residual.backends.base import Backend
 from swe_residual.errors import HarnessError, InfraError, InputError, RunDirError
 from swe_residual.results import MANIFEST, RESULTS, Manifest, Record, StateFacts, TaskFacts, append_record, iter_records
+from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan
 from swe_residual.run.runner import Case, run_case
 from swe_residual.run.verification import ReferenceChecks
@@ -34,39 +35,15 @@ HOST_DOWN_S = 60.0                 # a Docker host that stopped answering is avo
 RETRY_PAUSE_S = 2.0                # before the n-th rerun of a case after an infra error: n times this
 
 
-def state_patch_problems(states: Iterable, task_of: Callable) -> dict[str, str]:
-    """state id -> why its patch does not apply at the base commit of its task (`git apply
-    --check` on a base built from the task's files); tasks without a repository dir are checked
-    when their residual image is built instead."""
-    import tempfile
-
-    from swe_residual.backends import repo
-
-    by_task: dict[str, list] = {}
-    for s in states:
-        by_task.setdefault(f"{s.track}/{s.task}", []).append(s)
-    problems: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="swe-residual-check-") as tmp:
-        for key, group in by_task.items():
-            task = task_of(group[0])
-            if task.repository_dir is None:
-                continue
-            base = Path(tmp) / key.replace("/", "--")
-            repo.init_base_repo(task.repository_dir, base)
-            for s in group:
-                proc = repo.git(base, "apply", "--check", "--binary", "--whitespace=nowarn", str(s.patch_path),
-                                check=False)
-                if proc.returncode != 0:
-                    why = (proc.stderr.decode(errors="replace").strip().splitlines() or ["git apply failed"])[0]
-                    problems[s.id] = (f"patch {s.patch_path} does not apply at the base commit of task {s.task}: "
-                                      f"{why.removeprefix('error: ')}")
-    return problems
-
-
-def check_state_patches(plan: Plan) -> None:
-    """Every state of the plan applies at its task's base commit; InputError naming the first that
-    does not."""
-    problems = state_patch_problems(plan.states, lambda s: plan.tracks[s.track].tasks[s.task])
+def check_state_patches(plan: Plan, case_ids: Iterable[str] | None = None) -> None:
+    """Every state of the plan (or of the cases `case_ids` names) applies at its task's base
+    commit; InputError naming the first that does not."""
+    if case_ids is None:
+        states = plan.states
+    else:
+        wanted = {c.state.id for i in case_ids if (c := plan.by_id.get(i)) is not None and c.state is not None}
+        states = [s for s in plan.states if s.id in wanted]
+    problems = state_patch_problems(states, lambda s: plan.tracks[s.track].tasks[s.task])
     for state_id, why in problems.items():
         raise InputError(f"state {state_id}: {why}")
 
@@ -93,6 +70,8 @@ class RunSession:
         # few seconds (the cases right behind it fail at once), then the next attempt tries again
         self._prepared: dict[tuple[str | None, str, str | None], tuple[float, InfraError] | None] = {}
         self._lock = threading.Lock()
+        self.created = False                    # open() made the run dir (nothing was there)
+        self.fresh = False                      # open() started a new run there (no --resume)
         self.valid_before: set[str] = set()     # --resume: cases with a valid outcome already
         self.attempts_before: dict[str, int] = {}
         # progress events (swe_residual.progress.RunProgress reads them); `worker` names this process
@@ -102,8 +81,11 @@ class RunSession:
 
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
-    def open(cls, plan: Plan, run_dir: Path, *, resume: bool = False, **options) -> "RunSession":
-        """Controller side: check the configuration, then create (or resume) the run dir."""
+    def open(cls, plan: Plan, run_dir: Path, *, resume: bool = False, check_states: bool = True,
+             **options) -> "RunSession":
+        """Controller side: check the configuration, then create (or resume) the run dir. With
+        `check_states=False` the states' patches are left to `check_selected` (once the selection
+        is known: only the states of the cases that will run are checked)."""
         run_dir = Path(run_dir)
         if resume and not ((run_dir / RESULTS).is_file() or (run_dir / MANIFEST).is_file()):
             raise InputError(f"--resume {run_dir}: no {RESULTS} or {MANIFEST} there (not a run dir)")
@@ -111,7 +93,8 @@ class RunSession:
             raise InputError(f"--run-dir {run_dir}: already holds a run; continue it with --resume {run_dir} "
                              "or choose a new --run-dir")
         session = cls(plan, run_dir, **options)
-        session.check()
+        session.check(states=check_states)
+        session.created, session.fresh = not run_dir.exists(), not resume
         try:
             session.run_dir.mkdir(parents=True, exist_ok=True)
             free = shutil.disk_usage(session.run_dir).free
@@ -123,7 +106,7 @@ class RunSession:
         session.write_manifest(c.id for c in plan.cases)
         return session
 
-    def check(self) -> None:
+    def check(self, states: bool = True) -> None:
         """Every configuration problem as one InputError before the first case."""
         for name in dict.fromkeys(c.agent for c in self.plan.cases):
             self.agent(name).check()
@@ -131,9 +114,24 @@ class RunSession:
             why = self.agent(c.agent).unsupported(c.task)
             if why:
                 raise InputError(why)
-        check_state_patches(self.plan)
+        if states:
+            check_state_patches(self.plan)
         if self.plan.cases:
             backend_class(self.backend_name).check_available(self.hosts)
+
+    def check_selected(self, case_ids: Iterable[str]) -> None:
+        """The patches of the states these cases start from apply (InputError naming the first
+        that does not); a run dir `open` created for them holds nothing afterwards."""
+        try:
+            check_state_patches(self.plan, case_ids)
+        except InputError:
+            if self.fresh and not (self.run_dir / RESULTS).exists():
+                if self.created:
+                    shutil.rmtree(self.run_dir, ignore_errors=True)
+                else:        # a dir the user made: what open() wrote into it
+                    (self.run_dir / MANIFEST).unlink(missing_ok=True)
+                    shutil.rmtree(self.run_dir / "states", ignore_errors=True)
+            raise
 
     def _load_previous(self) -> None:
         for rec in iter_records(self.run_dir):
