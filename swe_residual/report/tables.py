@@ -524,7 +524,8 @@ def interrupted_lines(report: dict) -> list[str]:
 
 def figures_absent_reason(report: dict) -> str:
     """Why the run page shows no figure: the true reason, not a guess between two."""
-    if _pyplot() is None:
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:     # without importing it
         return "matplotlib is not installed (pip install matplotlib)"
     if report.get("interrupted"):
         return "the run was interrupted before any agent had both a Clean Start and a Residual Start outcome"
@@ -577,7 +578,6 @@ def _png(fig, plt) -> bytes:
 
 def figure_success(report: dict) -> bytes | None:
     """Figure 1 (right): Clean vs Residual success per agent, averaged over tracks."""
-    plt = _pyplot()
     per_agent: dict[str, tuple[list[float], list[float]]] = {}
     for agents in report["tracks"].values():
         for agent, r in agents.items():
@@ -585,7 +585,8 @@ def figure_success(report: dict) -> bytes | None:
                 c, s = per_agent.setdefault(agent, ([], []))
                 c.append(r["clean"])
                 s.append(r["residual"])
-    if plt is None or not per_agent:
+    plt = _pyplot() if per_agent else None     # matplotlib (~0.6 s to import) only for a figure to draw
+    if plt is None:
         return None
     names = sorted(per_agent)
     clean = [100 * fmean(per_agent[a][0]) for a in names]
@@ -607,10 +608,10 @@ def figure_success(report: dict) -> bytes | None:
 
 def figure_conditional(report: dict) -> bytes | None:
     """Figure 2: on each agent's Clean Start successes, Residual failure (red) / success (green)."""
-    plt = _pyplot()
     bars = [(f"{agent} ({track})", r["cond_fail"]) for track, agents in sorted(report["tracks"].items())
             for agent, r in sorted(agents.items()) if r.get("cond_fail") is not None]
-    if plt is None or not bars:
+    plt = _pyplot() if bars else None
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 0.4 * len(bars) + 1))
     labels = [b[0] for b in bars]
