@@ -269,7 +269,10 @@ def read_yaml(path, what: str):
     if not path.is_file():
         raise InputError(f"{path}: {what} does not exist")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        # libyaml's loader when PyYAML has it (its wheels do): 5-10x faster on a states file of
+        # thousands of entries; the same safe constructors
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
