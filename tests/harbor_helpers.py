@@ -19,6 +19,7 @@ import pytest
 
 from swe_residual.harbor.export import HARBOR_VERSION, harbor_slug
 
+HARBOR_DRIVER = Path(__file__).with_name("harbor_driver.py")   # run by the venv's python, see its docstring
 HARBOR_SPEC = os.environ.get("SWE_RESIDUAL_HARBOR_SPEC", f"harbor=={HARBOR_VERSION}")
 REQUIRE_HARBOR = "SWE_RESIDUAL_REQUIRE_HARBOR"
 
