@@ -24,7 +24,8 @@ document.getElementById('f').onload = function () {
   const d = this.contentDocument;
   const q = s => [...d.querySelectorAll('.swe-residual-report ' + s)];
   document.getElementById('out').textContent = JSON.stringify({
-    imgs: q('img').map(i => ({alt: i.alt, complete: i.complete, w: i.naturalWidth, h: i.naturalHeight})),
+    figs: q('svg.fig').map(s => ({label: s.getAttribute('aria-label'), w: s.getBoundingClientRect().width,
+                                  h: s.getBoundingClientRect().height, bars: s.querySelectorAll('rect').length})),
     tables: q('table').map(t => [...t.rows].map(r => [...r.cells].map(c => c.textContent))),
     titles: q('h3').map(h => h.textContent)});
 };
@@ -64,9 +65,9 @@ def test_html_report_renders_tables_and_figures(tmp_path):
     assert table3[0][:5] == ["Track", "Agent", "Residual (%)", "Ref. Clean (%)", "Gap (pts)"]
     rows = {r[1]: r for r in table3[1:]}
     assert rows["oracle"][2:5] == ["100.0", "100.0", "0.0"] and rows["nop"][2:5] == ["0.0", "0.0", "0.0"]
-    assert len(seen["imgs"]) == 2
-    for img in seen["imgs"]:
-        assert img["complete"] and img["w"] > 200 and img["h"] > 100, img
+    assert len(seen["figs"]) == 2
+    for fig in seen["figs"]:       # drawn at a readable size, with a background and bars
+        assert fig["w"] > 200 and fig["h"] > 100 and fig["bars"] >= 3, fig
 
 
 def test_the_pages_css_has_no_control_characters():

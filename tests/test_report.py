@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import csv
 import io
 import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -25,8 +25,6 @@ from swe_residual.report.tables import (
 )
 from swe_residual.results import Manifest, Record, StateFacts, TaskFacts, append_record
 from swe_residual.trajectory import Action, Trajectory
-
-PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def rec(agent, task, start, outcome, state=None, track="repo", **kw) -> Record:
@@ -133,22 +131,29 @@ def test_text_and_csv(two_runs):
     assert float(rows[0]["residual_pct"]) == pytest.approx(100 * 5 / 18)
 
 
-def test_html_fragment_escapes_and_embeds_two_pngs(tmp_path):
+def test_html_fragment_escapes_and_embeds_two_svg_figures(tmp_path):
     evil = "<script>alert(1)</script>"
     run = make_run(tmp_path / "run", evil, {"t1": (1, [0]), "t2": (1, [1])})
     report = build_report(*load_runs([run]), n_boot=50)
     frag = render_html_fragment(report)
     assert "<script>" not in frag and "&lt;script&gt;" in frag
-    imgs = re.findall(r'src="data:image/png;base64,([^"]+)"', frag)
-    assert len(imgs) == 2 and all(base64.b64decode(i).startswith(PNG) for i in imgs)
+    svgs = re.findall(r"<svg .*?</svg>", frag)
+    assert len(svgs) == 2
+    for svg in svgs:     # well-formed XML, nothing loaded from anywhere, the agent's name escaped
+        root = ET.fromstring(svg)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert "href" not in svg and "<script" not in svg and "<script>alert(1)" in "".join(root.itertext())
+    # Figure 1: one clean bar and one residual bar for the agent, labelled with their values: the
+    # agent solved both tasks from the clean start (100.0) and one of two from the residual (50.0)
+    texts = [t.text for t in ET.fromstring(figure_success(report)).iter("{http://www.w3.org/2000/svg}text")]
+    assert "100.0" in texts and "50.0" in texts
     assert "<b>" in frag  # best per track
-    assert figure_success(report).startswith(PNG) and figure_conditional(report).startswith(PNG)
 
 
 def test_figures_absent_without_data():
     report = build_report([], Manifest(), n_boot=10)
     assert figure_success(report) is None and figure_conditional(report) is None
-    assert "<img" not in render_html_fragment(report)
+    assert "<svg" not in render_html_fragment(report)
 
 
 def test_write_outputs(two_runs, tmp_path):

@@ -17,7 +17,6 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
 import msgspec
@@ -524,9 +523,6 @@ def interrupted_lines(report: dict) -> list[str]:
 
 def figures_absent_reason(report: dict) -> str:
     """Why the run page shows no figure: the true reason, not a guess between two."""
-    import importlib.util
-    if importlib.util.find_spec("matplotlib") is None:     # without importing it
-        return "matplotlib is not installed (pip install matplotlib)"
     if report.get("interrupted"):
         return "the run was interrupted before any agent had both a Clean Start and a Residual Start outcome"
     return "no agent has both a Clean Start and a Residual Start outcome"
@@ -558,76 +554,7 @@ def render_csv(report: dict) -> str:
 
 # -- figures ------------------------------------------------------------------------------------
 
-def _pyplot():
-    """matplotlib on the Agg backend (no display); None when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg", force=True)
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt
-
-
-def _png(fig, plt) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def figure_success(report: dict) -> bytes | None:
-    """Figure 1 (right): Clean vs Residual success per agent, averaged over tracks."""
-    per_agent: dict[str, tuple[list[float], list[float]]] = {}
-    for agents in report["tracks"].values():
-        for agent, r in agents.items():
-            if r["clean"] is not None and r["residual"] is not None:
-                c, s = per_agent.setdefault(agent, ([], []))
-                c.append(r["clean"])
-                s.append(r["residual"])
-    plt = _pyplot() if per_agent else None     # matplotlib (~0.6 s to import) only for a figure to draw
-    if plt is None:
-        return None
-    names = sorted(per_agent)
-    clean = [100 * fmean(per_agent[a][0]) for a in names]
-    res = [100 * fmean(per_agent[a][1]) for a in names]
-    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(names) + 2), 3.2))
-    xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], clean, 0.4, label="Clean Start", color="#9aa5b1")
-    ax.bar([x + 0.2 for x in xs], res, 0.4, label="Residual Start", color="#d1495b")
-    for x, c, s in zip(xs, clean, res):
-        ax.text(x - 0.2, c + 1, f"{c:.1f}", ha="center", fontsize=7)
-        ax.text(x + 0.2, s + 1, f"{s:.1f}", ha="center", fontsize=7)
-    ax.set_xticks(list(xs), names, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("Success (%)")
-    ax.set_ylim(0, 105)
-    ax.set_title("Success, averaged over tracks", fontsize=9)
-    ax.legend(fontsize=7)
-    return _png(fig, plt)
-
-
-def figure_conditional(report: dict) -> bytes | None:
-    """Figure 2: on each agent's Clean Start successes, Residual failure (red) / success (green)."""
-    bars = [(f"{agent} ({track})", r["cond_fail"]) for track, agents in sorted(report["tracks"].items())
-            for agent, r in sorted(agents.items()) if r.get("cond_fail") is not None]
-    plt = _pyplot() if bars else None
-    if plt is None:
-        return None
-    fig, ax = plt.subplots(figsize=(6, 0.4 * len(bars) + 1))
-    labels = [b[0] for b in bars]
-    fail = [100 * b[1] for b in bars]
-    ys = range(len(bars))
-    ax.barh(list(ys), fail, color="#d1495b", label="fail")
-    ax.barh(list(ys), [100 - f for f in fail], left=fail, color="#2e933c", label="success")
-    for y, f in zip(ys, fail):
-        ax.text(f / 2, y, f"{f:.1f}", va="center", ha="center", color="white", fontsize=7)
-    ax.set_yticks(list(ys), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("Residual Start outcome on Clean Start successes (%)")
-    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
-    return _png(fig, plt)
-
+from swe_residual.report.figures import figure_conditional, figure_success  # noqa: E402  (re-exported)
 
 # -- files --------------------------------------------------------------------------------------
 

@@ -75,7 +75,7 @@ details[open]>summary{border-bottom:1px solid var(--line);margin-bottom:6px}
 .step .cmd{font-weight:600}
 .exit0{color:var(--p)}.exitn{color:var(--f)}
 .legend{font-size:12px;color:var(--mute);display:flex;gap:12px;flex-wrap:wrap;align-items:center}
-img.fig{max-width:100%;border:1px solid var(--line);border-radius:6px;margin:4px 16px 8px 0}
+svg.fig{max-width:100%;height:auto;border:1px solid var(--line);border-radius:6px;margin:4px 16px 8px 0}
 .figs{display:flex;flex-wrap:wrap;align-items:flex-start}
 .warn{background:var(--mb);border:1px solid #e6c35c;border-radius:6px;padding:6px 10px;margin:8px 0}
 .scroll{max-height:560px;overflow:auto;border:1px solid var(--line);border-radius:6px}
@@ -154,10 +154,9 @@ def report_table(t: Any) -> str:
             + (f'<ul class="notes">{notes}</ul>' if notes else ""))
 
 
-def figure(title: str, png: bytes) -> str:
-    """A titled PNG, embedded (the pages load nothing)."""
-    return (f'<div><h3>{esc(title)}</h3><img class="fig" alt="{esc(title)}" '
-            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></div>')
+def figure(title: str, svg: str) -> str:
+    """A titled figure: inline SVG of ours (report/figures.py, every label escaped there)."""
+    return f"<div><h3>{esc(title)}</h3>{svg}</div>"
 
 
 # -- reading run-dir files ------------------------------------------------------------------------

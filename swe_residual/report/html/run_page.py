@@ -507,11 +507,11 @@ def harm_html(harm: list[StateHarm]) -> str:
 # -- the run page ------------------------------------------------------------------------------------
 
 def _figures(report: dict) -> str:
-    from swe_residual.report.tables import figure_conditional, figure_success
+    from swe_residual.report.figures import figure_conditional, figure_success
 
-    out = [figure(title, png) for title, png in (
+    out = [figure(title, svg) for title, svg in (
         ("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
-        ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))) if png]
+        ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))) if svg]
     return '<div class="figs">' + "".join(out) + "</div>" if out else ""
 
 
@@ -722,16 +722,13 @@ def _remove_others(pages: Path, keep: set[str]) -> None:
 
 
 def render_html_fragment(report: dict, figures: bool = True) -> str:
-    """Escaped HTML tables and the two figures (embedded PNGs) for the pytest-html summary."""
-    from swe_residual.report.tables import all_tables, figure_conditional, figure_success
+    """Escaped HTML tables and the two figures (inline SVG) for the pytest-html summary."""
+    from swe_residual.report.tables import all_tables
 
     parts = ['<div class="swe-residual-report"><h2>SWE-Residual</h2>']
     parts += [report_table(t) for t in all_tables(report)]
     if figures:
-        for title, png in (("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
-                           ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))):
-            if png:
-                parts.append(figure(title, png))
+        parts.append(_figures(report))
     parts.append("</div>")
     return "".join(parts)
 
