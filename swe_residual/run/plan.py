@@ -101,7 +101,8 @@ def check_backend(plan: Plan, backend: str, hosts: list[str] | None = None) -> N
                  f"({c.backend_reason or f'its default backend is {backend}'})"
                  for t, c in configs.items() if c.default_backend == backend]
         raise InputError("; ".join([*needs, str(exc)])) from None
-    for case in plan.cases:
+    tasks = {(c.track, c.task.id): c for c in plan.cases}     # one check per task, not per case
+    for case in tasks.values():
         task = case.task
         if task.kind == "machine" and not cls.supports_machine_states:
             raise InputError(machine_refusal(backend, task))
