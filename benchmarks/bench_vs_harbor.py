@@ -272,8 +272,7 @@ def measure(python: str, driver: Path, task_id: str = "date-range-merge", rounds
         shutil.rmtree(work, ignore_errors=True)
     res = summarize(samples)
     res.update(task=task_id, rounds=rounds, warmup=warmup, seed=seed, load_avg=[round(load0, 2), round(load(), 2)],
-               image=ours.image, command=" ".join(ours.command("1-cmd", Path("TMP"))[1:]).replace(
-                   sys.executable, "python"))
+               image=ours.image, command="python " + " ".join(ours.command("1-cmd", Path("TMP"))[1:]))
     return res
 
 
