@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import codecs
 import fcntl
+import io
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -132,14 +133,21 @@ def append_lines(path: Path, records: Sequence[BaseModel | dict[str, Any]]) -> N
         raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def iter_records(run_dir: Path, bad: list[str] | None = None) -> Iterator[Record]:
+def iter_records(run_dir: Path, bad: list[str] | None = None, limit: int | None = None) -> Iterator[Record]:
     """Every complete line of a run's results.jsonl (a torn last line from a crash is skipped, and
     blank lines). A line that is not a record is left out and, with `bad`, named there
-    ("<path>:<line>: <why>"): readers never raise on a line."""
+    ("<path>:<line>: <why>"): readers never raise on a line. `limit`: only the file's first
+    `limit` bytes (what an earlier read of the same file saw)."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         return
-    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+    if limit is None:
+        fh = open(path, encoding="utf-8", errors="surrogateescape")
+    else:
+        with open(path, "rb") as raw:
+            head = raw.read(limit)
+        fh = io.TextIOWrapper(io.BytesIO(head), encoding="utf-8", errors="surrogateescape")
+    with fh:
         for n, line in enumerate(fh, 1):
             if not line.endswith("\n"):
                 break
@@ -259,34 +267,37 @@ class _Shared:
         return r
 
 
-def read_rows(run_dir: Path, bad: list[str] | None = None) -> list[RecordRow | Record]:
+def read_rows(run_dir: Path, bad: list[str] | None = None, limit: int | None = None) -> list[RecordRow | Record]:
     """Every complete line of results.jsonl, as iter_records reads it (same values, the same lines
     named in `bad`, a torn last line skipped), decoded by msgspec a chunk at a time; lines it does
-    not take as they are go through Record.model_validate_json."""
+    not take as they are go through Record.model_validate_json. `limit`: only the file's first
+    `limit` bytes."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         return []
     rows: list[RecordRow | Record] = []
     shared = _Shared()
     named = len(bad) if bad is not None else 0
+    left = limit if limit is not None else -1
     with open(path, "rb") as fh:
-        head = fh.read(_CHUNK)
+        head = fh.read(_CHUNK if left < 0 else min(_CHUNK, left))
         if head.startswith(codecs.BOM_UTF8):
-            return list(iter_records(run_dir, bad))  # text mode keeps the BOM: leave it all to pydantic
+            return list(iter_records(run_dir, bad, limit))  # text mode keeps the BOM: leave it all to pydantic
         tail = b""
         block = head
         offset = 0  # of this chunk's complete lines in the file
         while block:
+            left -= len(block) if left >= 0 else 0
             data = tail + block
             if b"\r" in data:  # text mode also ends lines at a lone "\r"
                 if bad is not None:
                     del bad[named:]
-                return list(iter_records(run_dir, bad))
+                return list(iter_records(run_dir, bad, limit))
             end = data.rfind(b"\n") + 1
             lines, tail = data[:end], data[end:]
             rows += map(shared.row, _decode(lines, path, offset, bad))
             offset += end
-            block = fh.read(_CHUNK)
+            block = fh.read(_CHUNK if left < 0 else min(_CHUNK, left)) if left != 0 else b""
     return rows
 
 
@@ -334,16 +345,39 @@ def _lines_before(path: Path, offset: int) -> int:
 class RunRecords(Sequence):
     """The records report.load_runs returns: a sequence of Records, built on first access.
 
-    build_report and the gates read `rows` instead: RecordRows (Records where a line needed
-    pydantic), which have the same attributes, so a report over 1M lines never pays for 1M
-    pydantic models.
+    build_report reads `columns` (report/columns.py: the lines decoded into arrays, no object
+    per line) while neither the rows nor the Records were asked for; the gates and the pages read
+    `rows`: RecordRows (Records where a line needed pydantic), which have the same attributes and
+    are read from the files on first access (`load_rows`), so a report over 1M lines never pays
+    for 1M objects.
     """
 
-    def __init__(self, rows: list[RecordRow | Record], bad_lines: list[str] | None = None):
-        self.rows = rows
+    def __init__(self, rows: list[RecordRow | Record] | None = None, bad_lines: list[str] | None = None, *,
+                 load_rows: Callable[[], list[RecordRow | Record]] | None = None, columns: Any = None,
+                 n: int | None = None):
+        self._rows = rows
+        self._load_rows = load_rows
+        #: the columnar form of the same lines (None: build it from the rows when needed)
+        self.columns = columns
+        self._n = n
         #: results lines that are not records, one "<path>:<line>: <why>" each (the run is invalid)
         self.bad_lines = bad_lines or []
         self._records: list[Record] | None = None
+
+    @property
+    def rows(self) -> list[RecordRow | Record]:
+        if self._rows is None:
+            self._rows = self._load_rows() if self._load_rows is not None else []
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows: list[RecordRow | Record]) -> None:
+        self._rows = rows
+
+    @property
+    def untouched(self) -> bool:
+        """Neither rows nor Records were handed out: `columns` is what they hold."""
+        return self._rows is None and self._records is None
 
     def _all(self) -> list[Record]:
         if self._records is None:
@@ -351,6 +385,8 @@ class RunRecords(Sequence):
         return self._records
 
     def __len__(self) -> int:
+        if self._rows is None and self._n is not None:
+            return self._n
         return len(self.rows)
 
     def __getitem__(self, i):
@@ -360,7 +396,7 @@ class RunRecords(Sequence):
         return iter(self._all())
 
     def __repr__(self) -> str:
-        return f"RunRecords({len(self.rows)} records)"
+        return f"RunRecords({len(self)} records)"
 
 
 def record_rows(records: Iterable[Record]) -> list[RecordRow | Record]:

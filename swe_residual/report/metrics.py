@@ -232,15 +232,21 @@ def predecessor_groups(records: Iterable[Record], manifest: Manifest | None = No
     all states. Returns {"families": [...], "agents": {agent: {"overall": cell, g: cell}}}.
     """
     index = index if index is not None else index_outcomes(records, manifest)
+    return predecessor_table({key: (o.task_outcomes()[0], o.state_means(), o.family) for key, o in index.items()})
+
+
+def predecessor_table(groups: Mapping[tuple[str, str], tuple[Mapping[str, float], Mapping[str, Mapping[str, float]],
+                                                             Mapping[str, str]]]) -> dict[str, Any]:
+    """predecessor_groups from {(track, agent): (clean success per task, state means per task,
+    family per state)}, in sorted key order (what the columnar report computes directly)."""
     clean: dict[str, dict] = defaultdict(dict)          # agent -> (track, task) -> y(S_0)
     res: dict[tuple, dict] = defaultdict(dict)          # (agent, g | None) -> (track, task) -> residual
-    for (track, agent), o in index.items():
+    for (track, agent), (clean_t, state_means, family) in groups.items():
         agent_clean = clean[agent]
-        for task, ys in o.clean.items():
-            agent_clean[(track, task)] = sum(ys) / len(ys)
-        family = o.family
+        for task, y in clean_t.items():
+            agent_clean[(track, task)] = y
         overall = res[(agent, None)]
-        for task, sts in o.state_means().items():
+        for task, sts in state_means.items():
             key = (track, task)
             fams = [family[state] for state in sts]
             if len(set(fams)) == len(fams):
@@ -258,7 +264,7 @@ def predecessor_groups(records: Iterable[Record], manifest: Manifest | None = No
                 res[(agent, g)][key] = _mean(ys)
     families = sorted({g for (_, g) in res if g is not None})
     out: dict[str, Any] = {"families": families, "agents": {}}
-    for agent in sorted({a for (_, a) in index}):
+    for agent in sorted({a for (_, a) in groups}):
         clean_t = clean.get(agent, {})
         row = {"overall": _group_cell(clean_t, res.get((agent, None), {}))}
         for g in families:

@@ -12,35 +12,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
+import numpy as np
 
-from swe_residual.report.bias import acceptance_bias
-from swe_residual.report.metrics import (
-    benchmark_statistics,
-    construction_accounting,
-    group_records,
-    index_outcomes,
-    matched_tasks,
-    predecessor_groups,
-    success_row,
-)
-from swe_residual.report.stats import bootstrap_ci
-from swe_residual.results import (
-    SUMMARY,
-    Manifest,
-    Record,
-    RecordRow,
-    RunRecords,
-    read_rows,
-    record_rows,
-)
+from swe_residual.report import aggregates
+from swe_residual.report.columns import Columns, LoadedManifest, columns_of, load_columns, manifest_facts
+from swe_residual.report.metrics import benchmark_statistics, construction_accounting, predecessor_table
+from swe_residual.results import SUMMARY, Manifest, Record, RunRecords, record_rows
 
 CONSTRUCTION = "construction.jsonl"
 TABLES = "tables.md"
@@ -50,38 +33,12 @@ REPORT_BOOT = 1000  # bootstrap replicates per track/agent in the report (stats 
 
 # -- loading ------------------------------------------------------------------------------------
 
-def _absolute(base: str, rel: str) -> str:
-    return rel if not rel or os.path.isabs(rel) else os.path.join(base, rel)
-
-
-def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, Manifest]:
-    """Records of every run dir and the union of their manifests (first definition wins). A
-    results line that is not a record is left out and named in the records' `bad_lines`."""
-    rows: list[RecordRow | Record] = []
-    bad: list[str] = []
-    merged = Manifest()
-    cases: list[str] = []
-    for run_dir in run_dirs:
-        base = str(Path(run_dir).resolve())
-        # the manifest first: its parse peaks at about twice what it keeps, and that transient
-        # memory is then reused by the rows instead of adding to them
-        m = Manifest.read(Path(base))
-        run_rows = read_rows(Path(base), bad)
-        for r in run_rows:
-            artifacts = r.artifacts
-            if artifacts:  # each line's own dict: rewritten in place
-                for name, path in artifacts.items():
-                    artifacts[name] = _absolute(base, path)
-        rows += run_rows
-        cases += m.cases
-        for key, task in m.tasks.items():
-            merged.tasks.setdefault(key, task)
-        for sid, st in m.states.items():
-            if sid not in merged.states:
-                st.patch = _absolute(base, st.patch)  # our own fresh copy: safe to rewrite
-                merged.states[sid] = st
-    merged.cases = list(dict.fromkeys(cases))  # first occurrence wins, order kept
-    return RunRecords(rows, bad), merged
+def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedManifest]:
+    """Records of every run dir and the union of their manifests (first definition wins), with
+    artifact and patch paths made absolute. A results line that is not a record is left out and
+    named in the records' `bad_lines`. The records are read as columns (report/columns.py;
+    their rows on first access), the manifest as structs (its pydantic Manifest on first use)."""
+    return load_columns(run_dirs)
 
 
 def load_construction(run_dirs: Iterable[Path | str]) -> list[dict]:
@@ -117,75 +74,81 @@ def load_construction_file(path: Path) -> list[dict]:
 
 # -- the numbers --------------------------------------------------------------------------------
 
-def build_report(records: Iterable[Record], manifest: Manifest | None = None, *,
+def build_report(records: Iterable[Record], manifest: Manifest | LoadedManifest | None = None, *,
                  construction: list[dict] | None = None, root: Path | str | None = None,
                  n_boot: int = REPORT_BOOT, seed: int = 0, bias: bool = True) -> dict[str, Any]:
     """Every table of the paper plus bootstrap intervals, unrounded.
 
-    root resolves relative artifact/patch paths (load_runs already made them absolute).
+    root resolves relative artifact/patch paths (load_runs already made them absolute). The
+    records are read as columns (load_runs' own while nobody asked for its rows; any others are
+    turned into columns first) and every table is computed from them (report/aggregates.py).
     """
-    rows = record_rows(records)
-    blind = [r for r in rows if r.start in BLIND_STARTS]
-    report = _build(blind, manifest or Manifest(), construction, root, n_boot, seed, bias)
-    views = sorted({r.start for r in rows} - BLIND_STARTS)
+    cols = _columns(records)
+    facts = manifest_facts(manifest)
+    clean_code = cols.code("clean")
+    blind = np.flatnonzero(np.isin(cols.start, [cols.code(s) for s in sorted(BLIND_STARTS)]))
+    report = _build(cols, blind, cols.start[blind] == clean_code, facts, construction, root, n_boot, seed, bias)
+    views = sorted({cols.names[c] for c in np.unique(cols.start).tolist()} - BLIND_STARTS)
     if views:
         # each handoff view against the same clean runs, as if it were the residual start
-        clean = [r for r in blind if r.start == "clean"]
+        clean = blind[cols.start[blind] == clean_code]
         report["handoff_views"] = {}
         for start in views:
-            informed = [_as_residual(r) for r in rows if r.start == start]
-            sub = _build(clean + informed, manifest or Manifest(), None, root, n_boot, seed, bias)
+            informed = np.flatnonzero(cols.start == cols.code(start))
+            pos = np.concatenate((clean, informed))
+            is_clean = np.arange(len(pos)) < len(clean)
+            sub = _build(cols, pos, is_clean, facts, None, root, n_boot, seed, bias, full=False)
             report["handoff_views"][start.split("+", 1)[1]] = {"tracks": sub["tracks"],
                                                                "acceptance_bias": sub["acceptance_bias"]}
-        report["meta"]["n_records"] = len(rows)
+        report["meta"]["n_records"] = cols.n
     return report
 
 
 BLIND_STARTS = frozenset({"clean", "residual"})
 
 
-def _as_residual(r):
-    """An informed residual run (residual+summary/trace) read as a residual one, for its view's tables."""
-    if isinstance(r, Record):
-        return r.model_copy(update={"start": "residual"})
-    return msgspec.structs.replace(r, start="residual")
+def _columns(records: Iterable[Record]) -> Columns:
+    if isinstance(records, RunRecords) and records.columns is not None and records.untouched:
+        return records.columns
+    return columns_of(record_rows(records))
 
 
-def _build(records: list[Record], manifest: Manifest, construction: list[dict] | None, root: Path | str | None,
-           n_boot: int, seed: int, bias: bool) -> dict[str, Any]:
-    groups = group_records(records)  # one grouping pass shared by the success metrics and the bias
-    index = index_outcomes(records, manifest, groups)
-    tracks: dict[str, dict[str, Any]] = {}
-    for (track, agent), o in index.items():
-        clean_t, res_t = o.task_outcomes()
-        row = success_row(o, (clean_t, res_t))
-        pairs = {t: (clean_t[t], res_t[t]) for t in matched_tasks(clean_t, res_t) if t in clean_t and t in res_t}
-        row["ci"] = bootstrap_ci(pairs, n_boot=n_boot, seed=seed)
-        tracks.setdefault(track, {})[agent] = row
-    ab = acceptance_bias(records, manifest, root, groups) if bias else {}
+def _build(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, construction: list[dict] | None,
+           root: Path | str | None, n_boot: int, seed: int, bias: bool, full: bool = True) -> dict[str, Any]:
+    """The tables of the records at `pos` (`clean`: which are Clean Start runs); full=False:
+    Table 3 and 4 only (a handoff view)."""
+    sel = aggregates.Selection(cols, pos, clean, facts)
+    tracks, per_group = aggregates.success_tables(sel, n_boot, seed)
+    ab = aggregates.acceptance_bias(sel, facts, root) if bias else {}
     for track, agents in ab.items():
         for agent, measures in agents.items():
             measures["gap"] = tracks[track][agent]["gap"]
+    if not full:
+        return {"tracks": tracks, "acceptance_bias": ab}
     return {
         "tracks": tracks,
-        "predecessors": predecessor_groups(records, manifest, index),
-        "statistics": benchmark_statistics(manifest, construction, root),
+        "predecessors": predecessor_table(per_group),
+        "statistics": benchmark_statistics(facts, construction, root),
         "acceptance_bias": ab,
         "construction": construction_accounting(construction),
-        "rules": rule_counts(records),
-        "meta": {"n_records": len(records), "n_boot": n_boot, "seed": seed,
-                 "agents": sorted({agent for _, agent in groups}), "cases_expected": len(manifest.cases)},
+        "rules": _rule_table(sel.rule_counts()),
+        "meta": {"n_records": len(pos), "n_boot": n_boot, "seed": seed,
+                 "agents": sorted({agent for _, agent in sel.groups}), "cases_expected": len(facts.cases)},
     }
 
 
 def rule_counts(records: Iterable[Record]) -> dict[str, dict[str, int]]:
     """How many records each taxonomy rule produced (docs/errors.md), and whether it is counted."""
-    from swe_residual.errors import RULES
-
     counts: dict[str, int] = {}
     for r in records:
         name = r.rule or ("verdict" if r.valid else "infra_harness")  # records written before rules existed
         counts[name] = counts.get(name, 0) + 1
+    return _rule_table(counts)
+
+
+def _rule_table(counts: dict[str, int]) -> dict[str, dict[str, int]]:
+    from swe_residual.errors import RULES
+
     return {name: {"records": n, "counted": RULES[name].counted if name in RULES else False}
             for name, n in sorted(counts.items())}
 

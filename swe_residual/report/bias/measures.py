@@ -306,6 +306,41 @@ class AgentRuns:
         """Does any run carry this artifact? (cheap precheck before reading files)"""
         return name in self.artifacts
 
+    # what the measures ask of the runs besides the runs themselves: report/aggregates.py's
+    # ColumnRuns answers these from columns, without an object per run
+
+    def count(self, which: str) -> int:
+        """How many runs: "clean", "continuations" or "failed" (failed continuations)."""
+        if which == "clean":
+            return sum(map(len, self.clean.values()))
+        return len(self.continuations if which == "continuations" else self.failed)
+
+    def states_of(self, which: str) -> Iterable[str | None]:
+        """The states of the "continuations" or the "failed" ones."""
+        return (r.state for r in (self.continuations if which == "continuations" else self.failed))
+
+    def clean_outcomes(self) -> dict[str, list[Mapping[str, str]]]:
+        """Per task (in the order of runs.clean), the per-test outcomes of its Clean Start runs
+        that report any (tests or missing tests); tasks without any left out."""
+        out = {}
+        for task, cleans in self.clean.items():
+            outcomes = [r.tests for r in cleans if r.tests or r.missing_tests]
+            if outcomes:
+                out[task] = outcomes
+        return out
+
+    def continuation_states(self) -> dict[str, set[str]]:
+        """Per task, the states of its continuations."""
+        seen: dict[str, set[str]] = defaultdict(set)
+        for r in self.continuations:
+            seen[r.task].add(r.state)
+        return seen
+
+    def token_ratios(self) -> dict[str, list[float]]:
+        """Per task, each continuation's tokens / the mean of the agent's Clean Start tokens there."""
+        return _step_ratios(self.clean, [(r.task, t) for r in self.continuations if (t := tokens_of(r)) is not None],
+                            tokens_of)
+
 
 _TEST_FACTS = ("repaired", "repaired_failed", "same", "broke")
 
@@ -351,51 +386,46 @@ def _per_run(runs: Iterable[Record], value: Callable[[Record], float | None]) ->
     return by_task((r.task, value(r)) for r in runs)
 
 
-def _why_no_tests(runs: list[Record], inp: BiasInputs, what: str) -> str:
-    if not runs:
+def _why_no_tests(runs: AgentRuns, which: str, inp: BiasInputs, what: str) -> str:
+    if not runs.count(which):
         return f"no normally submitted {what}"
-    if not any(inp.failing(r.state) for r in runs):
+    if not any(inp.failing(state) for state in runs.states_of(which)):
         return "no failing-test sets F(S_r) for these states in the manifest"
     return "no per-test outcomes in the records"
 
 
 def same_failing(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Failed continuations whose final failing set equals F(S_r) exactly."""
-    return task_mean(runs.tests["same"], _why_no_tests(runs.failed, inp, "failed continuations"))
+    return task_mean(runs.tests["same"], _why_no_tests(runs, "failed", inp, "failed continuations"))
 
 
 def initially_failing_residual(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Share of F(S_r) passing at the end of continuations from S_r (all normally submitted)."""
-    return task_mean(runs.tests["repaired"], _why_no_tests(runs.continuations, inp, "continuations"))
+    return task_mean(runs.tests["repaired"], _why_no_tests(runs, "continuations", inp, "continuations"))
 
 
 def repair_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Initially failing (Residual) restricted to failed continuations."""
-    return task_mean(runs.tests["repaired_failed"], _why_no_tests(runs.failed, inp, "failed continuations"))
+    return task_mean(runs.tests["repaired_failed"], _why_no_tests(runs, "failed", inp, "failed continuations"))
 
 
 def break_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Share of tests passing on S_r that fail at the end, over failed continuations (paper 5.4)."""
-    return task_mean(runs.tests["broke"], _why_no_tests(runs.failed, inp, "failed continuations"))
+    return task_mean(runs.tests["broke"], _why_no_tests(runs, "failed", inp, "failed continuations"))
 
 
 def initially_failing_clean(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, Any]:
     """For each residual state of a task, share of F(S_r) passing at the end of the agent's
     Clean Start run(s) on that task."""
-    if not runs.clean:
+    if not runs.count("clean"):
         return na("no normally submitted Clean Start runs")
     states_seen: dict[str, set[str]] | None = None  # only for tasks the manifest has no states of
     per_task: dict[str, list[float]] = {}
-    for task, cleans in runs.clean.items():
-        outcomes = [r.tests for r in cleans if r.tests or r.missing_tests]
-        if not outcomes:
-            continue
+    for task, outcomes in runs.clean_outcomes().items():
         failing = inp.task_failing(track, task)
         if failing is None:
             if states_seen is None:
-                states_seen = defaultdict(set)
-                for r in runs.continuations:
-                    states_seen[r.task].add(r.state)
+                states_seen = runs.continuation_states()
             failing = [f_r for f_r in map(inp.failing, sorted(states_seen.get(task, ()))) if f_r]
         if failing:
             per_task[task] = inp.clean_shares(failing, outcomes)
@@ -408,20 +438,21 @@ def _kept_of(inp: BiasInputs, r: Record) -> float | None:
     return None if pred is None else kept_fraction(pred, final)
 
 
-def _why_no_patch(runs: list[Record], inp: BiasInputs, what: str, any_patch: bool = True) -> str:
-    """any_patch=False (no run of the agent carries a patch artifact) skips the scan of `runs`."""
-    if not runs:
+def _why_no_patch(runs: AgentRuns, which: str, inp: BiasInputs, what: str) -> str:
+    """Without a patch artifact on any run of the agent, `which` runs are only counted."""
+    if not runs.count(which):
         return f"no normally submitted {what}"
-    if not any_patch or not any(r.artifacts and inp.run_patch(r) is not None for r in runs):
+    if not runs.with_artifact("patch") or not any(
+            r.artifacts and inp.run_patch(r) is not None
+            for r in (runs.continuations if which == "continuations" else runs.failed)):
         return "no final patch artifacts in the records"
     return "no state patches (P) for these states"
 
 
 def kept(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Kept over failed continuations (see kept_fraction)."""
-    failed = runs.failed
-    per_task = _per_run(failed, lambda r: _kept_of(inp, r)) if runs.with_artifact("patch") else {}
-    return task_mean(per_task, _why_no_patch(failed, inp, "failed continuations", runs.with_artifact("patch")))
+    per_task = _per_run(runs.failed, lambda r: _kept_of(inp, r)) if runs.with_artifact("patch") else {}
+    return task_mean(per_task, _why_no_patch(runs, "failed", inp, "failed continuations"))
 
 
 _LEFT_OUT = ("left_out_changed_clean", "left_out_changed_residual", "left_out_opened")
@@ -487,8 +518,7 @@ def steps_ratio(runs: AgentRuns) -> dict[str, Any]:
 def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
     """Steps' twin in model tokens: continuation tokens / the agent's Clean Start tokens on the task;
     mean over a task's states, median over tasks."""
-    per_task = _step_ratios(runs.clean, [(r.task, t) for r in runs.continuations
-                                         if (t := tokens_of(r)) is not None], tokens_of)
+    per_task = runs.token_ratios()
     if not per_task:
         return na("no token counts (the harness reports none, or no Clean Start run with tokens on the task)")
     return {"value": median(sum(v) / len(v) for v in per_task.values()), "n_tasks": len(per_task),
@@ -500,7 +530,7 @@ def inspection_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     def value(r: Record) -> float | None:
         facts = inp.trajectory_facts(r)
         return None if facts is None else float(facts[0])
-    reason = "no normally submitted continuations" if not runs.continuations else "no trajectories for continuations"
+    reason = "no normally submitted continuations" if not runs.count("continuations") else "no trajectories for continuations"
     per_task = _per_run(runs.continuations, value) if runs.with_artifact("trajectory") else {}
     return task_mean(per_task, reason)
 
@@ -514,8 +544,7 @@ def kept_split(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     scored = ([(r, k) for r in runs.continuations if (k := _kept_of(inp, r)) is not None]
               if runs.with_artifact("patch") else [])
     if not scored:
-        return {**na(_why_no_patch(runs.continuations, inp, "continuations", runs.with_artifact("patch"))),
-                "median_kept": None}
+        return {**na(_why_no_patch(runs, "continuations", inp, "continuations")), "median_kept": None}
     mid = median(k for _, k in scored)
     high = task_mean(_per_run([r for r, k in scored if k > mid], lambda r: float(r.outcome)), "no run above the median")
     low = task_mean(_per_run([r for r, k in scored if k <= mid], lambda r: float(r.outcome)), "no run at or below the median")
@@ -532,13 +561,17 @@ MACHINE_NA = ("machine track: a state is a whole machine rebuilt from replayed i
 def agent_bias(records: Iterable[Record], inp: BiasInputs, track: str) -> dict[str, Any]:
     """Every Table 4 measure for one agent on one track (on a machine track, those that need a
     repository - Kept, its split, left-out files, inspection of the changed files - are n/a)."""
+    return runs_bias(AgentRuns.of(records, inp), inp, track)
+
+
+def runs_bias(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, Any]:
+    """agent_bias of runs already gathered (AgentRuns.of, or the columnar report's ColumnRuns)."""
     from swe_residual.tracks import track_kind
 
-    runs = AgentRuns.of(records, inp)
     machine = track_kind(track) == "machine"
     return {
-        "n_continuations": len(runs.continuations), "n_failed_continuations": len(runs.failed),
-        "n_clean_runs": sum(map(len, runs.clean.values())),
+        "n_continuations": runs.count("continuations"), "n_failed_continuations": runs.count("failed"),
+        "n_clean_runs": runs.count("clean"),
         "same_failing": same_failing(runs, inp),
         "initially_failing_clean": initially_failing_clean(runs, inp, track),
         "initially_failing_residual": initially_failing_residual(runs, inp),

@@ -1,0 +1,405 @@
+"""Every table of the report from the columns (report/columns.py), without a loop per record.
+
+The per-record passes of metrics.py (Outcomes) and bias/measures.py (AgentRuns.of) become array
+operations: the records of each (track, agent) are sorted by task (and state), stably, so each
+(track, agent, task, start, state) is one segment of the arrays, and counts, sums and first
+appearances come from numpy. What is left in Python runs once per task or per distinct value (the
+per-test facts of a continuation depend only on its state's test sets, its per-test dict and
+whether it failed), never per record.
+
+The numbers are bit-identical to the per-record code, which stays the definition: outcomes are
+0/1 counts, whose means are exact integer quotients either way; every sum of floats is Python's
+own `sum` over the same values in the same order (tasks and states in the order the records
+first show them), and the formulas on the aggregates (success_row, task_mean, predecessor_table,
+the medians, bootstrap_ci) are the very functions the per-record code calls.
+tests/test_report_columns.py compares both on every key of the report.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from swe_residual.report.bias.measures import AgentRuns, BiasInputs, _test_facts, runs_bias
+from swe_residual.report.columns import Columns, IntColumn
+from swe_residual.report.metrics import Outcomes, matched_tasks, success_row
+from swe_residual.report.stats import bootstrap_ci
+
+
+def _segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of equal keys: (order, starts, ends) where order sorts the keys stably and segment s
+    is order[starts[s]:ends[s]] (positions in increasing order); segments come in the order
+    their keys first appear."""
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    brk = np.flatnonzero(k[1:] != k[:-1]) + 1
+    starts = np.concatenate(([0], brk))
+    ends = np.concatenate((brk, [len(k)]))
+    seg = np.argsort(order[starts], kind="stable")
+    return order, starts[seg], ends[seg]
+
+
+def _lists(names: list, keys: np.ndarray, values: np.ndarray) -> dict[Any, list]:
+    """{names[key]: [values in order]} with the keys in the order they first appear (what
+    appending to a dict of lists record by record gives)."""
+    if not len(keys):
+        return {}
+    order, starts, ends = _segments(keys)
+    vals = values[order].tolist()
+    firsts = keys[order[starts]].tolist()
+    return {names[k]: vals[a:b] for k, a, b in zip(firsts, starts.tolist(), ends.tolist())}
+
+
+def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct key (first-appearance order): (key, mean of the 0/1 values, first position).
+    sum(ys) / len(ys) of 0/1 ints is an exact integer quotient, correctly rounded: the same
+    double whichever way it is computed."""
+    if not len(keys):
+        return keys[:0], np.zeros(0), keys[:0]
+    order, starts, ends = _segments(keys)
+    sums = np.add.reduceat(y[order].astype(np.int64), np.sort(starts))
+    sums = sums[np.argsort(np.argsort(starts))]
+    return keys[order[starts]], sums / (ends - starts), order[starts]
+
+
+def _means_by(names: list, keys: np.ndarray, y: np.ndarray) -> dict[Any, float]:
+    k, m, _ = _count_means(keys, y)
+    return dict(zip([names[c] for c in k.tolist()], m.tolist()))
+
+
+class Selection:
+    """The records of one build (positions into the columns, in the order the per-record code
+    sees them) with the fields every table reads, and their (track, agent) groups in sorted order."""
+
+    def __init__(self, cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any):
+        self.cols = cols
+        names = cols.names
+        self.pos = pos
+        self.clean = clean
+        self.task = cols.task[pos]
+        self.state = cols.state[pos]
+        self.outcome = cols.outcome[pos]
+        self.infra = cols.verdict[pos] == cols.code("infra_error")
+        self.valid = ~self.infra & (self.outcome >= 0) & (cols.termination[pos] != cols.code("infra"))
+        self.ns = self.valid & (cols.declared[pos] == 1)   # normally submitted
+        self.flagged = cols.truthy("integrity")[pos]
+        self.tests = cols.tests[pos]
+        self.missing = cols.missing_tests[pos]
+        self.has_outcomes = cols.truthy("tests")[pos] | cols.truthy("missing_tests")[pos]
+        self.art = cols.artifacts[pos]
+        self.steps = cols.steps.take(pos)
+        p, c = cols.prompt_tokens.take(pos), cols.completion_tokens.take(pos)
+        self.tokens = IntColumn(p.values * p.present + c.values * c.present, p.present | c.present)
+        none = cols.code(None)
+        empty = cols.code("", add=True)
+        self.skey = np.where(self.state == none, empty, self.state)   # r.state or ""
+        self.state_truthy = (self.state != none) & (self.state != empty)
+        # the family of each record's state: its predecessor's, else the manifest's, else "unknown"
+        unknown = cols.code("unknown", add=True)
+        codes = np.unique(self.state).tolist()
+        fams = []
+        for c in codes:
+            st = facts.states.get(names[c]) if isinstance(names[c], str) else None
+            fams.append(cols.code(st.predecessor.get("model_family") or "unknown", add=True) if st is not None
+                        else unknown)
+        table = np.full(len(names), unknown, np.int64)
+        table[codes] = fams
+        own = cols.family()[pos]
+        self.family = np.where(own >= 0, own, table[self.state])
+        self.names = names
+        # (track, agent) groups, sorted by their names, each one's records in order
+        width = len(names) + 1
+        pair = cols.track[pos].astype(np.int64) * width + cols.agent[pos]
+        upair, inv = np.unique(pair, return_inverse=True)
+        keys = [(names[p // width], names[p % width]) for p in upair.tolist()]
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        rank = np.empty(len(keys), np.int64)
+        rank[order] = np.arange(len(keys))
+        g = rank[inv.reshape(-1)] if len(keys) else inv
+        self.groups = [keys[i] for i in order]
+        perm = np.argsort(g, kind="stable")
+        bounds = np.searchsorted(g[perm], np.arange(len(keys) + 1))
+        self.members = [perm[bounds[j]:bounds[j + 1]] for j in range(len(keys))]
+
+    # -- success (Table 3) and what Table 8 reads --------------------------------------------
+
+    def outcomes(self, sl: np.ndarray) -> tuple[Outcomes, dict, dict, dict]:
+        """Outcomes.extend of one group's records: the counts and tokens (as an Outcomes), clean
+        success per task, residual success per task and the state means (task -> state -> y)."""
+        names = self.names
+        v, c = self.valid[sl], self.clean[sl]
+        o = Outcomes()
+        o.n_infra_errors = int(self.infra[sl].sum())
+        o.n_flagged = int((v & self.flagged[sl]).sum())
+        vc, vr = sl[v & c], sl[v & ~c]
+        o.n_clean_runs, o.n_residual_runs = len(vc), len(vr)
+        with_tokens = sl[v & self.tokens.present[sl]]
+        tc = self.clean[with_tokens]
+        tok = self.tokens.values[with_tokens]
+        o.tokens = {"clean": tok[tc].tolist(), "residual": tok[~tc].tolist()}
+        clean_t = _means_by(names, self.task[vc], self.outcome[vc])
+        # per (task, state): y(S); per task its states in the order they first appear
+        task, skey = self.task[vr], self.skey[vr]
+        width = len(names) + 1
+        pk, means, first = _count_means(task.astype(np.int64) * width + skey, self.outcome[vr])
+        ptask, pstate = pk // width, pk % width
+        state_means: dict[str, dict[str, float]] = {}
+        res_t: dict[str, float] = {}
+        if len(pk):
+            _, first_pair, tinv = np.unique(ptask, return_index=True, return_inverse=True)
+            task_rank = np.argsort(np.argsort(first_pair))[tinv.reshape(-1)]
+            o2 = np.argsort(task_rank, kind="stable")
+            t2 = ptask[o2]
+            brk = np.flatnonzero(t2[1:] != t2[:-1]) + 1
+            starts, ends = np.concatenate(([0], brk)).tolist(), np.concatenate((brk, [len(t2)])).tolist()
+            m = means[o2].tolist()
+            sn = ["" if s is None else s for s in (names[x] for x in pstate[o2].tolist())]
+            for tcode, a, b in zip(t2[starts].tolist(), starts, ends):
+                ys = m[a:b]
+                name = names[tcode]
+                state_means[name] = dict(zip(sn[a:b], ys))
+                res_t[name] = sum(ys) / (b - a)
+        # the family of each state: that of the first of its records
+        if len(vr):
+            _, fi = np.unique(skey, return_index=True)
+            fi = np.sort(fi)
+            o.family = {("" if (s := names[k]) is None else s): names[f]
+                        for k, f in zip(skey[fi].tolist(), self.family[vr][fi].tolist())}
+        o._state_means = state_means
+        return o, clean_t, res_t, state_means
+
+    def rule_counts(self) -> dict[str, int]:
+        """rule_counts' counts: the record's rule, else "verdict" / "infra_harness" by validity."""
+        rules = self.cols.rule[self.pos]
+        names = self.names
+        counts: dict[str, int] = {}
+        for code, n in zip(*np.unique(rules, return_counts=True)):
+            if names[code]:
+                counts[names[code]] = counts.get(names[code], 0) + int(n)
+        unnamed = np.isin(rules, [i for i, v in enumerate(names) if not v])
+        for name, n in (("verdict", int((unnamed & self.valid).sum())), ("infra_harness", int((unnamed & ~self.valid).sum()))):
+            if n:
+                counts[name] = counts.get(name, 0) + n
+        return counts
+
+
+def success_tables(sel: Selection, n_boot: int, seed: int) -> tuple[dict, dict]:
+    """Table 3 ({track: {agent: row}}, as _build makes it) and what Table 8 needs per group."""
+    tracks: dict[str, dict[str, Any]] = {}
+    per_group: dict[tuple[str, str], tuple] = {}
+    for (track, agent), sl in zip(sel.groups, sel.members):
+        o, clean_t, res_t, state_means = sel.outcomes(sl)
+        row = success_row(o, (clean_t, res_t))
+        pairs = {t: (clean_t[t], res_t[t]) for t in matched_tasks(clean_t, res_t) if t in clean_t and t in res_t}
+        row["ci"] = bootstrap_ci(pairs, n_boot=n_boot, seed=seed)
+        tracks.setdefault(track, {})[agent] = row
+        per_group[(track, agent)] = (clean_t, state_means, o.family)
+    return tracks, per_group
+
+
+# -- acceptance bias (Table 4) ----------------------------------------------------------------
+
+
+class RunView(msgspec.Struct, kw_only=True, gc=False):
+    """One normally submitted run as the file-reading measures (Kept, left-out files, inspection)
+    see it: built only for agents whose runs carry patch or trajectory artifacts."""
+
+    task: str
+    state: str | None
+    track: str
+    start: str
+    outcome: int | None
+    steps: int | None
+    tests: dict
+    missing_tests: list
+    artifacts: dict
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+class _Probe(msgspec.Struct, gc=False):
+    """What BiasInputs.state_tests reads of a record."""
+
+    state: str
+    track: str
+    task: str
+
+
+class ColumnRuns(AgentRuns):
+    """AgentRuns of one (track, agent) from the columns: the per-task facts computed as arrays,
+    the runs themselves (RunView) only when a measure iterates them."""
+
+    def __init__(self, sel: Selection, sl: np.ndarray, inp: BiasInputs, track: str):
+        self.sel, self.inp, self._track = sel, inp, track
+        ns, clean = sel.ns[sl], sel.clean[sl]
+        self._cn = cn = sl[ns & clean]
+        self._rn = rn = sl[ns & ~clean & sel.state_truthy[sl]]
+        self._fn = rn[sel.outcome[rn] == 0]
+        nested = sel.cols.nested["artifacts"]
+        keys: set[str] = set()
+        for code in np.unique(np.concatenate((sel.art[cn], sel.art[rn]))).tolist():
+            keys.update(nested[code])
+        self.artifacts = frozenset(keys)
+        self.tests = self._test_lists(inp)
+        self.step_ratios = self._ratios(sel.steps)
+        self._tokens = self._ratios(sel.tokens)
+
+    def _test_lists(self, inp: BiasInputs) -> dict[str, dict[str, list[float]]]:
+        """The per-test facts of every continuation with per-test outcomes (AgentRuns.of's inner
+        loop): per distinct (state test sets, per-test dict, missing tests, failed) once."""
+        sel, names = self.sel, self.sel.names
+        q = self._rn[sel.has_outcomes[self._rn]]
+        empty = {"repaired": {}, "repaired_failed": {}, "same": {}, "broke": {}}
+        if not len(q):
+            return empty
+        states, first = np.unique(sel.state[q], return_index=True)
+        known = inp._state_tests
+        sets_code = np.full(len(names), -1, np.int64)
+        sets: list = []
+        ids: dict[int, int] = {}
+        for code, i in zip(states.tolist(), first.tolist()):
+            sid = names[code]
+            if sid not in known:   # state_tests(r) of the first record of the state: it decides
+                r = q[i]
+                inp.state_tests(_Probe(sid, names[sel.cols.track[sel.pos[r]]], names[sel.task[r]]))
+            st = known[sid]
+            if st is not None:
+                sets_code[code] = ids.setdefault(id(st), len(sets))
+                if sets_code[code] == len(sets):
+                    sets.append(st)
+        sc = sets_code[sel.state[q]]
+        q, sc = q[sc >= 0], sc[sc >= 0]
+        if not len(q):
+            return empty
+        failed = sel.outcome[q] == 0
+        tests, missing = sel.tests[q].astype(np.int64), sel.missing[q].astype(np.int64)
+        combo = ((sc * (tests.max() + 1) + tests) * (missing.max() + 1) + missing) * 2 + failed
+        uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+        tvals, mvals = sel.cols.nested["tests"], sel.cols.nested["missing_tests"]
+        facts = [_test_facts(sets[sc[i]], tvals[tests[i]], mvals[missing[i]], bool(failed[i])) for i in first.tolist()]
+        inv = inv.reshape(-1)
+        value = np.array([f[0] for f in facts])[inv]
+        same = np.array([-1.0 if f[1] is None else f[1] for f in facts])[inv]
+        broke = np.array([np.nan if f[2] is None else f[2] for f in facts])[inv]
+        task = sel.task[q]
+        f_task = task[failed]
+        has_broke = ~np.isnan(broke[failed])
+        return {"repaired": _lists(names, task, value),
+                "repaired_failed": _lists(names, f_task, value[failed]),
+                "same": _lists(names, f_task, same[failed]),
+                "broke": _lists(names, f_task[has_broke], broke[failed][has_broke])}
+
+    def _ratios(self, col: IntColumn) -> dict[str, list[float]]:
+        """_step_ratios for a count (steps, tokens): per task, each continuation's count / the mean
+        of the task's non-zero Clean Start counts."""
+        sel, names = self.sel, self.sel.names
+        cn = self._cn[col.present[self._cn]]
+        cn = cn[col.values[cn] != 0]
+        if not len(cn):
+            return {}
+        keys = sel.task[cn]
+        order, starts, ends = _segments(keys)
+        vals = col.values[cn][order].tolist()
+        mean = {k: sum(vals[a:b]) / (b - a) for k, a, b in zip(keys[order[starts]].tolist(), starts.tolist(),
+                                                               ends.tolist())}
+        rn = self._rn[col.present[self._rn]]
+        task = sel.task[rn]
+        known = np.isin(task, list(mean))
+        rn, task = rn[known], task[known]
+        if not len(rn):
+            return {}
+        table = np.zeros(len(names))
+        table[list(mean)] = list(mean.values())
+        counts = col.values[rn]
+        if counts.dtype != object:
+            ratios = counts.astype(np.float64) / table[task]
+        else:  # Python ints: Python's int / float
+            ratios = np.array([c / t for c, t in zip(counts.tolist(), table[task].tolist())], np.float64)
+        return _lists(names, task, ratios)
+
+    def token_ratios(self) -> dict[str, list[float]]:
+        return self._tokens
+
+    def count(self, which: str) -> int:
+        return len(self._cn if which == "clean" else self._rn if which == "continuations" else self._fn)
+
+    def states_of(self, which: str) -> list[str]:
+        rows = self._rn if which == "continuations" else self._fn
+        return [self.sel.names[c] for c in np.unique(self.sel.state[rows]).tolist()]
+
+    def clean_outcomes(self) -> dict[str, list[Mapping[str, str]]]:
+        sel = self.sel
+        cn = self._cn
+        if not len(cn):
+            return {}
+        task = sel.task[cn]
+        _, first, inv = np.unique(task, return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first))[inv.reshape(-1)]   # tasks in the order of runs.clean
+        q = sel.has_outcomes[cn]
+        rank, task, tests = rank[q], task[q], sel.tests[cn][q]
+        if not len(rank):
+            return {}
+        order = np.argsort(rank, kind="stable")
+        r = rank[order]
+        brk = np.flatnonzero(r[1:] != r[:-1]) + 1
+        starts, ends = np.concatenate(([0], brk)).tolist(), np.concatenate((brk, [len(r)])).tolist()
+        tvals, names = sel.cols.nested["tests"], sel.names
+        codes, tnames = tests[order].tolist(), task[order].tolist()
+        return {names[tnames[a]]: [tvals[c] for c in codes[a:b]] for a, b in zip(starts, ends)}
+
+    def continuation_states(self) -> dict[str, set[str]]:
+        seen: dict[str, set[str]] = defaultdict(set)
+        names = self.sel.names
+        for t, s in zip(self.sel.task[self._rn].tolist(), self.sel.state[self._rn].tolist()):
+            seen[names[t]].add(names[s])
+        return seen
+
+    # the runs themselves, for the measures that read their files
+
+    def _views(self, rows: np.ndarray) -> list[RunView]:
+        sel, names, cols = self.sel, self.sel.names, self.sel.cols
+        tvals, mvals = cols.nested["tests"], cols.nested["missing_tests"]
+        ptok, ctok = cols.prompt_tokens, cols.completion_tokens
+
+        def num(col: IntColumn, i: int) -> int | None:
+            return int(col.values[i]) if col.present[i] else None
+
+        out = []
+        for r in rows.tolist():
+            p = int(sel.pos[r])
+            out.append(RunView(task=names[sel.task[r]], state=names[sel.state[r]], track=self._track,
+                               start="clean" if sel.clean[r] else "residual",
+                               outcome=int(sel.outcome[r]) if sel.outcome[r] >= 0 else None,
+                               steps=num(sel.steps, r), tests=tvals[sel.tests[r]], missing_tests=mvals[sel.missing[r]],
+                               artifacts=cols.artifact_dict(p), prompt_tokens=num(ptok, p),
+                               completion_tokens=num(ctok, p)))
+        return out
+
+    @cached_property
+    def clean(self) -> dict[str, list[RunView]]:  # type: ignore[override]
+        out: dict[str, list[RunView]] = {}
+        for v in self._views(self._cn):
+            out.setdefault(v.task, []).append(v)
+        return out
+
+    @cached_property
+    def continuations(self) -> list[RunView]:  # type: ignore[override]
+        return self._views(self._rn)
+
+    @cached_property
+    def failed(self) -> list[RunView]:
+        return [r for r in self.continuations if r.outcome == 0]
+
+
+def acceptance_bias(sel: Selection, facts: Any, root: Any) -> dict[str, dict[str, Any]]:
+    """{track: {agent: measures}} (bias.acceptance_bias from the columns)."""
+    inp = BiasInputs(facts, root)
+    out: dict[str, dict[str, Any]] = defaultdict(dict)
+    for (track, agent), sl in zip(sel.groups, sel.members):
+        out[track][agent] = runs_bias(ColumnRuns(sel, sl, inp, track), inp, track)
+    return dict(out)

@@ -1,0 +1,611 @@
+"""The report's input as columns: results.jsonl decoded into numpy arrays of interned ids, and a
+compact manifest.
+
+A report over 1M lines cannot afford an object per line. Each line is decoded by msgspec into a
+slim struct (`_Line`: every field of Record with its type, so a line is accepted exactly when
+RecordRow accepts it) whose nested values (per-test dict, predecessor, lists, artifacts) stay raw
+JSON; those repeat across lines and are decoded and validated once per distinct value. The names
+(agents, tracks, tasks, states, rules, ...) become int codes into one list of names, the counts
+(steps, tokens) integer arrays. The structs of a 4 MiB chunk are dropped once its columns are
+taken, so memory holds the arrays, the names and the distinct nested values only.
+
+A line msgspec does not take as it is (a nested value it rejects included) goes through
+Record.model_validate_json like today: coerced, or named in `bad` ("<path>:<line>: <why>"), so
+the columns hold exactly the lines read_rows and iter_records give (tests/test_report_columns.py).
+Records already in memory (a list of Records, load_runs' rows once used) become the same columns
+through `columns_of`.
+
+The manifest is decoded the same way into structs with the attributes of TaskFacts / StateFacts
+(`manifest_view`); the pydantic Manifest is built only when a caller outside the report asks for
+it (LoadedManifest).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from collections.abc import Iterable, Sequence
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+
+from swe_residual.results import (
+    _CHUNK,
+    MANIFEST,
+    RESULTS,
+    Manifest,
+    Record,
+    RecordRow,
+    RunRecords,
+    Start,
+    Termination,
+    TestStatus,
+    VerdictName,
+    _lines_before,
+    bad_line,
+    iter_records,
+    read_rows,
+)
+
+_NULL = msgspec.Raw(b"null")
+_EMPTY_DICT = msgspec.Raw(b"{}")
+_EMPTY_LIST = msgspec.Raw(b"[]")
+
+
+class _Line(msgspec.Struct, kw_only=True, gc=False):
+    """One results line as the columnar reader decodes it: Record's fields and types (the test
+    checks they stay the same), the nested values as raw JSON (decoded once per distinct value)."""
+
+    case_id: str
+    agent: str
+    harness: str | None = None
+    track: str
+    task: str
+    start: Start
+    state: str | None = None
+    predecessor: msgspec.Raw = _NULL
+    attempt: int = 1
+    outcome: Literal[0, 1] | None = None
+    verdict: VerdictName
+    tests: msgspec.Raw = _EMPTY_DICT
+    missing_tests: msgspec.Raw = _EMPTY_LIST
+    declared_complete: bool | None = None
+    termination: Termination | None = None
+    steps: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    duration_s: float | None = None
+    agent_duration_s: float | None = None
+    verify_duration_s: float | None = None
+    backend: str | None = None
+    host: str | None = None
+    error: str | None = None
+    rule: str | None = None
+    verdict_note: str | None = None
+    integrity: msgspec.Raw = _EMPTY_LIST
+    integrity_notes: msgspec.Raw = _EMPTY_LIST
+    artifacts: msgspec.Raw = _EMPTY_DICT
+    finished_at: float = 0.0
+
+
+_DECODER = msgspec.json.Decoder(_Line)
+#: the nested fields: their type in Record, and the raw value of an absent / empty one
+_NESTED: dict[str, tuple[Any, msgspec.Raw]] = {
+    "tests": (dict[str, TestStatus], _EMPTY_DICT),
+    "predecessor": (dict[str, str] | None, _NULL),
+    "missing_tests": (list[str], _EMPTY_LIST),
+    "integrity": (list[str], _EMPTY_LIST),
+    "integrity_notes": (list[str], _EMPTY_LIST),
+    "artifacts": (dict[str, str], _EMPTY_DICT),
+}
+_LOW = attrgetter("agent", "track", "start", "verdict", "termination", "declared_complete", "outcome", "rule")
+_INVALID = object()
+#: below this an integer column is int64 with exact sums of up to 2**23 values; beyond, Python ints
+_SAFE_INT = 1 << 40
+
+
+class _Nested:
+    """The distinct values of one nested field: code -> decoded value (code 0: the empty one)."""
+
+    def __init__(self, typ: Any, empty: msgspec.Raw):
+        self.decoder = msgspec.json.Decoder(typ)
+        self.empty = empty
+        first = self.decoder.decode(bytes(empty))
+        self.index: dict[Any, int] = {bytes(empty): 0}
+        self.values: list[Any] = [first]
+        self.invalid: list[int] = []  # codes of the raw values msgspec rejects
+
+    def _add(self, key: Any, value: Any) -> int:
+        code = self.index[key] = len(self.values)
+        self.values.append(value)
+        if value is _INVALID:
+            self.invalid.append(code)
+        return code
+
+    def raw_codes(self, raws: list[msgspec.Raw]) -> np.ndarray:
+        """The code of every raw value (decoded when new; _INVALID when msgspec rejects it)."""
+        index = self.index
+        for key in dict.fromkeys(map(bytes, raws)):
+            if key not in index:
+                try:
+                    value = self.decoder.decode(key)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    value = _INVALID
+                self._add(key, value)
+        return np.fromiter(map(index.__getitem__, map(bytes, raws)), np.int32, len(raws))
+
+    def sparse_codes(self, raws: list[msgspec.Raw]) -> np.ndarray:
+        """raw_codes for a field that is mostly empty: only the others are looked at."""
+        empty = self.empty
+        where = [i for i, r in enumerate(raws) if r != empty]
+        codes = np.zeros(len(raws), np.int32)
+        if where:
+            codes[where] = self.raw_codes([raws[i] for i in where])
+        return codes
+
+    def value_code(self, value: Any) -> int:
+        """The code of a value already decoded (a Record's), keyed by its content."""
+        key = ("value", _frozen(value))
+        code = self.index.get(key)
+        return self._add(key, value) if code is None else code
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ("dict", *value.items())
+    if isinstance(value, list):
+        return ("list", *value)
+    return value
+
+
+class IntColumn:
+    """An integer field that may be None: values (int64, or Python ints beyond _SAFE_INT) and
+    where it is present."""
+
+    __slots__ = ("values", "present")
+
+    def __init__(self, values: np.ndarray, present: np.ndarray):
+        self.values = values
+        self.present = present
+
+    @classmethod
+    def of(cls, items: list[int | None]) -> IntColumn:
+        try:
+            as_float = np.array(items, dtype=np.float64)  # None -> nan
+        except OverflowError:
+            as_float = None
+        if as_float is not None:
+            present = ~np.isnan(as_float)
+            if not present.any() or np.abs(as_float[present]).max() < _SAFE_INT:
+                return cls(np.where(present, as_float, 0.0).astype(np.int64), present)
+        # counts beyond 2**40 (hostile or not): Python ints, exact
+        values = np.empty(len(items), dtype=object)
+        values[:] = [0 if v is None else v for v in items]
+        return cls(values, np.array([v is not None for v in items], bool))
+
+    @classmethod
+    def concat(cls, parts: list[IntColumn]) -> IntColumn:
+        if not parts:
+            return cls(np.zeros(0, np.int64), np.zeros(0, bool))
+        dtype = object if any(p.values.dtype == object for p in parts) else np.int64
+        return cls(np.concatenate([p.values.astype(dtype) for p in parts]),
+                   np.concatenate([p.present for p in parts]))
+
+    def take(self, idx: np.ndarray) -> IntColumn:
+        return IntColumn(self.values[idx], self.present[idx])
+
+
+class Columns:
+    """Every field the report reads, one array per field, one entry per record in file order.
+
+    Names (agent, track, task, state, start, verdict, termination, rule) are codes into `names`
+    (which holds None too); outcome and declared_complete are int8 (-1: None); nested values are
+    codes into `nested[field]` (its distinct values); `run` is the index of the run dir in
+    `bases` (relative artifact paths are made absolute against it when read; -1: as they are).
+    """
+
+    FIELDS = ("agent", "track", "task", "state", "start", "verdict", "termination", "rule", "outcome",
+              "declared", "tests", "predecessor", "missing_tests", "integrity", "artifacts", "run")
+
+    def __init__(self, names: list, nested: dict[str, list], arrays: dict[str, np.ndarray],
+                 ints: dict[str, IntColumn], bases: list[str | None]):
+        self.names = names
+        self.nested = nested
+        self.bases = bases
+        self.n = len(arrays["agent"])
+        self.agent = arrays["agent"]
+        self.track = arrays["track"]
+        self.task = arrays["task"]
+        self.state = arrays["state"]
+        self.start = arrays["start"]
+        self.verdict = arrays["verdict"]
+        self.termination = arrays["termination"]
+        self.rule = arrays["rule"]
+        self.outcome = arrays["outcome"]
+        self.declared = arrays["declared"]
+        self.tests = arrays["tests"]
+        self.predecessor = arrays["predecessor"]
+        self.missing_tests = arrays["missing_tests"]
+        self.integrity = arrays["integrity"]
+        self.artifacts = arrays["artifacts"]
+        self.run = arrays["run"]
+        self.steps = ints["steps"]
+        self.prompt_tokens = ints["prompt_tokens"]
+        self.completion_tokens = ints["completion_tokens"]
+        self._codes: dict | None = None
+
+    def code(self, name: Any, add: bool = False) -> int:
+        """The code of a name (-2 when no record has it: compares unequal to every code; with
+        `add`, a new code)."""
+        if self._codes is None:
+            self._codes = {v: i for i, v in enumerate(self.names)}
+        code = self._codes.get(name)
+        if code is None:
+            if not add:
+                return -2
+            code = self._codes[name] = len(self.names)
+            self.names.append(name)
+        return code
+
+    def truthy(self, field: str) -> np.ndarray:
+        """Per record: is the nested value non-empty (bool(value))."""
+        table = np.fromiter((bool(v) for v in self.nested[field]), bool, len(self.nested[field]))
+        return table[getattr(self, field)]
+
+    def family(self) -> np.ndarray:
+        """Per record: the code of predecessor["model_family"] where the predecessor has a non-empty
+        one, else -1."""
+        fams = [(v.get("model_family") if v and v is not _INVALID else None) for v in self.nested["predecessor"]]
+        table = np.array([self.code(f, add=True) if f else -1 for f in fams], np.int64)
+        return table[self.predecessor]
+
+    def artifact_dict(self, i: int) -> dict[str, str]:
+        """The artifacts of record i, paths absolute as load_runs makes them."""
+        art = self.nested["artifacts"][self.artifacts[i]]
+        base = self.bases[self.run[i]] if self.run[i] >= 0 else None
+        if not art or base is None:
+            return dict(art)
+        return {k: (p if not p or os.path.isabs(p) else os.path.join(base, p)) for k, p in art.items()}
+
+
+class _Builder:
+    """Collects the columns chunk by chunk (interning names and nested values across chunks)."""
+
+    def __init__(self) -> None:
+        self.names: list = []
+        self.index: dict = {}
+        self.nested = {f: _Nested(t, e) for f, (t, e) in _NESTED.items()}
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.int_parts: dict[str, list[IntColumn]] = {"steps": [], "prompt_tokens": [], "completion_tokens": []}
+        self.bases: list[str | None] = []
+
+    def codes(self, values: Sequence) -> np.ndarray:
+        index, names = self.index, self.names
+        for v in dict.fromkeys(values):
+            if v not in index:
+                index[v] = len(names)
+                names.append(v)
+        return np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+
+    def add_lines(self, rows: list[_Line], run: int) -> bool:
+        """Add decoded lines; False (nothing added) when msgspec rejects a nested value of one
+        of them (the caller reads them line by line)."""
+        n = len(rows)
+        if not n:
+            return True
+        low = list(map(_LOW, rows))
+        kinds = dict.fromkeys(low)
+        kind_index = {k: i for i, k in enumerate(kinds)}
+        kind = np.fromiter(map(kind_index.__getitem__, low), np.int32, n)
+        table = list(zip(*kinds))  # per field of _LOW: its value per kind
+        part: dict[str, np.ndarray] = {}
+        for name, values in zip(("agent", "track", "start", "verdict", "termination"), table):
+            part[name] = self.codes(values)[kind]
+        part["declared"] = np.array([-1 if v is None else int(v) for v in table[5]], np.int8)[kind]
+        part["outcome"] = np.array([-1 if v is None else int(v) for v in table[6]], np.int8)[kind]
+        part["rule"] = self.codes(table[7])[kind]
+        part["task"] = self.codes([r.task for r in rows])
+        part["state"] = self.codes([r.state for r in rows])
+        nested = self.nested
+        part["tests"] = nested["tests"].raw_codes([r.tests for r in rows])
+        for name in ("predecessor", "missing_tests", "integrity", "integrity_notes", "artifacts"):
+            part[name] = nested[name].sparse_codes([getattr(r, name) for r in rows])
+        part["run"] = np.full(n, run, np.int32)
+        for name, nest in nested.items():
+            if nest.invalid and np.isin(part[name], nest.invalid).any():
+                return False
+        self.parts.append(part)
+        for name, cols in self.int_parts.items():
+            cols.append(IntColumn.of([getattr(r, name) for r in rows]))
+        return True
+
+    def mark(self) -> int:
+        return len(self.parts)
+
+    def drop(self, mark: int) -> None:
+        """Forget the parts added since `mark`."""
+        del self.parts[mark:]
+        for cols in self.int_parts.values():
+            del cols[mark:]
+
+    def add_records(self, records: Iterable[Record | RecordRow], run: int = -1) -> None:
+        """Add records already decoded (pydantic Records, RecordRows): the same columns."""
+        records = list(records)
+        if not records:
+            return
+        code = self.codes
+        part: dict[str, np.ndarray] = {}
+        for name in ("agent", "track", "start", "verdict", "termination", "rule", "task", "state"):
+            part[name] = code([getattr(r, name) for r in records])
+        part["declared"] = np.array([-1 if r.declared_complete is None else int(r.declared_complete)
+                                     for r in records], np.int8)
+        part["outcome"] = np.array([-1 if r.outcome is None else int(r.outcome) for r in records], np.int8)
+        for name, nest in self.nested.items():
+            part[name] = np.array([nest.value_code(getattr(r, name)) for r in records], np.int32)
+        part["run"] = np.full(len(records), run, np.int32)
+        self.parts.append(part)
+        for name in self.int_parts:
+            self.int_parts[name].append(IntColumn.of([getattr(r, name) for r in records]))
+
+    def build(self) -> Columns:
+        fields = [*Columns.FIELDS, "integrity_notes"]
+        if self.parts:
+            arrays = {f: np.concatenate([p[f] for p in self.parts]) for f in fields}
+        else:
+            arrays = {f: np.zeros(0, np.int8 if f in ("outcome", "declared") else np.int32) for f in fields}
+        ints = {k: IntColumn.concat(v) for k, v in self.int_parts.items()}
+        nested = {f: n.values for f, n in self.nested.items()}
+        return Columns(self.names, nested, arrays, ints, self.bases)
+
+
+def columns_of(records: Iterable[Record | RecordRow]) -> Columns:
+    """The columns of records in memory (Records, RecordRows; paths as they are)."""
+    b = _Builder()
+    b.add_records(records)
+    return b.build()
+
+
+def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str]) -> int:
+    """Add the lines of one results.jsonl as read_rows reads them; returns the bytes read (up to
+    its last complete line: what the rows read on first access stop at)."""
+    path = Path(run_dir) / RESULTS
+    if not path.exists():
+        return 0
+    named, mark = len(bad), b.mark()
+    consumed = 0
+    with open(path, "rb") as fh:
+        head = fh.read(_CHUNK)
+        if head.startswith(codecs.BOM_UTF8):  # text mode keeps the BOM: leave it all to pydantic
+            b.add_records(iter_records(run_dir, bad), run)
+            return os.path.getsize(path)
+        tail = b""
+        block = head
+        while block:
+            data = tail + block
+            if b"\r" in data:  # text mode also ends lines at a lone "\r": all of it as iter_records reads it
+                del bad[named:]
+                b.drop(mark)
+                b.add_records(iter_records(run_dir, bad), run)
+                return os.path.getsize(path)
+            end = data.rfind(b"\n") + 1
+            lines, tail = data[:end], data[end:]
+            _chunk(b, lines, path, consumed, run, bad)
+            consumed += end
+            block = fh.read(_CHUNK)
+    return consumed
+
+
+def _chunk(b: _Builder, lines: bytes, path: Path, offset: int, run: int, bad: list[str]) -> None:
+    """Complete lines from byte `offset`: all at once, else line by line (a blank line, a line
+    msgspec rejects; one that pydantic rejects too is named in `bad`)."""
+    if not lines:
+        return
+    if not lines.startswith(b"\n") and b"\n\n" not in lines:
+        try:
+            rows = _DECODER.decode_lines(lines)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            rows = None
+        if rows is not None and b.add_lines(rows, run):
+            return
+    before = None  # lines of the file before these: counted only once a line is bad
+    pending: list[_Line] = []
+    for n, line in enumerate(lines.splitlines(keepends=True), 1):
+        try:
+            row = _DECODER.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            row = None
+        if row is not None and _nested_ok(b, row):
+            pending.append(row)
+            continue
+        if not line.strip():
+            continue
+        try:
+            record = Record.model_validate_json(line.decode("utf-8"))
+        except ValueError as exc:  # not UTF-8, not JSON, not a record
+            before = _lines_before(path, offset) if before is None else before
+            bad.append(bad_line(path, before + n, line, exc))
+            continue
+        b.add_lines(pending, run)
+        pending.clear()
+        b.add_records([record], run)
+    b.add_lines(pending, run)
+
+
+def _nested_ok(b: _Builder, row: _Line) -> bool:
+    """Does msgspec take every nested value of the line?"""
+    for name, nest in b.nested.items():
+        raw = getattr(row, name)
+        if raw == nest.empty:
+            continue
+        code = nest.index.get(bytes(raw))
+        if code is None:
+            code = int(nest.raw_codes([raw])[0])
+        if nest.values[code] is _INVALID:
+            return False
+    return True
+
+
+# -- the manifest -------------------------------------------------------------------------------
+
+
+class TaskView(msgspec.Struct, kw_only=True, gc=False):
+    """TaskFacts as msgspec reads it (same fields, types and defaults)."""
+
+    track: str
+    tests: list[str] = msgspec.field(default_factory=list)
+    solution_files: list[str] = msgspec.field(default_factory=list)
+
+
+class StateView(msgspec.Struct, kw_only=True, gc=False):
+    """StateFacts as msgspec reads it."""
+
+    track: str
+    task: str
+    predecessor: dict[str, str]
+    failing_tests: list[str]
+    patch: str
+    changed_files: list[str] = msgspec.field(default_factory=list)
+
+
+class ManifestView(msgspec.Struct, kw_only=True, gc=False):
+    """Manifest as msgspec reads it: what the report reads of it, without a pydantic object per
+    state (the attributes are those of Manifest, TaskFacts and StateFacts)."""
+
+    cases: list[str] = msgspec.field(default_factory=list)
+    tasks: dict[str, TaskView] = msgspec.field(default_factory=dict)
+    states: dict[str, StateView] = msgspec.field(default_factory=dict)
+
+
+_MANIFEST = msgspec.json.Decoder(ManifestView)
+
+
+def _view_of(m: Manifest) -> ManifestView:
+    return ManifestView(cases=list(m.cases),
+                        tasks={k: TaskView(track=t.track, tests=t.tests, solution_files=t.solution_files)
+                               for k, t in m.tasks.items()},
+                        states={k: StateView(track=s.track, task=s.task, predecessor=s.predecessor,
+                                             failing_tests=s.failing_tests, patch=s.patch,
+                                             changed_files=s.changed_files) for k, s in m.states.items()})
+
+
+def read_manifest_view(run_dir: Path) -> ManifestView:
+    """The run dir's manifest.json, as Manifest.read reads it (a file msgspec does not take as it
+    is goes through Manifest.read: its coercions, its errors)."""
+    path = Path(run_dir) / MANIFEST
+    if not path.exists():
+        return ManifestView()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return _MANIFEST.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _view_of(Manifest.read(run_dir))
+
+
+class LoadedManifest:
+    """load_runs' merged manifest: the report reads `view`; any other use (attributes, methods of
+    Manifest) gets the pydantic Manifest, built on first access as load_runs always built it."""
+
+    def __init__(self, view: ManifestView, build):
+        self.view = view
+        self._build = build
+        self._model: Manifest | None = None
+
+    @property
+    def model(self) -> Manifest:
+        if self._model is None:
+            self._model = self._build()
+        return self._model
+
+    @property
+    def untouched(self) -> bool:
+        return self._model is None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("view", "_build", "_model"):
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def __repr__(self) -> str:
+        return f"LoadedManifest({len(self.view.cases)} cases, {len(self.view.states)} states)"
+
+
+def manifest_facts(manifest: Manifest | LoadedManifest | ManifestView | None) -> Any:
+    """What the report computes from: a loaded manifest's view while nobody took its model (so
+    edits to the model count), else the manifest itself (same attributes)."""
+    if manifest is None:
+        return ManifestView()
+    if isinstance(manifest, LoadedManifest):
+        return manifest.view if manifest.untouched else manifest.model
+    return manifest
+
+
+def _absolute(base: str, rel: str) -> str:
+    return rel if not rel or os.path.isabs(rel) else os.path.join(base, rel)
+
+
+def _merged_model(bases: list[str]) -> Manifest:
+    """The merged pydantic Manifest of the run dirs (first definition wins, patch paths absolute)."""
+    merged = Manifest()
+    cases: list[str] = []
+    for base in bases:
+        m = Manifest.read(Path(base))
+        cases += m.cases
+        for key, task in m.tasks.items():
+            merged.tasks.setdefault(key, task)
+        for sid, st in m.states.items():
+            if sid not in merged.states:
+                st.patch = _absolute(base, st.patch)
+                merged.states[sid] = st
+    merged.cases = list(dict.fromkeys(cases))
+    return merged
+
+
+def load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedManifest]:
+    """load_runs: the records of every run dir as columns (rows read on first access) and the
+    union of their manifests (first definition wins). A results line that is not a record is left
+    out and named in the records' `bad_lines`."""
+    b = _Builder()
+    bad: list[str] = []
+    cases: list[str] = []
+    tasks: dict[str, TaskView] = {}
+    states: dict[str, StateView] = {}
+    limits: list[tuple[str, int]] = []
+    for run_dir in run_dirs:
+        base = str(Path(run_dir).resolve())
+        # the manifest first: its parse peaks above what it keeps, and that transient memory is
+        # then reused by the columns instead of adding to them
+        m = read_manifest_view(Path(base))
+        run = len(b.bases)
+        b.bases.append(base)
+        limits.append((base, _read_file(b, Path(base), run, bad)))
+        cases += m.cases
+        for key, task in m.tasks.items():
+            tasks.setdefault(key, task)
+        for sid, st in m.states.items():
+            if sid not in states:
+                st.patch = _absolute(base, st.patch)
+                states[sid] = st
+        del m
+    view = ManifestView(cases=list(dict.fromkeys(cases)), tasks=tasks, states=states)
+    del cases
+    columns = b.build()
+
+    def rows() -> list[RecordRow | Record]:
+        out: list[RecordRow | Record] = []
+        for base, limit in limits:
+            run_rows = read_rows(Path(base), None, limit)
+            for r in run_rows:
+                artifacts = r.artifacts
+                if artifacts:  # each line's own dict: rewritten in place
+                    for name, path in artifacts.items():
+                        artifacts[name] = _absolute(base, path)
+            out += run_rows
+        return out
+
+    records = RunRecords(bad_lines=bad, load_rows=rows, columns=columns, n=columns.n)
+    return records, LoadedManifest(view, lambda: _merged_model([base for base, _ in limits]))
