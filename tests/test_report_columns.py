@@ -1,0 +1,268 @@
+"""The columnar report (report/columns.py, report/aggregates.py) against the per-record one it
+replaced, kept verbatim in tests/report_reference/: every key of the report JSON, in the same
+order, with the same values (floats bit for bit), on real run dirs (a demo suite run, the varied
+and hostile runs of test_report.py), on the benchmark's generated runs (10,000 lines; 1,500 with
+trajectories) and on a run made to hit every edge of the aggregation (handoff views, repeated
+attempts of 3+ states, families shared within a task, states without manifest facts, counts
+beyond int64 and float precision, lines msgspec or pydantic reject, two run dirs merged).
+
+Besides the numbers: the records and the manifest load_runs hands to other callers (rows read
+on first access, the pydantic Manifest built on first use) equal the old ones, and edits to them
+count, as they did.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swe_residual.report.columns import ManifestView, StateView, TaskView, _Line, load_columns
+from swe_residual.report.tables import build_report, load_runs
+from swe_residual.results import Manifest, Record, RecordRow, StateFacts, TaskFacts
+from tests.report_reference import tables as reference
+
+from .test_report import _varied_run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "bench_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _same(old, new, path="report") -> None:
+    """Equal values of equal types, dict keys in the same order, floats bit for bit."""
+    assert type(old) is type(new), f"{path}: {type(old).__name__} != {type(new).__name__}"
+    if isinstance(old, dict):
+        assert list(old) == list(new), f"{path}: keys {list(old)} != {list(new)}"
+        for k in old:
+            _same(old[k], new[k], f"{path}.{k}")
+    elif isinstance(old, list):
+        assert len(old) == len(new), f"{path}: {len(old)} items != {len(new)}"
+        for i, (a, b) in enumerate(zip(old, new)):
+            _same(a, b, f"{path}[{i}]")
+    elif isinstance(old, float):
+        assert old.hex() == new.hex() or (old != old and new != new), f"{path}: {old!r} != {new!r}"
+    else:
+        assert old == new, f"{path}: {old!r} != {new!r}"
+
+
+def compare(run_dirs: list[Path], **kw) -> dict:
+    """The report of run_dirs by both paths (and by the new one from a plain list of Records);
+    returns it."""
+    old_records, old_manifest = reference.load_runs(run_dirs)
+    old = reference.build_report(old_records, old_manifest, **kw)
+    records, manifest = load_runs(run_dirs)
+    new = build_report(records, manifest, **kw)
+    _same(old, new)
+    assert json.dumps(old) == json.dumps(new)
+    assert records.bad_lines == old_records.bad_lines
+    assert len(records) == len(old_records)
+    # from Records in memory (what a caller that edits them passes): the same numbers
+    _same(old, build_report(list(old_records), old_manifest, **kw))
+    # what other callers get: the same rows, Records and manifest as before
+    assert records.untouched
+    assert [r.to_record() if isinstance(r, RecordRow) else r for r in records.rows] == \
+        [r if isinstance(r, Record) else r.to_record() for r in old_records.rows]
+    assert list(records) == list(old_records)
+    assert manifest.model == old_manifest
+    return new
+
+
+# -- a run that hits every edge of the aggregation -------------------------------------------------
+
+def _line(**kw) -> str:
+    base = {"declared_complete": True, "termination": "submitted", "finished_at": 1.0}
+    return json.dumps({**base, **kw})
+
+
+def _edge_run(run: Path, agents=("A", "B"), tag: str = "") -> Path:
+    run.mkdir(parents=True)
+    (run / "p").mkdir()
+    manifest = Manifest()
+    lines: list[str] = []
+    tests = ["f1", "f2", "f3", "p1"]
+    for track in ("repo", "machine"):
+        for t in range(5):
+            task = f"t{t}"
+            if t != 4:  # t4: no manifest facts at all (states_seen from the continuations)
+                manifest.tasks[f"{track}/{task}"] = TaskFacts(track=track, tests=tests if t != 3 else [],
+                                                            solution_files=["a.py", "b.py"])
+            for k in range(4 if t < 4 else 0):
+                sid = f"{track}-{task}-s{k}"
+                (run / "p" / f"{sid}.patch").write_text(
+                    f"diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,{2 + k} @@\n base\n"
+                    + "".join(f"+line{j}\n" for j in range(k + 1)))
+                # families: s0/s1 share one (the by-family branch of Table 8), s3 has none recorded
+                fam = {0: "DS", 1: "DS", 2: "QW"}.get(k)
+                manifest.states[sid] = StateFacts(track=track, task=task,
+                                                  predecessor={"agent": "p", **({"model_family": fam} if fam else {})},
+                                                  failing_tests=tests[:k] if k != 2 else [], patch=f"p/{sid}.patch",
+                                                  changed_files=["a.py"] if k % 2 else [])
+    big = 1 << 45       # beyond the int64 fast path's bound, within float precision
+    huge = (1 << 60) + 1  # beyond float precision
+    n = 0
+    for agent in agents:
+        for track in ("repo", "machine"):
+            for t in range(5):
+                task = f"t{t}"
+                for attempt in (1, 2):
+                    n += 1
+                    y = (n * 7 + t) % 3 % 2
+                    extra: dict = {"steps": (n % 9) * (big if n % 17 == 0 else 1)} if n % 5 else {}
+                    if n % 4 == 0:
+                        extra["prompt_tokens"] = n * 100 if n % 3 else huge
+                    if n % 6 == 0:
+                        extra["completion_tokens"] = 0
+                    lines.append(_line(case_id=f"{agent}/{track}/{task}/clean/{attempt}{tag}", agent=agent, track=track,
+                                       task=task, start="clean", outcome=y, verdict="pass" if y else "fail",
+                                       attempt=attempt, rule=["verdict", None, "", "made_up"][n % 4],
+                                       tests={x: "passed" if (n + i) % 3 else "failed" for i, x in enumerate(tests)},
+                                       artifacts={"patch": f"p/{track}-{task}-s1.patch"} if n % 3 == 0 else {},
+                                       **extra))
+                states = [f"{track}-{task}-s{k}" for k in range(4)] + ([None, ""] if t == 4 else ["unknown-state"])
+                for si, sid in enumerate(states):
+                    for attempt in range(1, 4 if si < 3 else 2):
+                        n += 1
+                        y = (n * 5 + si) % 4 % 2
+                        start = "residual" if n % 11 else ("residual+summary" if n % 2 else "residual+trace")
+                        verdict = "infra_error" if n % 29 == 0 else ("pass" if y else "fail")
+                        rec = {"case_id": f"{agent}/{track}/{task}/{sid}/{attempt}{tag}", "agent": agent,
+                               "track": track, "task": task, "start": start, "state": sid, "attempt": attempt,
+                               "outcome": None if verdict == "infra_error" else y, "verdict": verdict,
+                               "declared_complete": [True, True, True, False, None][n % 5],
+                               "termination": "infra" if n % 31 == 0 else "submitted",
+                               "predecessor": ({"agent": "p", "model_family": ["DS", "QW", ""][n % 3]}
+                                               if n % 4 else None),
+                               "tests": {x: ["passed", "failed", "skipped"][(n + i) % 3] for i, x in enumerate(tests)
+                                         if (n + i) % 5} if n % 7 else {},
+                               "missing_tests": ["f3"] if n % 13 == 0 else [],
+                               "integrity": ["test-infrastructure: conftest.py"] if n % 19 == 0 else [],
+                               "steps": n % 40, "finished_at": 2.0}
+                        if n % 3:
+                            rec["prompt_tokens"] = n * 10
+                        if n % 2:
+                            rec["artifacts"] = {"patch": f"p/{track}-{task}-s{min(si, 3)}.patch"} if si < 4 else {}
+                        if n % 37 == 0:
+                            rec["rule"] = "budget"
+                        lines.append(json.dumps(rec))
+    # lines that do not read: a test status and a predecessor msgspec and pydantic reject, a
+    # coerced one pydantic takes, a blank line, and one that is not JSON
+    lines.insert(7, _line(case_id="bad-status", agent="A", track="repo", task="t0", start="clean", outcome=1,
+                          verdict="pass", tests={"f1": "maybe"}))
+    lines.insert(9, _line(case_id="bad-pred", agent="A", track="repo", task="t0", start="residual",
+                          state="repo-t0-s0", outcome=0, verdict="fail", predecessor=["DS"]))
+    lines.insert(11, _line(case_id="coerced", agent="B", track="repo", task="t1", start="clean", outcome=1,
+                           verdict="pass", steps="12"))
+    lines.insert(13, "")
+    lines.insert(15, "{not json")
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    manifest.cases = [json.loads(ln)["case_id"] for ln in lines if ln.startswith("{\"")][:50]
+    manifest.write(run)
+    return run
+
+
+def test_edge_run_both_paths_agree(tmp_path):
+    run = _edge_run(tmp_path / "edge")
+    report = compare([run], n_boot=300, seed=4)
+    # the edges are there: handoff views, infra errors, unreadable lines, rules, Table 8 families
+    assert set(report["handoff_views"]) == {"summary", "trace"}
+    assert report["tracks"]["repo"]["A"]["n_infra_errors"] > 0
+    assert set(report["predecessors"]["families"]) >= {"DS", "QW", "unknown"}
+    assert {"budget", "made_up", "verdict"} <= set(report["rules"])
+    records, _ = load_runs([run])
+    assert [b.split(":")[1] for b in records.bad_lines] == ["8", "10", "16"]
+    # two run dirs merged, the second defining the same states again (the first wins)
+    other = _edge_run(tmp_path / "edge2", agents=("B", "C"), tag="-2")
+    compare([run, other], n_boot=50)
+
+
+def test_varied_run_both_paths_agree(tmp_path):
+    compare([_varied_run(tmp_path / "run")], n_boot=200)
+
+
+def test_generated_runs_both_paths_agree(tmp_path):
+    bench = _bench()
+    bench.generate(tmp_path / "10k", 10_000, trajectories=False)
+    report = compare([tmp_path / "10k"])
+    assert report["meta"]["n_records"] == 9990
+    bench.generate(tmp_path / "traj", 1_500, trajectories=True, seed=2)
+    report = compare([tmp_path / "traj"], n_boot=100)
+    assert report["acceptance_bias"]["repo"]["agent-0"]["inspection_rate"]["value"] is not None
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """A real demo suite run: oracle, nop and the scripted continuation agent on two tasks."""
+    run = tmp_path_factory.mktemp("columns-demo") / "run"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--agent", "oracle", "--agent", "nop",
+                           "--agent", "scripted-trust", "-k", "date-range-merge or invoice-rounding", "-n", "2",
+                           "-p", "no:randomly", "--run-dir", str(run)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert (run / "results.jsonl").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return run
+
+
+def test_demo_run_both_paths_agree(demo_run):
+    report = compare([demo_run])
+    bias = report["acceptance_bias"]["demo"]["scripted-trust"]
+    assert bias["inspection_rate"]["value"] == 1.0 and bias["kept"]["value"] is not None
+    # the summary the suite wrote at the end of the run (RunSession.finish) is this report too
+    summary = json.loads((demo_run / "summary.json").read_text())
+    assert json.dumps(summary["tracks"], sort_keys=True) == json.dumps(report["tracks"], sort_keys=True)
+
+
+@pytest.mark.parametrize("content", [
+    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n\n',
+    b'\xef\xbb\xbf{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\r'
+    b'{"case_id": "b", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n{"torn": "\xff',
+    b'{"case_id": "a\\ud800", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "outcome": true, '
+    b'"duration_s": "1.5", "attempt": 2.0, "finished_at": 3}\n\xff\xfe\n',
+    b'',
+])
+def test_odd_files_both_paths_agree(tmp_path, content):
+    (tmp_path / "results.jsonl").write_bytes(content)
+    compare([tmp_path], n_boot=10)
+
+
+def test_edits_to_the_rows_and_the_manifest_count(tmp_path):
+    run = _edge_run(tmp_path / "edge")
+    records, manifest = load_runs([run])
+    old_records, old_manifest = reference.load_runs([run])
+    for recs in (records.rows, old_records.rows):
+        recs[0].outcome = 1 - recs[0].outcome
+    sid = next(iter(old_manifest.states))
+    for m in (manifest, old_manifest):
+        m.states[sid].failing_tests = ["f1", "f2", "f3", "p1"]
+    assert not records.untouched
+    _same(reference.build_report(old_records, old_manifest, n_boot=20), build_report(records, manifest, n_boot=20))
+
+
+def test_structs_mirror_the_contract():
+    assert _Line.__struct_fields__ == tuple(Record.model_fields)
+    assert ManifestView.__struct_fields__ == tuple(Manifest.model_fields)
+    assert TaskView.__struct_fields__ == tuple(TaskFacts.model_fields)
+    assert StateView.__struct_fields__ == tuple(StateFacts.model_fields)
+
+
+def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_path):
+    run = _edge_run(tmp_path / "edge")
+    records, _ = load_columns([run])
+    n = len(records)
+    # a line appended after load_runs is not in its rows (they are what the numbers were made of)
+    with open(run / "results.jsonl", "a") as fh:
+        fh.write(_line(case_id="late", agent="A", track="repo", task="t0", start="clean", outcome=1,
+                       verdict="pass") + "\n")
+    assert len(records.rows) == n and all(r.case_id != "late" for r in records.rows)
+    assert len(load_columns([run])[0]) == n + 1
