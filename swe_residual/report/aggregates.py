@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from functools import cached_property
+from itertools import chain
 from typing import Any
 
 import msgspec
@@ -53,6 +54,54 @@ def _lists(names: list, keys: np.ndarray, values: np.ndarray) -> dict[Any, list]
     vals = values[order].tolist()
     firsts = keys[order[starts]].tolist()
     return {names[k]: vals[a:b] for k, a, b in zip(firsts, starts.tolist(), ends.tolist())}
+
+
+def segment_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    """Per distinct key (in first-appearance order): sum(its values in order) / their number, as
+    Python computes it for a list: one or two values directly ((0 + x0) + x1 is also what the
+    compensated sum of Python 3.12 gives for two), three or more with Python's own sum."""
+    if not len(keys):
+        return keys[:0], []
+    order, starts, ends = _segments(keys)
+    v = values[order].astype(np.float64)
+    lens = ends - starts
+    out = np.empty(len(starts))
+    one, two = lens == 1, lens == 2
+    out[one] = (0.0 + v[starts[one]]) / 1.0
+    s2 = starts[two]
+    out[two] = ((0.0 + v[s2]) + v[s2 + 1]) / 2.0
+    more = np.flatnonzero(lens > 2)
+    if len(more):
+        vl = v.tolist()
+        for i, a, b in zip(more.tolist(), starts[more].tolist(), ends[more].tolist()):
+            out[i] = sum(vl[a:b]) / (b - a)
+    return keys[order[starts]], out.tolist()
+
+
+class TaskValues(Mapping):
+    """Per-task values as arrays (keys[i]: the task code of values[i], in run order): what the
+    measures read as {task: [values]}; task_mean reads `task_means` without a list per task."""
+
+    def __init__(self, names: list, keys: np.ndarray, values: np.ndarray):
+        self._names, self._keys, self._values = names, keys, values
+        self._lists: dict | None = None
+
+    def task_means(self) -> tuple[list[float], int]:
+        return segment_means(self._keys, self._values)[1], len(self._keys)
+
+    def _all(self) -> dict:
+        if self._lists is None:
+            self._lists = _lists(self._names, self._keys, self._values)
+        return self._lists
+
+    def __getitem__(self, task):
+        return self._all()[task]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(np.unique(self._keys)) if self._lists is None else len(self._lists)
 
 
 def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -205,9 +254,13 @@ def success_tables(sel: Selection, n_boot: int, seed: int) -> tuple[dict, dict]:
 # -- acceptance bias (Table 4) ----------------------------------------------------------------
 
 
+READ = ("patch", "trajectory")  # the artifacts the measures read
+
+
 class RunView(msgspec.Struct, kw_only=True, gc=False):
     """One normally submitted run as the file-reading measures (Kept, left-out files, inspection)
-    see it: built only for agents whose runs carry patch or trajectory artifacts."""
+    see it: built only for agents whose runs carry patch or trajectory artifacts (and with only
+    those artifacts, their paths absolute)."""
 
     task: str
     state: str | None
@@ -289,10 +342,10 @@ class ColumnRuns(AgentRuns):
         task = sel.task[q]
         f_task = task[failed]
         has_broke = ~np.isnan(broke[failed])
-        return {"repaired": _lists(names, task, value),
-                "repaired_failed": _lists(names, f_task, value[failed]),
-                "same": _lists(names, f_task, same[failed]),
-                "broke": _lists(names, f_task[has_broke], broke[failed][has_broke])}
+        return {"repaired": TaskValues(names, task, value),
+                "repaired_failed": TaskValues(names, f_task, value[failed]),
+                "same": TaskValues(names, f_task, same[failed]),
+                "broke": TaskValues(names, f_task[has_broke], broke[failed][has_broke])}
 
     def _ratios(self, col: IntColumn) -> dict[str, list[float]]:
         """_step_ratios for a count (steps, tokens): per task, each continuation's count / the mean
@@ -320,7 +373,7 @@ class ColumnRuns(AgentRuns):
             ratios = counts.astype(np.float64) / table[task]
         else:  # Python ints: Python's int / float
             ratios = np.array([c / t for c, t in zip(counts.tolist(), table[task].tolist())], np.float64)
-        return _lists(names, task, ratios)
+        return TaskValues(names, task, ratios)
 
     def token_ratios(self) -> dict[str, list[float]]:
         return self._tokens
@@ -333,24 +386,54 @@ class ColumnRuns(AgentRuns):
         return [self.sel.names[c] for c in np.unique(self.sel.state[rows]).tolist()]
 
     def clean_outcomes(self) -> dict[str, list[Mapping[str, str]]]:
+        names = self.sel.names
+        return {names[task]: outcomes for task, _, outcomes in self._clean_outcome_codes()}
+
+    def _clean_outcome_codes(self) -> list[tuple[int, list[int], list[Mapping[str, str]]]]:
+        """[(task code, tests codes, per-test dicts)] of clean_outcomes."""
         sel = self.sel
         cn = self._cn
         if not len(cn):
-            return {}
+            return []
         task = sel.task[cn]
         _, first, inv = np.unique(task, return_index=True, return_inverse=True)
         rank = np.argsort(np.argsort(first))[inv.reshape(-1)]   # tasks in the order of runs.clean
         q = sel.has_outcomes[cn]
         rank, task, tests = rank[q], task[q], sel.tests[cn][q]
         if not len(rank):
-            return {}
+            return []
         order = np.argsort(rank, kind="stable")
         r = rank[order]
         brk = np.flatnonzero(r[1:] != r[:-1]) + 1
         starts, ends = np.concatenate(([0], brk)).tolist(), np.concatenate((brk, [len(r)])).tolist()
-        tvals, names = sel.cols.nested["tests"], sel.names
-        codes, tnames = tests[order].tolist(), task[order].tolist()
-        return {names[tnames[a]]: [tvals[c] for c in codes[a:b]] for a, b in zip(starts, ends)}
+        tvals = sel.cols.nested["tests"]
+        codes, tasks = tests[order].tolist(), task[order].tolist()
+        return [(tasks[a], codes[a:b], [tvals[c] for c in codes[a:b]]) for a, b in zip(starts, ends)]
+
+    def clean_shares(self, inp: BiasInputs, track: str) -> Mapping[str, list[float]]:
+        """AgentRuns.clean_shares, each distinct (failing sets, per-test dict) computed once."""
+        failing_of = self.task_failing(inp, track)
+        keys: list[int] = []
+        shares: list[list[float]] = []
+        known: dict[tuple[int, int], tuple] = {}
+        names = self.sel.names
+        for task, codes, outcomes in self._clean_outcome_codes():
+            failing = failing_of(names[task])
+            if not failing:
+                continue
+            if len(codes) == 1:
+                key = (id(failing), codes[0])
+                hit = known.get(key)
+                if hit is None or hit[0] is not failing:
+                    hit = known[key] = (failing, [inp.passed_share(f_r, outcomes[0]) for f_r in failing])
+                values = hit[1]
+            else:
+                values = [inp.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
+            keys.append(task)
+            shares.append(values)
+        lens = np.fromiter(map(len, shares), np.int64, len(shares))
+        flat = np.fromiter(chain.from_iterable(shares), np.float64, int(lens.sum()))
+        return TaskValues(names, np.repeat(np.array(keys, np.int64), lens), flat)
 
     def continuation_states(self) -> dict[str, set[str]]:
         seen: dict[str, set[str]] = defaultdict(set)
@@ -376,7 +459,7 @@ class ColumnRuns(AgentRuns):
                                start="clean" if sel.clean[r] else "residual",
                                outcome=int(sel.outcome[r]) if sel.outcome[r] >= 0 else None,
                                steps=num(sel.steps, r), tests=tvals[sel.tests[r]], missing_tests=mvals[sel.missing[r]],
-                               artifacts=cols.artifact_dict(p), prompt_tokens=num(ptok, p),
+                               artifacts=cols.artifact_dict(p, READ), prompt_tokens=num(ptok, p),
                                completion_tokens=num(ctok, p)))
         return out
 

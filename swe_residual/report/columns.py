@@ -103,6 +103,7 @@ _NESTED: dict[str, tuple[Any, msgspec.Raw]] = {
     "artifacts": (dict[str, str], _EMPTY_DICT),
 }
 _LOW = attrgetter("agent", "track", "start", "verdict", "termination", "declared_complete", "outcome", "rule")
+_TASK, _STATE, _TESTS = attrgetter("task"), attrgetter("state"), attrgetter("tests")
 _INVALID = object()
 #: below this an integer column is int64 with exact sums of up to 2**23 values; beyond, Python ints
 _SAFE_INT = 1 << 40
@@ -129,22 +130,22 @@ class _Nested:
     def raw_codes(self, raws: list[msgspec.Raw]) -> np.ndarray:
         """The code of every raw value (decoded when new; _INVALID when msgspec rejects it)."""
         index = self.index
-        for key in dict.fromkeys(map(bytes, raws)):
+        keys = list(map(bytes, raws))
+        for key in dict.fromkeys(keys):
             if key not in index:
                 try:
                     value = self.decoder.decode(key)
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     value = _INVALID
                 self._add(key, value)
-        return np.fromiter(map(index.__getitem__, map(bytes, raws)), np.int32, len(raws))
+        return np.fromiter(map(index.__getitem__, keys), np.int32, len(keys))
 
     def sparse_codes(self, raws: list[msgspec.Raw]) -> np.ndarray:
         """raw_codes for a field that is mostly empty: only the others are looked at."""
-        empty = self.empty
-        where = [i for i, r in enumerate(raws) if r != empty]
+        where = np.flatnonzero(np.fromiter(map(self.empty.__ne__, raws), bool, len(raws)))
         codes = np.zeros(len(raws), np.int32)
-        if where:
-            codes[where] = self.raw_codes([raws[i] for i in where])
+        if len(where):
+            codes[where] = self.raw_codes([raws[i] for i in where.tolist()])
         return codes
 
     def value_code(self, value: Any) -> int:
@@ -263,13 +264,15 @@ class Columns:
         table = np.array([self.code(f, add=True) if f else -1 for f in fams], np.int64)
         return table[self.predecessor]
 
-    def artifact_dict(self, i: int) -> dict[str, str]:
-        """The artifacts of record i, paths absolute as load_runs makes them."""
+    def artifact_dict(self, i: int, names: Sequence[str] | None = None) -> dict[str, str]:
+        """The artifacts of record i (only `names`, if given), paths absolute as load_runs makes them."""
         art = self.nested["artifacts"][self.artifacts[i]]
+        if names is not None:
+            art = {k: art[k] for k in names if k in art}
         base = self.bases[self.run[i]] if self.run[i] >= 0 else None
         if not art or base is None:
             return dict(art)
-        return {k: (p if not p or os.path.isabs(p) else os.path.join(base, p)) for k, p in art.items()}
+        return {k: _absolute(base, p) for k, p in art.items()}
 
 
 class _Builder:
@@ -308,19 +311,19 @@ class _Builder:
         part["declared"] = np.array([-1 if v is None else int(v) for v in table[5]], np.int8)[kind]
         part["outcome"] = np.array([-1 if v is None else int(v) for v in table[6]], np.int8)[kind]
         part["rule"] = self.codes(table[7])[kind]
-        part["task"] = self.codes([r.task for r in rows])
-        part["state"] = self.codes([r.state for r in rows])
+        part["task"] = self.codes(list(map(_TASK, rows)))
+        part["state"] = self.codes(list(map(_STATE, rows)))
         nested = self.nested
-        part["tests"] = nested["tests"].raw_codes([r.tests for r in rows])
+        part["tests"] = nested["tests"].raw_codes(list(map(_TESTS, rows)))
         for name in ("predecessor", "missing_tests", "integrity", "integrity_notes", "artifacts"):
-            part[name] = nested[name].sparse_codes([getattr(r, name) for r in rows])
+            part[name] = nested[name].sparse_codes(list(map(attrgetter(name), rows)))
         part["run"] = np.full(n, run, np.int32)
         for name, nest in nested.items():
             if nest.invalid and np.isin(part[name], nest.invalid).any():
                 return False
         self.parts.append(part)
         for name, cols in self.int_parts.items():
-            cols.append(IntColumn.of([getattr(r, name) for r in rows]))
+            cols.append(IntColumn.of(list(map(attrgetter(name), rows))))
         return True
 
     def mark(self) -> int:
@@ -385,32 +388,33 @@ def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str]) -> int:
         tail = b""
         block = head
         while block:
-            data = tail + block
+            data = tail + block if tail else block
             if b"\r" in data:  # text mode also ends lines at a lone "\r": all of it as iter_records reads it
                 del bad[named:]
                 b.drop(mark)
                 b.add_records(iter_records(run_dir, bad), run)
                 return os.path.getsize(path)
             end = data.rfind(b"\n") + 1
-            lines, tail = data[:end], data[end:]
-            _chunk(b, lines, path, consumed, run, bad)
+            tail = data[end:]
+            _chunk(b, data, end, path, consumed, run, bad)
             consumed += end
             block = fh.read(_CHUNK)
     return consumed
 
 
-def _chunk(b: _Builder, lines: bytes, path: Path, offset: int, run: int, bad: list[str]) -> None:
-    """Complete lines from byte `offset`: all at once, else line by line (a blank line, a line
-    msgspec rejects; one that pydantic rejects too is named in `bad`)."""
-    if not lines:
+def _chunk(b: _Builder, data: bytes, end: int, path: Path, offset: int, run: int, bad: list[str]) -> None:
+    """The complete lines data[:end] (from byte `offset` of the file): all at once, else line by
+    line (a blank line, a line msgspec rejects; one that pydantic rejects too is named in `bad`)."""
+    if not end:
         return
-    if not lines.startswith(b"\n") and b"\n\n" not in lines:
+    if not data.startswith(b"\n") and data.find(b"\n\n", 0, end) < 0:
         try:
-            rows = _DECODER.decode_lines(lines)
+            rows = _DECODER.decode_lines(memoryview(data)[:end])
         except (msgspec.DecodeError, msgspec.ValidationError):
             rows = None
         if rows is not None and b.add_lines(rows, run):
             return
+    lines = data[:end]
     before = None  # lines of the file before these: counted only once a line is bad
     pending: list[_Line] = []
     for n, line in enumerate(lines.splitlines(keepends=True), 1):

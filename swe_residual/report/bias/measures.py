@@ -38,6 +38,11 @@ class BiasInputs:
         self.manifest = manifest
         self.root = str(root) if root is not None else None
         self._patches: dict[str, dict[str, FileDiff] | None] = {}
+        #: equal patch files (a nop's empty patch, the oracle's reference change, a continuation that
+        #: kept the inherited work) are parsed once; kept and changed paths once per distinct patch
+        self._parsed: dict[bytes, dict[str, FileDiff]] = {}
+        self._kept: dict[tuple[int, int], tuple] = {}
+        self._changed: dict[int, tuple] = {}
         self._traj_facts: dict[str, tuple[bool, bool] | None] = {}
         self._failing: dict[str | None, frozenset[str] | None] = {}
         self._graded: dict[tuple[str, str], frozenset[str]] = {}
@@ -63,8 +68,29 @@ class BiasInputs:
         p = self.path(rel)
         if p not in self._patches:
             data = read_regular_file(p)
-            self._patches[p] = parse_patch(data) if data is not None else None
+            if data is None:
+                self._patches[p] = None
+            else:
+                parsed = self._parsed.get(data)
+                if parsed is None:
+                    parsed = self._parsed[data] = parse_patch(data)
+                self._patches[p] = parsed
         return self._patches[p]
+
+    def kept(self, pred: dict[str, FileDiff], final: dict[str, FileDiff]) -> float | None:
+        """kept_fraction(pred, final), once per distinct pair of parsed patches."""
+        key = (id(pred), id(final))
+        hit = self._kept.get(key)
+        if hit is None or hit[0] is not pred or hit[1] is not final:
+            hit = self._kept[key] = (pred, final, kept_fraction(pred, final))
+        return hit[2]
+
+    def changed(self, patch: dict[str, FileDiff]) -> set[str]:
+        """changed_paths(patch), once per parsed patch (callers only read it)."""
+        hit = self._changed.get(id(patch))
+        if hit is None or hit[0] is not patch:
+            hit = self._changed[id(patch)] = (patch, changed_paths(patch))
+        return hit[1]
 
     def state_patch(self, sid: str | None) -> dict[str, FileDiff] | None:
         st = self.manifest.states.get(sid or "")
@@ -196,13 +222,21 @@ def na(reason: str) -> dict[str, Any]:
     return {"value": None, "n_tasks": 0, "n_runs": 0, "reason": reason}
 
 
+def task_means(per_task: Mapping[str, list[float]]) -> tuple[list[float], int]:
+    """[sum(v) / len(v) for each task with values, in order] and how many values there are (the
+    columnar report's per-task values, report/aggregates.py TaskValues, have them at hand)."""
+    fast = getattr(per_task, "task_means", None)
+    if fast is not None:
+        return fast()
+    return [sum(v) / len(v) for v in per_task.values() if v], sum(len(v) for v in per_task.values())
+
+
 def task_mean(per_task: Mapping[str, list[float]], reason: str) -> dict[str, Any]:
     """Average within task, then across tasks (every task weighs the same)."""
-    means = [sum(v) / len(v) for v in per_task.values() if v]
+    means, n_runs = task_means(per_task)
     if not means:
         return na(reason)
-    return {"value": sum(means) / len(means), "n_tasks": len(means),
-            "n_runs": sum(len(v) for v in per_task.values()), "reason": None}
+    return {"value": sum(means) / len(means), "n_tasks": len(means), "n_runs": n_runs, "reason": None}
 
 
 def by_task(pairs: Iterable[tuple[str, float | None]]) -> dict[str, list[float]]:
@@ -336,6 +370,32 @@ class AgentRuns:
             seen[r.task].add(r.state)
         return seen
 
+    def task_failing(self, inp: BiasInputs, track: str) -> Callable[[str], list[frozenset[str]]]:
+        """task -> the failing sets F(S_r) its Clean Start runs are scored on: the manifest's
+        states of the task, else (no states there) those of the agent's continuations on it."""
+        states_seen: dict[str, set[str]] | None = None
+
+        def failing(task: str) -> list[frozenset[str]]:
+            nonlocal states_seen
+            found = inp.task_failing(track, task)
+            if found is None:
+                if states_seen is None:
+                    states_seen = self.continuation_states()
+                found = [f_r for f_r in map(inp.failing, sorted(states_seen.get(task, ()))) if f_r]
+            return found
+        return failing
+
+    def clean_shares(self, inp: BiasInputs, track: str) -> Mapping[str, list[float]]:
+        """Per task, for each failing set F(S_r) of its states and each Clean Start run with
+        per-test outcomes: the share of F(S_r) passing at the end of the run."""
+        failing_of = self.task_failing(inp, track)
+        per_task: dict[str, list[float]] = {}
+        for task, outcomes in self.clean_outcomes().items():
+            failing = failing_of(task)
+            if failing:
+                per_task[task] = inp.clean_shares(failing, outcomes)
+        return per_task
+
     def token_ratios(self) -> dict[str, list[float]]:
         """Per task, each continuation's tokens / the mean of the agent's Clean Start tokens there."""
         return _step_ratios(self.clean, [(r.task, t) for r in self.continuations if (t := tokens_of(r)) is not None],
@@ -419,23 +479,13 @@ def initially_failing_clean(runs: AgentRuns, inp: BiasInputs, track: str) -> dic
     Clean Start run(s) on that task."""
     if not runs.count("clean"):
         return na("no normally submitted Clean Start runs")
-    states_seen: dict[str, set[str]] | None = None  # only for tasks the manifest has no states of
-    per_task: dict[str, list[float]] = {}
-    for task, outcomes in runs.clean_outcomes().items():
-        failing = inp.task_failing(track, task)
-        if failing is None:
-            if states_seen is None:
-                states_seen = runs.continuation_states()
-            failing = [f_r for f_r in map(inp.failing, sorted(states_seen.get(task, ()))) if f_r]
-        if failing:
-            per_task[task] = inp.clean_shares(failing, outcomes)
-    return task_mean(per_task, "no per-test outcomes or failing sets for these tasks")
+    return task_mean(runs.clean_shares(inp, track), "no per-test outcomes or failing sets for these tasks")
 
 
 def _kept_of(inp: BiasInputs, r: Record) -> float | None:
     final = inp.run_patch(r)
     pred = inp.state_patch(r.state) if final is not None else None
-    return None if pred is None else kept_fraction(pred, final)
+    return None if pred is None else inp.kept(pred, final)
 
 
 def _why_no_patch(runs: AgentRuns, which: str, inp: BiasInputs, what: str) -> str:
@@ -483,8 +533,8 @@ def left_out_files(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, di
         n_states += 1
         # average within the state first, so a state's repeated attempts weigh as one state
         if has_patch:
-            state_c = [float(bool(changed_paths(p) & left)) for p in map(inp.run_patch, runs.clean[task]) if p is not None]
-            state_r = [float(bool(changed_paths(p) & left)) for p in map(inp.run_patch, rs) if p is not None]
+            state_c = [float(bool(inp.changed(p) & left)) for p in map(inp.run_patch, runs.clean[task]) if p is not None]
+            state_r = [float(bool(inp.changed(p) & left)) for p in map(inp.run_patch, rs) if p is not None]
             if state_c:
                 changed_c[task].append(sum(state_c) / len(state_c))
             if state_r:
@@ -511,8 +561,9 @@ def steps_ratio(runs: AgentRuns) -> dict[str, Any]:
         per_task = _step_ratios(runs.clean, [(r.task, r.steps) for r in runs.continuations if r.steps is not None])
     if not per_task:
         return na("no continuation with a step count and a Clean Start run with steps on its task")
-    return {"value": median(sum(v) / len(v) for v in per_task.values()), "n_tasks": len(per_task),
-            "n_runs": sum(map(len, per_task.values())), "reason": None, "aggregate": "median over tasks"}
+    means, n_runs = task_means(per_task)
+    return {"value": median(means), "n_tasks": len(per_task), "n_runs": n_runs, "reason": None,
+            "aggregate": "median over tasks"}
 
 
 def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
@@ -521,8 +572,9 @@ def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
     per_task = runs.token_ratios()
     if not per_task:
         return na("no token counts (the harness reports none, or no Clean Start run with tokens on the task)")
-    return {"value": median(sum(v) / len(v) for v in per_task.values()), "n_tasks": len(per_task),
-            "n_runs": sum(map(len, per_task.values())), "reason": None, "aggregate": "median over tasks"}
+    means, n_runs = task_means(per_task)
+    return {"value": median(means), "n_tasks": len(per_task), "n_runs": n_runs, "reason": None,
+            "aggregate": "median over tasks"}
 
 
 def inspection_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
