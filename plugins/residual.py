@@ -446,7 +446,7 @@ class Controller:
         run_dir = self.session.run_dir
         tasks = {(c.task.track, c.task.id): c.task for c in self.session.plan.cases}
         write_run_info(run_dir, RunInfo(environment=self._environment(), requests=task_requests(tasks.values())))
-        records, manifest = load_runs([run_dir])
+        records, manifest = self.session.loaded or load_runs([run_dir])
         return write_browser(run_dir, self.summary, records, manifest, [run_dir]).run_page
 
     def _environment(self) -> dict[str, str]:

@@ -52,7 +52,7 @@ function runPage(d) {
     seen.rows[r.cells[0].textContent] = cells;
   }
   seen.tables = [...d.querySelectorAll('.swe-residual-report h3')].map(h => h.textContent);
-  seen.imgs = [...d.querySelectorAll('img.fig')].map(i => i.naturalWidth);
+  seen.figs = [...d.querySelectorAll('svg.fig')].map(s => s.getBoundingClientRect().width);
   seen.env = [...d.querySelectorAll('#environment ~ div table.env th')].map(th => th.textContent);
   seen.shown = txt(d.getElementById('gn'));
 }
@@ -133,7 +133,7 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     assert seen["h2"] == ["tables", "cases", "case-list", "hurt", "figures", "more-tables", "problems",
                           "environment"], seen["h2"]
     assert [t for t in seen["tables"] if t.startswith(("Table 3", "Figure 1", "Figure 2"))]
-    assert len(seen["imgs"]) == 2 and min(seen["imgs"]) > 200
+    assert len(seen["figs"]) == 2 and min(seen["figs"]) > 200
     assert {"Command", "Python", "Backend"} <= set(seen["env"]), seen["env"]
     # 8 demo tasks, every agent a clean and a residual column; the script agent only ran one task
     assert seen["agents"] == sorted(["oracle", "nop", evil]) and len(seen["rows"]) == 8

@@ -71,6 +71,7 @@ class RunSession:
         self._prepared: dict[tuple[str | None, str, str | None], tuple[float, InfraError] | None] = {}
         self._lock = threading.Lock()
         self.created = False                    # open() made the run dir (nothing was there)
+        self.loaded: tuple | None = None        # finish(): (records, manifest) as the report read them
         self.fresh = False                      # open() started a new run there (no --resume)
         self.valid_before: set[str] = set()     # --resume: cases with a valid outcome already
         self.attempts_before: dict[str, int] = {}
@@ -339,6 +340,7 @@ class RunSession:
         from swe_residual.report.tables import build_report, load_runs, write_outputs
 
         records, manifest = load_runs([self.run_dir])
+        self.loaded = (records, manifest)       # the run page reuses them: one read of the records
         report = build_report(records, manifest, root=self.run_dir)
         report["run_dir"] = str(self.run_dir)
         expected = set(collected) | self.valid_before
