@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from functools import cached_property
-from itertools import chain
 from typing import Any
 
 import msgspec
@@ -28,7 +27,7 @@ import numpy as np
 
 from swe_residual.report.bias.measures import AgentRuns, BiasInputs, _test_facts, runs_bias
 from swe_residual.report.columns import Columns, IntColumn
-from swe_residual.report.metrics import Outcomes, matched_tasks, success_row
+from swe_residual.report.metrics import Outcomes, group_cell, matched_tasks, success_row
 from swe_residual.report.stats import bootstrap_ci
 
 
@@ -104,6 +103,17 @@ class TaskValues(Mapping):
         return len(np.unique(self._keys)) if self._lists is None else len(self._lists)
 
 
+class TaskMeans(dict):
+    """{task: [values]} with the per-task means already computed (task_mean reads them)."""
+
+    def __init__(self, means: list[float], n_runs: int, lists: dict[str, list[float]]):
+        super().__init__(lists)
+        self._means, self._n_runs = means, n_runs
+
+    def task_means(self) -> tuple[list[float], int]:
+        return self._means, self._n_runs
+
+
 def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per distinct key (first-appearance order): (key, mean of the 0/1 values, first position).
     sum(ys) / len(ys) of 0/1 ints is an exact integer quotient, correctly rounded: the same
@@ -177,9 +187,9 @@ class Selection:
 
     # -- success (Table 3) and what Table 8 reads --------------------------------------------
 
-    def outcomes(self, sl: np.ndarray) -> tuple[Outcomes, dict, dict, dict]:
+    def outcomes(self, sl: np.ndarray) -> tuple[Outcomes, dict, dict, GroupStates]:
         """Outcomes.extend of one group's records: the counts and tokens (as an Outcomes), clean
-        success per task, residual success per task and the state means (task -> state -> y)."""
+        success per task, residual success per task and the states behind it (GroupStates)."""
         names = self.names
         v, c = self.valid[sl], self.clean[sl]
         o = Outcomes()
@@ -191,36 +201,30 @@ class Selection:
         tc = self.clean[with_tokens]
         tok = self.tokens.values[with_tokens]
         o.tokens = {"clean": tok[tc].tolist(), "residual": tok[~tc].tolist()}
-        clean_t = _means_by(names, self.task[vc], self.outcome[vc])
-        # per (task, state): y(S); per task its states in the order they first appear
+        ctask, cmean, _ = _count_means(self.task[vc], self.outcome[vc])
+        clean_t = dict(zip([names[t] for t in ctask.tolist()], cmean.tolist()))
+        # per (task, state): y(S); the tasks in the order they first appear, each one's states so
         task, skey = self.task[vr], self.skey[vr]
         width = len(names) + 1
-        pk, means, first = _count_means(task.astype(np.int64) * width + skey, self.outcome[vr])
-        ptask, pstate = pk // width, pk % width
-        state_means: dict[str, dict[str, float]] = {}
-        res_t: dict[str, float] = {}
+        pk, means, _ = _count_means(task.astype(np.int64) * width + skey, self.outcome[vr])
+        ptask = pk // width
         if len(pk):
             _, first_pair, tinv = np.unique(ptask, return_index=True, return_inverse=True)
             task_rank = np.argsort(np.argsort(first_pair))[tinv.reshape(-1)]
             o2 = np.argsort(task_rank, kind="stable")
-            t2 = ptask[o2]
-            brk = np.flatnonzero(t2[1:] != t2[:-1]) + 1
-            starts, ends = np.concatenate(([0], brk)).tolist(), np.concatenate((brk, [len(t2)])).tolist()
-            m = means[o2].tolist()
-            sn = ["" if s is None else s for s in (names[x] for x in pstate[o2].tolist())]
-            for tcode, a, b in zip(t2[starts].tolist(), starts, ends):
-                ys = m[a:b]
-                name = names[tcode]
-                state_means[name] = dict(zip(sn[a:b], ys))
-                res_t[name] = sum(ys) / (b - a)
-        # the family of each state: that of the first of its records
+        else:
+            o2 = np.zeros(0, np.int64)
+        states = GroupStates(ptask[o2], (pk % width)[o2], means[o2])
+        # each state's family: that of the first of its records
+        fam_of_state = np.full(width, -1, np.int64)
         if len(vr):
             _, fi = np.unique(skey, return_index=True)
-            fi = np.sort(fi)
-            o.family = {("" if (s := names[k]) is None else s): names[f]
-                        for k, f in zip(skey[fi].tolist(), self.family[vr][fi].tolist())}
-        o._state_means = state_means
-        return o, clean_t, res_t, state_means
+            fam_of_state[skey[fi]] = self.family[vr][fi]
+        states.family = fam_of_state[states.state]
+        tstarts, tends = states.task_bounds()
+        res = _contiguous_means(states.y, tstarts, tends)
+        res_t = dict(zip([names[t] for t in states.task[tstarts].tolist()], res))
+        return o, clean_t, res_t, states
 
     def rule_counts(self) -> dict[str, int]:
         """rule_counts' counts: the record's rule, else "verdict" / "infra_harness" by validity."""
@@ -237,18 +241,98 @@ class Selection:
         return counts
 
 
-def success_tables(sel: Selection, n_boot: int, seed: int) -> tuple[dict, dict]:
+def success_tables(sel: Selection, n_boot: int, seed: int) -> tuple[dict, list]:
     """Table 3 ({track: {agent: row}}, as _build makes it) and what Table 8 needs per group."""
     tracks: dict[str, dict[str, Any]] = {}
-    per_group: dict[tuple[str, str], tuple] = {}
+    per_group = []
     for (track, agent), sl in zip(sel.groups, sel.members):
-        o, clean_t, res_t, state_means = sel.outcomes(sl)
+        o, clean_t, res_t, states = sel.outcomes(sl)
         row = success_row(o, (clean_t, res_t))
         pairs = {t: (clean_t[t], res_t[t]) for t in matched_tasks(clean_t, res_t) if t in clean_t and t in res_t}
         row["ci"] = bootstrap_ci(pairs, n_boot=n_boot, seed=seed)
         tracks.setdefault(track, {})[agent] = row
-        per_group[(track, agent)] = (clean_t, state_means, o.family)
+        per_group.append((track, agent, clean_t, states))
     return tracks, per_group
+
+
+class GroupStates:
+    """The (task, state) outcomes of one group: task, state (skey code), y(S) and the state's
+    family per pair, tasks contiguous in the order they first appear, states within a task in
+    the order they first appear."""
+
+    def __init__(self, task: np.ndarray, state: np.ndarray, y: np.ndarray):
+        self.task, self.state, self.y = task, state, y
+        self.family = np.zeros(0, np.int64)
+
+    def task_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        t = self.task
+        if not len(t):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        brk = np.flatnonzero(t[1:] != t[:-1]) + 1
+        return np.concatenate(([0], brk)).astype(np.int64), np.concatenate((brk, [len(t)])).astype(np.int64)
+
+
+def _contiguous_means(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[float]:
+    """sum(values[a:b]) / (b - a) per segment, as Python computes it for a list (see segment_means)."""
+    v = values.astype(np.float64)
+    lens = ends - starts
+    out = np.empty(len(starts))
+    one, two = lens == 1, lens == 2
+    out[one] = (0.0 + v[starts[one]]) / 1.0
+    s2 = starts[two]
+    out[two] = ((0.0 + v[s2]) + v[s2 + 1]) / 2.0
+    more = np.flatnonzero(lens > 2)
+    if len(more):
+        vl = v.tolist()
+        for i, a, b in zip(more.tolist(), starts[more].tolist(), ends[more].tolist()):
+            out[i] = sum(vl[a:b]) / (b - a)
+    return out.tolist()
+
+
+def predecessor_groups(sel: Selection, per_group: list) -> dict[str, Any]:
+    """metrics.predecessor_table from the groups' arrays: per task, its states grouped by family
+    (families in the order they first appear in the task, states in order), overall = the mean of
+    them all in that order, each family's cell the mean of its own; per agent and family, the
+    tasks in the order the groups (sorted) and their tasks come, with the agent's Clean Start
+    success on the same (track, task)."""
+    names = sel.names
+    width = len(names) + 1
+    # (agent, family code or -1 for overall) -> [(clean values, residual values)] in group order
+    cells: dict[tuple[str, int], list[tuple[list, list]]] = defaultdict(list)
+    families: set[int] = set()
+    for track, agent, clean_t, st in per_group:
+        if not len(st.task):
+            continue
+        tstarts, tends = st.task_bounds()
+        seg = np.repeat(np.arange(len(tstarts)), tends - tstarts)
+        order, gstarts, gends = _segments(seg * width + st.family)   # (task, family) runs, in order
+        y, fam, task = st.y[order], st.family[order], st.task[order]
+        overall = _contiguous_means(y, tstarts, tends)
+        by_family = _contiguous_means(y, gstarts, gends)
+        tnames = [names[t] for t in st.task[tstarts].tolist()]
+        clean_known = [t in clean_t for t in tnames]
+        cells[(agent, -1)].append(([clean_t[t] for t, k in zip(tnames, clean_known) if k],
+                                   [v for v, k in zip(overall, clean_known) if k]))
+        gfam, gtask = fam[gstarts].tolist(), [names[t] for t in task[gstarts].tolist()]
+        lists: dict[int, tuple[list, list]] = {}
+        for g, t, v in zip(gfam, gtask, by_family):
+            families.add(g)
+            cl, rs = lists.setdefault(g, ([], []))
+            if t in clean_t:
+                cl.append(clean_t[t])
+                rs.append(v)
+        for g, pair in lists.items():
+            cells[(agent, g)].append(pair)
+    fam_names = sorted(names[g] for g in families)
+    codes = {names[g]: g for g in families}
+    out: dict[str, Any] = {"families": fam_names, "agents": {}}
+    for agent in sorted({a for _, a, _, _ in per_group}):
+        row = {}
+        for key, g in (("overall", -1), *((f, codes[f]) for f in fam_names)):
+            parts = cells.get((agent, g), [])
+            row[key] = group_cell([v for cl, _ in parts for v in cl], [v for _, rs in parts for v in rs])
+        out["agents"][agent] = row
+    return out
 
 
 # -- acceptance bias (Table 4) ----------------------------------------------------------------
@@ -411,29 +495,33 @@ class ColumnRuns(AgentRuns):
         return [(tasks[a], codes[a:b], [tvals[c] for c in codes[a:b]]) for a, b in zip(starts, ends)]
 
     def clean_shares(self, inp: BiasInputs, track: str) -> Mapping[str, list[float]]:
-        """AgentRuns.clean_shares, each distinct (failing sets, per-test dict) computed once."""
+        """AgentRuns.clean_shares: a task with one Clean Start outcome has the shares (and their
+        mean) of its (failing sets, per-test dict), computed once per distinct pair."""
         failing_of = self.task_failing(inp, track)
-        keys: list[int] = []
-        shares: list[list[float]] = []
-        known: dict[tuple[int, int], tuple] = {}
         names = self.sel.names
+        known: dict[tuple[int, int], tuple] = {}
+        means: list[float] = []
+        n_runs = 0
+        lists: dict[str, list[float]] = {}
         for task, codes, outcomes in self._clean_outcome_codes():
-            failing = failing_of(names[task])
+            name = names[task]
+            failing = failing_of(name)
             if not failing:
                 continue
             if len(codes) == 1:
                 key = (id(failing), codes[0])
                 hit = known.get(key)
                 if hit is None or hit[0] is not failing:
-                    hit = known[key] = (failing, [inp.passed_share(f_r, outcomes[0]) for f_r in failing])
+                    values = [inp.passed_share(f_r, outcomes[0]) for f_r in failing]
+                    hit = known[key] = (failing, values, sum(values) / len(values))
                 values = hit[1]
+                means.append(hit[2])
             else:
                 values = [inp.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
-            keys.append(task)
-            shares.append(values)
-        lens = np.fromiter(map(len, shares), np.int64, len(shares))
-        flat = np.fromiter(chain.from_iterable(shares), np.float64, int(lens.sum()))
-        return TaskValues(names, np.repeat(np.array(keys, np.int64), lens), flat)
+                means.append(sum(values) / len(values))
+            n_runs += len(values)
+            lists[name] = values
+        return TaskMeans(means, n_runs, lists)
 
     def continuation_states(self) -> dict[str, set[str]]:
         seen: dict[str, set[str]] = defaultdict(set)

@@ -216,11 +216,16 @@ def predecessor_family(r: Record, manifest: Manifest | None = None) -> str:
 
 def _group_cell(clean_t: dict, res_t: dict) -> dict[str, Any]:
     tasks = [t for t in res_t if t in clean_t]
-    if not tasks:
+    return group_cell([clean_t[t] for t in tasks], [res_t[t] for t in tasks])
+
+
+def group_cell(clean: list[float], residual: list[float]) -> dict[str, Any]:
+    """One Table 8 cell from the clean and residual success of its tasks (in the same order)."""
+    if not residual:
         return {"clean": None, "residual": None, "gap": None, "n_tasks": 0}
-    res = _mean([res_t[t] for t in tasks])
-    clean = _mean([clean_t[t] for t in tasks])
-    return {"clean": clean, "residual": res, "gap": gap_points(clean, res), "n_tasks": len(tasks)}
+    res = _mean(residual)
+    cl = _mean(clean)
+    return {"clean": cl, "residual": res, "gap": gap_points(cl, res), "n_tasks": len(residual)}
 
 
 def predecessor_groups(records: Iterable[Record], manifest: Manifest | None = None,

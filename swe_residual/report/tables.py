@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from swe_residual.report import aggregates
-from swe_residual.report.columns import Columns, LoadedManifest, columns_of, load_columns, manifest_facts
-from swe_residual.report.metrics import benchmark_statistics, construction_accounting, predecessor_table
+from swe_residual.report.columns import Columns, LoadedManifest, columns_of, load_columns, manifest_facts, paused_gc
+from swe_residual.report.metrics import benchmark_statistics, construction_accounting
 from swe_residual.results import SUMMARY, Manifest, Record, RunRecords, record_rows
 
 CONSTRUCTION = "construction.jsonl"
@@ -83,8 +83,12 @@ def build_report(records: Iterable[Record], manifest: Manifest | LoadedManifest 
     records are read as columns (load_runs' own while nobody asked for its rows; any others are
     turned into columns first) and every table is computed from them (report/aggregates.py).
     """
-    cols = _columns(records)
-    facts = manifest_facts(manifest)
+    with paused_gc():
+        return _report(_columns(records), manifest_facts(manifest), construction, root, n_boot, seed, bias)
+
+
+def _report(cols: Columns, facts: Any, construction: list[dict] | None, root: Path | str | None, n_boot: int,
+            seed: int, bias: bool) -> dict[str, Any]:
     clean_code = cols.code("clean")
     blind = np.flatnonzero(np.isin(cols.start, [cols.code(s) for s in sorted(BLIND_STARTS)]))
     report = _build(cols, blind, cols.start[blind] == clean_code, facts, construction, root, n_boot, seed, bias)
@@ -127,7 +131,7 @@ def _build(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, constr
         return {"tracks": tracks, "acceptance_bias": ab}
     return {
         "tracks": tracks,
-        "predecessors": predecessor_table(per_group),
+        "predecessors": aggregates.predecessor_groups(sel, per_group),
         "statistics": benchmark_statistics(facts, construction, root),
         "acceptance_bias": ab,
         "construction": construction_accounting(construction),

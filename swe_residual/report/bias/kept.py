@@ -28,8 +28,11 @@ def read_regular_file(path: str) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        parts = []
-        while chunk := os.read(fd, st.st_size + 1):
+        first = os.read(fd, st.st_size + 1)
+        if len(first) <= st.st_size:  # a short read of a regular file is its end: one read, not two
+            return first
+        parts = [first]
+        while chunk := os.read(fd, st.st_size + 1):  # it grew meanwhile
             parts.append(chunk)
         return b"".join(parts)
     finally:
