@@ -207,6 +207,16 @@ def pytest_configure(config: pytest.Config) -> None:
                 config.pluginmanager.register(LiveView(config, session, mode), "swe-residual-progress")
             except OSError as exc:    # no temp dir for the channel: the run goes on without a display
                 print(f"swe-residual: no progress display ({exc.strerror or exc})", file=sys.stderr)
+    _freeze_heap()
+
+
+def _freeze_heap() -> None:
+    """What exists now (modules, models, the plan) lives until the process ends: out of the
+    garbage collector's sight (gc.freeze), so its full collections during a large collection and
+    pytest's collection at exit scan only what came after."""
+    if os.environ.get("SWE_RESIDUAL_NO_GC_FREEZE") != "1":
+        import gc
+        gc.freeze()
 
 
 def progress_mode(config: pytest.Config) -> str:
@@ -226,6 +236,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = get_session(config)
     if session is not None:
         session.close()
+        _freeze_heap()       # the end of the run: nothing of ours is left to collect
 
 
 @pytest.hookimpl(optionalhook=True)

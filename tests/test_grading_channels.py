@@ -324,3 +324,27 @@ def test_a_reference_check_that_failed_is_tried_again_after_a_pause(tmp_path):
             "the verifier works")
     finally:
         backend.close()
+
+
+@pytest.mark.docker
+def test_the_regrade_instance_started_beside_the_grade_serves_a_pass_only(tmp_path):
+    """The hardened re-grade's fresh instance starts while the normal grade runs: a passing grade
+    (oracle) is re-graded in it, a failing one (nop) is not re-graded, and no container of the run
+    is left. (That the unused instance goes at once, not at the end of the run, this does not see:
+    the end of a run removes what its process made.)"""
+    from .docker_helpers import left_behind, require_docker
+    require_docker()
+    task = docker_task(tmp_path)
+    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
+    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
+           str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--backend", "docker",
+           "--agent", "oracle", "--agent", "nop", "--start", "clean", "-p", "no:randomly"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]      # nop fails, nothing errors
+    recs = {r["case_id"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
+    oracle, nop = recs["oracle-calc-clean"], recs["nop-calc-clean"]
+    assert (oracle["outcome"], oracle["integrity"]) == (1, []), oracle
+    assert "hardened_log" in oracle["artifacts"]                                  # re-graded ...
+    assert (tmp_path / "run" / oracle["artifacts"]["hardened_log"]).stat().st_size > 0
+    assert nop["outcome"] == 0 and "hardened_log" not in nop["artifacts"]        # ... only on a pass
+    assert left_behind((tmp_path / "run").name) == []

@@ -317,27 +317,33 @@ def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | 
                         stream=stream)
 
 
-def hardened_regrade(backend: Backend, task: Task, artifacts_dir: Path) -> Verification:
-    """The final state graded again on a fresh instance in the hardened mode (report_channel.py):
-    final.patch (or the collected model.patch) without its runner files, written next to it as
-    final.hardened.patch; outputs in verifier-hardened/. A VerifierError when it gives no verdict."""
+def hardened_regrade(backend: Backend, task: Task, artifacts_dir: Path, venv: Environment | None = None) -> Verification:
+    """The final state graded again on a fresh instance (`venv`, else a new one) in the hardened
+    mode (report_channel.py): final.patch (or the collected model.patch) without its runner files,
+    written next to it as final.hardened.patch; outputs in verifier-hardened/. A VerifierError
+    when it gives no verdict."""
     started = time.monotonic()
     patch: Path | None = None
     collected: Path | None = None
-    if task.config.verifier.environment_mode == "separate":
-        collected = artifacts_dir / "artifacts-hardened"
-        shutil.rmtree(collected, ignore_errors=True)
-        shutil.copytree(artifacts_dir / "artifacts", collected, symlinks=True)
-        model = collected / "model.patch"
-        if model.is_file() and not model.is_symlink():
-            model.write_bytes(rc.hardened_patch(model.read_bytes())[0])
-    else:
-        source = artifacts_dir / "final.patch"
-        data = rc.hardened_patch(source.read_bytes())[0] if source.is_file() else b""
-        if data:
-            patch = artifacts_dir / "final.hardened.patch"
-            patch.write_bytes(data)
-    return _run_fresh(backend, task, artifacts_dir, patch, collected, venv=None, channel=None, started=started,
+    try:
+        if task.config.verifier.environment_mode == "separate":
+            collected = artifacts_dir / "artifacts-hardened"
+            shutil.rmtree(collected, ignore_errors=True)
+            shutil.copytree(artifacts_dir / "artifacts", collected, symlinks=True)
+            model = collected / "model.patch"
+            if model.is_file() and not model.is_symlink():
+                model.write_bytes(rc.hardened_patch(model.read_bytes())[0])
+        else:
+            source = artifacts_dir / "final.patch"
+            data = rc.hardened_patch(source.read_bytes())[0] if source.is_file() else b""
+            if data:
+                patch = artifacts_dir / "final.hardened.patch"
+                patch.write_bytes(data)
+    except BaseException:
+        if venv is not None:
+            venv.close()
+        raise
+    return _run_fresh(backend, task, artifacts_dir, patch, collected, venv=venv, channel=None, started=started,
                       hardened=True, name="verifier-hardened")
 
 
@@ -483,9 +489,16 @@ def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts
                        standby: VerifierStandby | None = None) -> Verification:
     """Verify; on a verifier problem re-verify once, then decide who caused it (docs/errors.md).
     A verdict of the tests is then checked by the grading channels (check_grading)."""
-    v = _verify_once_or_twice(backend, task, env, artifacts_dir, references, grade_uncommitted, standby)
-    if not v.agent_caused:
-        check_grading(backend, task, artifacts_dir, references, v)
+    # the hardened re-grade's fresh instance starts while the normal grade runs (it is used only
+    # when that grade passes; otherwise it is removed unused)
+    regrade = VerifierStandby(backend, task) if task.verify_mode != "in_place" else None
+    try:
+        v = _verify_once_or_twice(backend, task, env, artifacts_dir, references, grade_uncommitted, standby)
+        if not v.agent_caused:
+            check_grading(backend, task, artifacts_dir, references, v, regrade)
+    finally:
+        if regrade is not None:
+            regrade.close()
     return v
 
 
@@ -514,7 +527,7 @@ def _verify_once_or_twice(backend: Backend, task: Task, env: Environment, artifa
 
 
 def check_grading(backend: Backend, task: Task, artifacts_dir: Path, references: ReferenceChecks,
-                  v: Verification) -> None:
+                  v: Verification, regrade: VerifierStandby | None = None) -> None:
     """The grading channels' signals and notes on v (report_channel.py): the channel against the
     written report; for a passing grade, the hardened re-grade (its seconds in v.hardened_s); a
     signal is checked against the reference solution's state before it stands."""
@@ -531,7 +544,9 @@ def check_grading(backend: Backend, task: Task, artifacts_dir: Path, references:
         else:
             t0 = time.monotonic()
             try:
-                difference = rc.regrade_difference(v.verdict, hardened_regrade(backend, task, artifacts_dir).verdict)
+                venv = regrade.take() if regrade is not None else None
+                difference = rc.regrade_difference(v.verdict,
+                                                   hardened_regrade(backend, task, artifacts_dir, venv).verdict)
             except VerifierError as exc:
                 difference = rc.regrade_difference(v.verdict, None, str(exc)[:300])
             v.hardened_s = time.monotonic() - t0
