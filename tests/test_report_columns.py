@@ -130,7 +130,7 @@ def _edge_run(run: Path, agents=("A", "B"), tag: str = "") -> Path:
                                        **extra))
                 states = [f"{track}-{task}-s{k}" for k in range(4)] + ([None, ""] if t == 4 else ["unknown-state"])
                 for si, sid in enumerate(states):
-                    for attempt in range(1, 4 if si < 3 else 2):
+                    for attempt in range(1, {0: 4, 1: 8, 2: 4}.get(si, 2)):  # y(S) in thirds and sevenths
                         n += 1
                         y = (n * 5 + si) % 4 % 2
                         start = "residual" if n % 11 else ("residual+summary" if n % 2 else "residual+trace")
@@ -266,3 +266,38 @@ def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_pat
                        verdict="pass") + "\n")
     assert len(records.rows) == n and all(r.case_id != "late" for r in records.rows)
     assert len(load_columns([run])[0]) == n + 1
+
+
+def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
+    """A big results.jsonl is read by two processes (the second half in a forked child): the same
+    columns, in file order, the same unreadable lines (numbered in the whole file), the same
+    fallbacks (a lone "\\r" anywhere, a BOM)."""
+    from swe_residual.report import columns
+
+    forks = []
+    real = columns._read_parallel
+    monkeypatch.setattr(columns, "_read_parallel", lambda *a: forks.append(1) or real(*a))
+    monkeypatch.setattr(columns, "PARALLEL_BYTES", 1)
+    edge = _edge_run(tmp_path / "edge")
+    compare([edge], n_boot=50)
+    assert forks, "the edge run was not read by two processes"
+    records, _ = load_runs([edge])
+    assert [b.split(":")[1] for b in records.bad_lines] == ["8", "10", "16"]
+    compare([_varied_run(tmp_path / "varied")], n_boot=50)
+    _bench().generate(tmp_path / "gen", 3_000, trajectories=False, seed=5)
+    compare([tmp_path / "gen"], n_boot=50)
+    lines = (edge / "results.jsonl").read_bytes().split(b"\n")
+    late_bad = lines[:-30] + [b"{not json", b'{"case_id": "x", "agent": "A", "track": "repo", "task": "t0", '
+                              b'"start": "clean", "verdict": "pass", "tests": {"f1": "maybe"}}'] + lines[-30:]
+    for name, content in (("late-bad", b"\n".join(late_bad)),
+                          ("cr", b"\n".join(lines[:-20] + [lines[-20] + b"\r"] + lines[-19:])),
+                          ("bom", b"\xef\xbb\xbf" + b"\n".join(lines))):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "results.jsonl").write_bytes(content)
+        (run / "manifest.json").write_bytes((edge / "manifest.json").read_bytes())
+        (run / "p").symlink_to(edge / "p")
+        compare([run], n_boot=20)
+        if name == "late-bad":  # named by their line in the whole file, read by the child
+            assert [b.split(":")[1] for b in load_runs([run])[0].bad_lines][-2:] == \
+                [str(len(lines) - 29), str(len(lines) - 28)]

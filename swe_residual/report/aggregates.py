@@ -103,15 +103,30 @@ class TaskValues(Mapping):
         return len(np.unique(self._keys)) if self._lists is None else len(self._lists)
 
 
-class TaskMeans(dict):
-    """{task: [values]} with the per-task means already computed (task_mean reads them)."""
+class TaskMeans(Mapping):
+    """{task: [values]} whose per-task means and number of values are already computed (what
+    task_mean reads); the lists themselves are built by `lists()` on first use."""
 
-    def __init__(self, means: list[float], n_runs: int, lists: dict[str, list[float]]):
-        super().__init__(lists)
-        self._means, self._n_runs = means, n_runs
+    def __init__(self, means: list[float], n_runs: int, lists):
+        self._means, self._n_runs, self._make = means, n_runs, lists
+        self._lists: dict | None = None
 
     def task_means(self) -> tuple[list[float], int]:
         return self._means, self._n_runs
+
+    def _all(self) -> dict:
+        if self._lists is None:
+            self._lists = self._make()
+        return self._lists
+
+    def __getitem__(self, task):
+        return self._all()[task]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._means)
 
 
 def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -215,6 +230,7 @@ class Selection:
         else:
             o2 = np.zeros(0, np.int64)
         states = GroupStates(ptask[o2], (pk % width)[o2], means[o2])
+        states.clean_task, states.clean_y = ctask, cmean
         # each state's family: that of the first of its records
         fam_of_state = np.full(width, -1, np.int64)
         if len(vr):
@@ -225,6 +241,33 @@ class Selection:
         res = _contiguous_means(states.y, tstarts, tends)
         res_t = dict(zip([names[t] for t in states.task[tstarts].tolist()], res))
         return o, clean_t, res_t, states
+
+    def failing_index(self, inp: BiasInputs, track: str, tasks: np.ndarray) -> tuple[np.ndarray, list]:
+        """Per task code of `tasks`, the index of BiasInputs.task_failing(track, task) in a list
+        shared by the track's groups (-1: no failing set, -3: the manifest has no states of the
+        task), and the list."""
+        cache = self.__dict__.setdefault("_failing", {})
+        if cache.get(track, (None,))[0] is not inp:
+            cache[track] = (inp, np.full(len(self.names), -2, np.int64), [], {})
+        _, table, lists, ids = cache[track]
+        for t in np.unique(tasks[table[tasks] == -2]).tolist():
+            found = inp.task_failing(track, self.names[t])
+            if found is None:
+                table[t] = -3
+            elif not found:
+                table[t] = -1
+            else:
+                table[t] = ids.setdefault(id(found), len(lists))
+                if table[t] == len(lists):
+                    lists.append(found)
+        return table[tasks], lists
+
+    def state_sets(self, inp: BiasInputs) -> tuple[np.ndarray, list, dict]:
+        """Per state code, the index of its test sets (BiasInputs.state_tests) in a shared list
+        (-1: none, -2: not asked yet), the list, and its index by object identity."""
+        if getattr(self, "_state_sets", None) is None or self._state_sets[0] is not inp:
+            self._state_sets = (inp, np.full(len(self.names), -2, np.int64), [], {})
+        return self._state_sets[1:]
 
     def rule_counts(self) -> dict[str, int]:
         """rule_counts' counts: the record's rule, else "verdict" / "infra_harness" by validity."""
@@ -300,29 +343,33 @@ def predecessor_groups(sel: Selection, per_group: list) -> dict[str, Any]:
     # (agent, family code or -1 for overall) -> [(clean values, residual values)] in group order
     cells: dict[tuple[str, int], list[tuple[list, list]]] = defaultdict(list)
     families: set[int] = set()
-    for track, agent, clean_t, st in per_group:
+    for _, agent, _, st in per_group:
         if not len(st.task):
             continue
+        has_clean = np.zeros(width, bool)
+        has_clean[st.clean_task] = True
+        clean = np.zeros(width)
+        clean[st.clean_task] = st.clean_y
         tstarts, tends = st.task_bounds()
         seg = np.repeat(np.arange(len(tstarts)), tends - tstarts)
-        order, gstarts, gends = _segments(seg * width + st.family)   # (task, family) runs, in order
-        y, fam, task = st.y[order], st.family[order], st.task[order]
-        overall = _contiguous_means(y, tstarts, tends)
-        by_family = _contiguous_means(y, gstarts, gends)
-        tnames = [names[t] for t in st.task[tstarts].tolist()]
-        clean_known = [t in clean_t for t in tnames]
-        cells[(agent, -1)].append(([clean_t[t] for t, k in zip(tnames, clean_known) if k],
-                                   [v for v, k in zip(overall, clean_known) if k]))
-        gfam, gtask = fam[gstarts].tolist(), [names[t] for t in task[gstarts].tolist()]
-        lists: dict[int, tuple[list, list]] = {}
-        for g, t, v in zip(gfam, gtask, by_family):
+        order, gstarts, gends = _segments(seg * width + st.family)   # (task, family) runs
+        # the pairs in (task, family in the order it first appears in the task, state) order
+        rank = np.repeat(np.argsort(gstarts, kind="stable"), np.sort(gends) - np.sort(gstarts))
+        flat = order[np.argsort(rank, kind="stable")]
+        lens = gends - gstarts
+        fstarts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+        y = st.y[flat]
+        overall = np.array(_contiguous_means(y, tstarts, tends))
+        by_family = np.array(_contiguous_means(y, fstarts, fstarts + lens))
+        ttask = st.task[tstarts]
+        keep = has_clean[ttask]
+        cells[(agent, -1)].append((clean[ttask][keep].tolist(), overall[keep].tolist()))
+        gfam, gtask = st.family[flat][fstarts], st.task[flat][fstarts]
+        gkeep = has_clean[gtask]
+        for g in np.unique(gfam).tolist():
             families.add(g)
-            cl, rs = lists.setdefault(g, ([], []))
-            if t in clean_t:
-                cl.append(clean_t[t])
-                rs.append(v)
-        for g, pair in lists.items():
-            cells[(agent, g)].append(pair)
+            m = (gfam == g) & gkeep
+            cells[(agent, g)].append((clean[gtask][m].tolist(), by_family[m].tolist()))
     fam_names = sorted(names[g] for g in families)
     codes = {names[g]: g for g in families}
     out: dict[str, Any] = {"families": fam_names, "agents": {}}
@@ -394,22 +441,24 @@ class ColumnRuns(AgentRuns):
         empty = {"repaired": {}, "repaired_failed": {}, "same": {}, "broke": {}}
         if not len(q):
             return empty
+        # each state's test sets: state_tests(r) of the first record of the state decides (across
+        # the groups, in order), kept per state code for the groups after this one
+        table, sets, ids = sel.state_sets(inp)
         states, first = np.unique(sel.state[q], return_index=True)
-        known = inp._state_tests
-        sets_code = np.full(len(names), -1, np.int64)
-        sets: list = []
-        ids: dict[int, int] = {}
-        for code, i in zip(states.tolist(), first.tolist()):
+        new = table[states] == -2
+        for code, i in zip(states[new].tolist(), first[new].tolist()):
             sid = names[code]
-            if sid not in known:   # state_tests(r) of the first record of the state: it decides
+            if sid not in inp._state_tests:
                 r = q[i]
                 inp.state_tests(_Probe(sid, names[sel.cols.track[sel.pos[r]]], names[sel.task[r]]))
-            st = known[sid]
-            if st is not None:
-                sets_code[code] = ids.setdefault(id(st), len(sets))
-                if sets_code[code] == len(sets):
+            st = inp._state_tests[sid]
+            if st is None:
+                table[code] = -1
+            else:
+                table[code] = ids.setdefault(id(st), len(sets))
+                if table[code] == len(sets):
                     sets.append(st)
-        sc = sets_code[sel.state[q]]
+        sc = table[sel.state[q]]
         q, sc = q[sc >= 0], sc[sc >= 0]
         if not len(q):
             return empty
@@ -441,17 +490,26 @@ class ColumnRuns(AgentRuns):
             return {}
         keys = sel.task[cn]
         order, starts, ends = _segments(keys)
-        vals = col.values[cn][order].tolist()
-        mean = {k: sum(vals[a:b]) / (b - a) for k, a, b in zip(keys[order[starts]].tolist(), starts.tolist(),
-                                                               ends.tolist())}
+        vals = col.values[cn][order]
+        tasks = keys[order[starts]]
+        sums = None
+        if vals.dtype != object and len(vals) < (1 << 23):  # counts below 2**40: int64 sums are exact
+            sums = np.add.reduceat(vals, np.sort(starts))[np.argsort(np.argsort(starts))]
+        if sums is not None and np.abs(sums).max() < (1 << 53):  # exact as floats too
+            means = sums.astype(np.float64) / (ends - starts)   # int / int, correctly rounded
+        else:  # Python's int sum and int / int
+            vl = vals.tolist()
+            means = np.array([sum(vl[a:b]) / (b - a) for a, b in zip(starts.tolist(), ends.tolist())])
         rn = self._rn[col.present[self._rn]]
         task = sel.task[rn]
-        known = np.isin(task, list(mean))
+        has_clean = np.zeros(len(names), bool)
+        has_clean[tasks] = True
+        known = has_clean[task]
         rn, task = rn[known], task[known]
         if not len(rn):
             return {}
         table = np.zeros(len(names))
-        table[list(mean)] = list(mean.values())
+        table[tasks] = means
         counts = col.values[rn]
         if counts.dtype != object:
             ratios = counts.astype(np.float64) / table[task]
@@ -475,53 +533,67 @@ class ColumnRuns(AgentRuns):
 
     def _clean_outcome_codes(self) -> list[tuple[int, list[int], list[Mapping[str, str]]]]:
         """[(task code, tests codes, per-test dicts)] of clean_outcomes."""
+        tasks, starts, ends, codes = self._clean_outcome_arrays()
+        tvals = self.sel.cols.nested["tests"]
+        codes_l = codes.tolist()
+        return [(t, codes_l[a:b], [tvals[c] for c in codes_l[a:b]])
+                for t, a, b in zip(tasks.tolist(), starts.tolist(), ends.tolist())]
+
+    def _clean_outcome_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """clean_outcomes as arrays: the task codes (in the order of runs.clean) and, per task,
+        its slice starts:ends of `codes` (the per-test dict codes of its runs, in order)."""
         sel = self.sel
         cn = self._cn
+        empty = np.zeros(0, np.int64)
         if not len(cn):
-            return []
+            return empty, empty, empty, empty
         task = sel.task[cn]
         _, first, inv = np.unique(task, return_index=True, return_inverse=True)
         rank = np.argsort(np.argsort(first))[inv.reshape(-1)]   # tasks in the order of runs.clean
         q = sel.has_outcomes[cn]
         rank, task, tests = rank[q], task[q], sel.tests[cn][q]
         if not len(rank):
-            return []
+            return empty, empty, empty, empty
         order = np.argsort(rank, kind="stable")
         r = rank[order]
         brk = np.flatnonzero(r[1:] != r[:-1]) + 1
-        starts, ends = np.concatenate(([0], brk)).tolist(), np.concatenate((brk, [len(r)])).tolist()
-        tvals = sel.cols.nested["tests"]
-        codes, tasks = tests[order].tolist(), task[order].tolist()
-        return [(tasks[a], codes[a:b], [tvals[c] for c in codes[a:b]]) for a, b in zip(starts, ends)]
+        starts, ends = np.concatenate(([0], brk)), np.concatenate((brk, [len(r)]))
+        return task[order][starts], starts, ends, tests[order].astype(np.int64)
 
     def clean_shares(self, inp: BiasInputs, track: str) -> Mapping[str, list[float]]:
         """AgentRuns.clean_shares: a task with one Clean Start outcome has the shares (and their
         mean) of its (failing sets, per-test dict), computed once per distinct pair."""
-        failing_of = self.task_failing(inp, track)
-        names = self.sel.names
-        known: dict[tuple[int, int], tuple] = {}
-        means: list[float] = []
-        n_runs = 0
-        lists: dict[str, list[float]] = {}
-        for task, codes, outcomes in self._clean_outcome_codes():
-            name = names[task]
-            failing = failing_of(name)
-            if not failing:
-                continue
-            if len(codes) == 1:
-                key = (id(failing), codes[0])
-                hit = known.get(key)
-                if hit is None or hit[0] is not failing:
-                    values = [inp.passed_share(f_r, outcomes[0]) for f_r in failing]
-                    hit = known[key] = (failing, values, sum(values) / len(values))
-                values = hit[1]
-                means.append(hit[2])
-            else:
+        sel, names = self.sel, self.sel.names
+        tasks, starts, ends, codes = self._clean_outcome_arrays()
+        tvals = sel.cols.nested["tests"]
+        fidx, lists = sel.failing_index(inp, track, tasks)
+        width = int(codes.max()) + 1 if len(codes) else 1
+        mean = np.full(len(tasks), np.nan)
+        count = np.zeros(len(tasks), np.int64)
+        single = np.flatnonzero((ends - starts == 1) & (fidx >= 0))
+        combos, inv = np.unique(fidx[single] * width + codes[starts[single]], return_inverse=True)
+        cmean, ccount = np.empty(len(combos)), np.empty(len(combos), np.int64)
+        for k, combo in enumerate(combos.tolist()):
+            tests = tvals[combo % width]
+            values = [inp.passed_share(f_r, tests) for f_r in lists[combo // width]]
+            cmean[k], ccount[k] = sum(values) / len(values), len(values)
+        mean[single], count[single] = cmean[inv.reshape(-1)], ccount[inv.reshape(-1)]
+        failing_of = None
+        for i in np.flatnonzero((ends - starts != 1) & (fidx != -1) | (fidx == -3)).tolist():
+            if fidx[i] >= 0:
+                failing = lists[fidx[i]]
+            else:  # no manifest states for the task: those of the agent's continuations on it
+                failing_of = failing_of or self.task_failing(inp, track)
+                failing = failing_of(names[tasks[i]])
+            if failing:
+                outcomes = [tvals[c] for c in codes[starts[i]:ends[i]].tolist()]
                 values = [inp.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
-                means.append(sum(values) / len(values))
-            n_runs += len(values)
-            lists[name] = values
-        return TaskMeans(means, n_runs, lists)
+                mean[i], count[i] = sum(values) / len(values), len(values)
+        kept = ~np.isnan(mean)
+
+        def per_task() -> dict[str, list[float]]:
+            return AgentRuns.clean_shares(self, inp, track)
+        return TaskMeans(mean[kept].tolist(), int(count[kept].sum()), per_task)
 
     def continuation_states(self) -> dict[str, set[str]]:
         seen: dict[str, set[str]] = defaultdict(set)

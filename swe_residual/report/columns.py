@@ -124,11 +124,13 @@ class _Nested:
         self.empty = empty
         first = self.decoder.decode(bytes(empty))
         self.index: dict[Any, int] = {bytes(empty): 0}
+        self.keys: list[Any] = [bytes(empty)]
         self.values: list[Any] = [first]
         self.invalid: list[int] = []  # codes of the raw values msgspec rejects
 
     def _add(self, key: Any, value: Any) -> int:
         code = self.index[key] = len(self.values)
+        self.keys.append(key)
         self.values.append(value)
         if value is _INVALID:
             self.invalid.append(code)
@@ -398,6 +400,39 @@ class _Builder:
         for name in self.int_parts:
             self.int_parts[name].append(IntColumn.of([getattr(r, name) for r in records]))
 
+    _NAMED = ("agent", "track", "start", "verdict", "termination", "rule", "task", "state")
+
+    def export(self) -> tuple:
+        """What merge() needs of this builder (picklable: a child process sends it)."""
+        fields = [*Columns.FIELDS, "integrity_notes"]
+        arrays = {f: np.concatenate([p[f] for p in self.parts]) if self.parts else np.zeros(0, np.int32)
+                  for f in fields}
+        ints = {k: (lambda c: (c.values, c.present))(IntColumn.concat(v)) for k, v in self.int_parts.items()}
+        nested = {f: (n.keys, [None if v is _INVALID else v for v in n.values], n.invalid)
+                  for f, n in self.nested.items()}
+        return self.names, nested, arrays, ints
+
+    def merge(self, exported: tuple, run: int) -> None:
+        """Add the lines another builder read (export()), after this one's, codes translated."""
+        names, nested, arrays, ints = exported
+        if not len(arrays["agent"]):
+            return
+        remap = self.codes(names)
+        part = {f: remap[arrays[f]] for f in self._NAMED}
+        for f, (keys, values, invalid) in nested.items():
+            nest, skip = self.nested[f], set(invalid)
+            table = np.full(len(keys), -1, np.int32)
+            for i, (key, value) in enumerate(zip(keys, values)):
+                if i not in skip:
+                    code = nest.index.get(key)
+                    table[i] = code if code is not None else nest._add(key, value)
+            part[f] = table[arrays[f]]
+        part["outcome"], part["declared"] = arrays["outcome"], arrays["declared"]
+        part["run"] = np.full(len(arrays["agent"]), run, np.int32)
+        self.parts.append(part)
+        for name, (values, present) in ints.items():
+            self.int_parts[name].append(IntColumn(values, present))
+
     def build(self) -> Columns:
         fields = [*Columns.FIELDS, "integrity_notes"]
         if self.parts:
@@ -416,34 +451,121 @@ def columns_of(records: Iterable[Record | RecordRow]) -> Columns:
     return b.build()
 
 
-def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str]) -> int:
+#: results.jsonl from this size on is read by two processes, where a fork is safe (no other
+#: thread in the process) and there are two CPUs: each half into its own columns, merged after
+PARALLEL_BYTES = 16 << 20
+
+
+def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=lambda: None) -> int:
     """Add the lines of one results.jsonl as read_rows reads them; returns the bytes read (up to
-    its last complete line: what the rows read on first access stop at)."""
+    its last complete line: what the rows read on first access stop at). `meanwhile()` runs
+    before the lines are read here (after the fork, when a child reads half of them)."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
+        meanwhile()
         return 0
     named, mark = len(bad), b.mark()
-    consumed = 0
     with open(path, "rb") as fh:
-        head = fh.read(_CHUNK)
-        if head.startswith(codecs.BOM_UTF8):  # text mode keeps the BOM: leave it all to pydantic
+        if fh.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:  # text mode keeps the BOM: all to pydantic
+            meanwhile()
             b.add_records(iter_records(run_dir, bad), run)
             return os.path.getsize(path)
-        tail = b""
-        block = head
-        while block:
-            data = tail + block if tail else block
-            if b"\r" in data:  # text mode also ends lines at a lone "\r": all of it as iter_records reads it
-                del bad[named:]
-                b.drop(mark)
-                b.add_records(iter_records(run_dir, bad), run)
-                return os.path.getsize(path)
-            end = data.rfind(b"\n") + 1
-            tail = data[end:]
-            _chunk(b, data, end, path, consumed, run, bad)
-            consumed += end
-            block = fh.read(_CHUNK)
-    return consumed
+        size = os.fstat(fh.fileno()).st_size
+        split = _split_point(fh, size) if size >= PARALLEL_BYTES and _may_fork() else None
+        if split is not None:
+            done = _read_parallel(b, fh, path, run, bad, split, meanwhile)
+        else:
+            meanwhile()
+            done = _read_region(b, fh, path, run, bad, 0, None)
+    if done is None:  # text mode also ends lines at a lone "\r": all of it as iter_records reads it
+        del bad[named:]
+        b.drop(mark)
+        b.add_records(iter_records(run_dir, bad), run)
+        return os.path.getsize(path)
+    return done
+
+
+def _read_region(b: _Builder, fh, path: Path, run: int, bad: list[str], start: int, stop: int | None) -> int | None:
+    """The lines from byte `start` to `stop` (line starts; None: the end of the file), a chunk at
+    a time; returns where the last complete line ends, None when the lines hold a lone "\r"."""
+    fh.seek(start)
+    consumed = start
+    tail = b""
+    while True:
+        want = _CHUNK if stop is None else min(_CHUNK, stop - consumed - len(tail))
+        block = fh.read(want) if want > 0 else b""
+        if not block:
+            return consumed
+        data = tail + block if tail else block
+        if b"\r" in data:
+            return None
+        end = data.rfind(b"\n") + 1
+        tail = data[end:]
+        _chunk(b, data, end, path, consumed, run, bad)
+        consumed += end
+
+
+def _may_fork() -> bool:
+    import threading
+
+    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
+
+
+def _split_point(fh, size: int) -> int | None:
+    """The start of the first line after the middle of the file (None: there is none)."""
+    fh.seek(size // 2)
+    fh.readline()
+    split = fh.tell()
+    return split if split < size else None
+
+
+def _read_parallel(b: _Builder, fh, path: Path, run: int, bad: list[str], split: int, meanwhile) -> int | None:
+    """_read_region of the whole file: the lines from `split` on in a forked child (its columns,
+    names and nested values sent back pickled), the first ones here meanwhile; then merged in
+    file order. A child that fails leaves its half to this process."""
+    import pickle
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: read the second half, send it, exit without cleanup
+        try:
+            os.close(r)
+            try:
+                child, child_bad = _Builder(), []
+                with open(path, "rb") as cfh:
+                    done = _read_region(child, cfh, path, 0, child_bad, split, None)
+                payload = pickle.dumps(("ok", done, child.export(), child_bad), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent, which reads the half itself
+                payload = pickle.dumps(("error", repr(exc)))
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(w, view):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        meanwhile()
+        first = _read_region(b, fh, path, run, bad, 0, split)
+        parts = []
+        while chunk := os.read(r, 1 << 20):
+            parts.append(chunk)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    try:
+        got = pickle.loads(b"".join(parts))
+    except Exception:  # noqa: BLE001 - a child that died half way: read its half here
+        got = ("error",)
+    if first is None:
+        return None
+    if got[0] != "ok":
+        return _read_region(b, fh, path, run, bad, split, None)
+    _, done, exported, child_bad = got
+    if done is None:
+        return None
+    b.merge(exported, run)
+    bad.extend(child_bad)
+    return done
 
 
 def _chunk(b: _Builder, data: bytes, end: int, path: Path, offset: int, run: int, bad: list[str]) -> None:
@@ -629,12 +751,16 @@ def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedMan
     limits: list[tuple[str, int]] = []
     for run_dir in run_dirs:
         base = str(Path(run_dir).resolve())
-        # the manifest first: its parse peaks above what it keeps, and that transient memory is
-        # then reused by the columns instead of adding to them
-        m = read_manifest_view(Path(base))
+        got: list[ManifestView] = []
+
+        def manifest(base: str = base) -> None:  # while a child reads the second half, if one does
+            m = read_manifest_view(Path(base))
+            m.cases = list(dict.fromkeys(m.cases))
+            got.append(m)
         run = len(b.bases)
         b.bases.append(base)
-        limits.append((base, _read_file(b, Path(base), run, bad)))
+        limits.append((base, _read_file(b, Path(base), run, bad, manifest)))
+        m = got.pop()
         cases += m.cases
         for key, task in m.tasks.items():
             tasks.setdefault(key, task)
