@@ -128,11 +128,19 @@ class VerifierStandby:
         return None if self._future.exception() is not None else self._future.result()
 
     def close(self) -> None:
-        """Remove the environment if nobody took it."""
+        """Remove the environment if nobody took it, in the background: the case does not wait for
+        an instance it will not use to finish starting and be removed (what is still there when
+        the process ends, its backend's close removes)."""
         if not self._taken:
             self._taken = True
+            threading.Thread(target=self._remove, daemon=True, name="swe-residual-standby-close").start()
+
+    def _remove(self) -> None:
+        try:
             if self._future.exception() is None:
                 self._future.result().close()
+        except Exception:  # noqa: BLE001 - the backend may be closing too; its close removes the instance
+            pass
 
 
 def agent_stopped(task: Task, env: Environment) -> None:
