@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swe_residual.safe_read import valid_json, valid_text
 
@@ -41,7 +41,14 @@ Termination = Literal["submitted", "budget", "context_exhausted", "storage_limit
 TestStatus = Literal["passed", "failed", "skipped"]
 
 
+#: the validators of the contract's models are built on first use, not at import: a report that
+#: reads every line with msgspec (report/columns.py) never pays for them
+_DEFERRED = ConfigDict(defer_build=True)
+
+
 class Record(BaseModel):
+    model_config = _DEFERRED
+
     case_id: str
     agent: str
     harness: str | None = None
@@ -408,12 +415,16 @@ def record_rows(records: Iterable[Record]) -> list[RecordRow | Record]:
 
 
 class TaskFacts(BaseModel):
+    model_config = _DEFERRED
+
     track: str
     tests: list[str] = Field(default_factory=list, description="graded test ids")
     solution_files: list[str] = Field(default_factory=list)
 
 
 class StateFacts(BaseModel):
+    model_config = _DEFERRED
+
     track: str
     task: str
     predecessor: dict[str, str]
@@ -424,6 +435,8 @@ class StateFacts(BaseModel):
 
 class Manifest(BaseModel):
     """Facts about the cases of a run that reports need offline."""
+
+    model_config = _DEFERRED
 
     cases: list[str] = Field(default_factory=list, description="case ids collected for this run")
     tasks: dict[str, TaskFacts] = Field(default_factory=dict, description="by '<track>/<task>'")

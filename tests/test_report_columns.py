@@ -301,3 +301,27 @@ def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
         if name == "late-bad":  # named by their line in the whole file, read by the child
             assert [b.split(":")[1] for b in load_runs([run])[0].bad_lines][-2:] == \
                 [str(len(lines) - 29), str(len(lines) - 28)]
+
+
+def test_trajectories_scanned_by_two_processes(tmp_path, monkeypatch):
+    """From PARALLEL_FILES trajectories on, half are scanned by a forked child: the same facts
+    (unreadable trajectories, a file two runs share - left to the first that asks - included)."""
+    from swe_residual.report import forked
+    from swe_residual.report.bias import measures
+
+    calls = []
+    real = forked.fork_map
+    monkeypatch.setattr(forked, "fork_map", lambda *a: calls.append(len(a[1])) or real(*a))
+    monkeypatch.setattr(measures, "PARALLEL_FILES", 1)
+    compare([_varied_run(tmp_path / "varied")], n_boot=50)
+    _bench().generate(tmp_path / "traj", 600, trajectories=True, seed=3)
+    lines = (tmp_path / "traj" / "results.jsonl").read_text().splitlines()
+    shared = json.loads(lines[-1])["artifacts"]["trajectory"]
+    for i in (-2, -5):  # two more continuations name the last one's trajectory
+        rec = json.loads(lines[i])
+        if rec["start"] != "clean":
+            rec["artifacts"]["trajectory"] = shared
+            lines[i] = json.dumps(rec)
+    (tmp_path / "traj" / "results.jsonl").write_text("\n".join(lines) + "\n")
+    compare([tmp_path / "traj"], n_boot=50)
+    assert len(calls) == 4 and calls[-1] > 100  # each run by build_report twice (columns, Records)

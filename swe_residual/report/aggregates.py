@@ -641,8 +641,14 @@ class ColumnRuns(AgentRuns):
 
 def acceptance_bias(sel: Selection, facts: Any, root: Any) -> dict[str, dict[str, Any]]:
     """{track: {agent: measures}} (bias.acceptance_bias from the columns)."""
+    from swe_residual.tracks import track_kind
+
     inp = BiasInputs(facts, root)
+    runs = [(track, agent, ColumnRuns(sel, sl, inp, track)) for (track, agent), sl in zip(sel.groups, sel.members)]
+    # the trajectories the inspection and left-out measures read, all at once (two processes)
+    inp.prefetch_trajectory_facts(r for track, _, ru in runs if ru.with_artifact("trajectory")
+                                  and track_kind(track) != "machine" for r in ru.continuations)
     out: dict[str, dict[str, Any]] = defaultdict(dict)
-    for (track, agent), sl in zip(sel.groups, sel.members):
-        out[track][agent] = runs_bias(ColumnRuns(sel, sl, inp, track), inp, track)
+    for track, agent, ru in runs:
+        out[track][agent] = runs_bias(ru, inp, track)
     return dict(out)

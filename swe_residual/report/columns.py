@@ -34,6 +34,7 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
+from swe_residual.report.forked import in_child, may_fork
 from swe_residual.results import (
     MANIFEST,
     RESULTS,
@@ -456,10 +457,12 @@ def columns_of(records: Iterable[Record | RecordRow]) -> Columns:
 PARALLEL_BYTES = 16 << 20
 
 
-def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=lambda: None) -> int:
+def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=lambda: None,
+               meanwhile_bytes: int = 0) -> int:
     """Add the lines of one results.jsonl as read_rows reads them; returns the bytes read (up to
     its last complete line: what the rows read on first access stop at). `meanwhile()` runs
-    before the lines are read here (after the fork, when a child reads half of them)."""
+    before the lines are read here (after the fork, when a child reads part of them: the more,
+    the more `meanwhile_bytes` of JSON meanwhile() reads)."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         meanwhile()
@@ -471,7 +474,7 @@ def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=l
             b.add_records(iter_records(run_dir, bad), run)
             return os.path.getsize(path)
         size = os.fstat(fh.fileno()).st_size
-        split = _split_point(fh, size) if size >= PARALLEL_BYTES and _may_fork() else None
+        split = _split_point(fh, size, meanwhile_bytes) if size >= PARALLEL_BYTES and may_fork() else None
         if split is not None:
             done = _read_parallel(b, fh, path, run, bad, split, meanwhile)
         else:
@@ -505,15 +508,12 @@ def _read_region(b: _Builder, fh, path: Path, run: int, bad: list[str], start: i
         consumed += end
 
 
-def _may_fork() -> bool:
-    import threading
-
-    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
-
-
-def _split_point(fh, size: int) -> int | None:
-    """The start of the first line after the middle of the file (None: there is none)."""
-    fh.seek(size // 2)
+def _split_point(fh, size: int, other: int = 0) -> int | None:
+    """The start of the first line after the point where both processes have as much to do: the
+    middle of the file, moved towards its start by the `other` bytes this one reads meanwhile (a
+    manifest byte costs ~1.5 lines' byte: its case ids are made unique; measured at 1M records);
+    None: there is no line after it."""
+    fh.seek(max(size // 5, (size - 3 * other // 2) // 2))
     fh.readline()
     split = fh.tell()
     return split if split < size else None
@@ -523,44 +523,22 @@ def _read_parallel(b: _Builder, fh, path: Path, run: int, bad: list[str], split:
     """_read_region of the whole file: the lines from `split` on in a forked child (its columns,
     names and nested values sent back pickled), the first ones here meanwhile; then merged in
     file order. A child that fails leaves its half to this process."""
-    import pickle
-
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: read the second half, send it, exit without cleanup
-        try:
-            os.close(r)
-            try:
-                child, child_bad = _Builder(), []
-                with open(path, "rb") as cfh:
-                    done = _read_region(child, cfh, path, 0, child_bad, split, None)
-                payload = pickle.dumps(("ok", done, child.export(), child_bad), protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException as exc:  # noqa: BLE001 - reported to the parent, which reads the half itself
-                payload = pickle.dumps(("error", repr(exc)))
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(w, view):]
-        finally:
-            os._exit(0)
-    os.close(w)
+    def second_half() -> tuple:
+        child, child_bad = _Builder(), []
+        with open(path, "rb") as cfh:
+            done = _read_region(child, cfh, path, 0, child_bad, split, None)
+        return done, child.export(), child_bad
+    wait = in_child(second_half)
     try:
         meanwhile()
         first = _read_region(b, fh, path, run, bad, 0, split)
-        parts = []
-        while chunk := os.read(r, 1 << 20):
-            parts.append(chunk)
     finally:
-        os.close(r)
-        os.waitpid(pid, 0)
-    try:
-        got = pickle.loads(b"".join(parts))
-    except Exception:  # noqa: BLE001 - a child that died half way: read its half here
-        got = ("error",)
+        ok, got = wait()
     if first is None:
         return None
-    if got[0] != "ok":
+    if not ok:
         return _read_region(b, fh, path, run, bad, split, None)
-    _, done, exported, child_bad = got
+    done, exported, child_bad = got
     if done is None:
         return None
     b.merge(exported, run)
@@ -759,7 +737,8 @@ def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedMan
             got.append(m)
         run = len(b.bases)
         b.bases.append(base)
-        limits.append((base, _read_file(b, Path(base), run, bad, manifest)))
+        size = (Path(base) / MANIFEST).stat().st_size if (Path(base) / MANIFEST).is_file() else 0
+        limits.append((base, _read_file(b, Path(base), run, bad, manifest, size)))
         m = got.pop()
         cases += m.cases
         for key, task in m.tasks.items():

@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # imported where trajectories are read: reports without them 
 
 # -- inputs of the measures ----------------------------------------------------------------------
 
+#: trajectories scanned by two processes from this many on (~50 us each; at the 3,400 of the
+#: 5k demo records the fork and the second process's cold caches cost what they save, measured)
+PARALLEL_FILES = 20_000
+
 
 class BiasInputs:
     """Lazy, cached access to what the measures read: state facts, patches, trajectories."""
@@ -120,13 +124,37 @@ class BiasInputs:
             return None
         p = self.path(rel)
         if p not in self._traj_facts:
-            traj = self.trajectory(r)
-            if traj is None:
-                self._traj_facts[p] = None
-            else:
-                pred = self.predecessor_files(r.state) or set()
-                self._traj_facts[p] = scan(traj, pred, self.solution_files(r.track, r.task) - pred)
+            self._traj_facts[p] = self._scan(r)
         return self._traj_facts[p]
+
+    def _scan(self, r: Record) -> tuple[bool, bool] | None:
+        traj = self.trajectory(r)
+        if traj is None:
+            return None
+        pred = self.predecessor_files(r.state) or set()
+        return scan(traj, pred, self.solution_files(r.track, r.task) - pred)
+
+    def prefetch_trajectory_facts(self, runs: Iterable[Record]) -> None:
+        """trajectory_facts of many continuations at once, half of them read and scanned by a
+        forked child meanwhile when there are PARALLEL_FILES or more (report/forked.py). A file
+        named by more than one run is left to trajectory_facts (the first run asking decides)."""
+        first: dict[str, Record] = {}
+        shared: set[str] = set()
+        for r in runs:
+            rel = r.artifacts.get("trajectory") if r.artifacts else None
+            if rel:
+                p = self.path(rel)
+                if p in first:
+                    shared.add(p)
+                first.setdefault(p, r)
+        todo = [(p, r) for p, r in first.items() if p not in shared and p not in self._traj_facts]
+        if len(todo) < PARALLEL_FILES:
+            return
+        from swe_residual.report.forked import fork_map
+
+        facts = fork_map(lambda batch: [self._scan(r) for _, r in batch], todo, PARALLEL_FILES)
+        for (p, _), f in zip(todo, facts):
+            self._traj_facts[p] = f
 
     def failing(self, sid: str | None) -> frozenset[str] | None:
         """F(S_r) from the manifest (None when unknown)."""
