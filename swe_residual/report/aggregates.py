@@ -290,9 +290,12 @@ def success_tables(sel: Selection, n_boot: int, seed: int) -> tuple[dict, list]:
     per_group = []
     for (track, agent), sl in zip(sel.groups, sel.members):
         o, clean_t, res_t, states = sel.outcomes(sl)
-        row = success_row(o, (clean_t, res_t))
-        pairs = {t: (clean_t[t], res_t[t]) for t in matched_tasks(clean_t, res_t) if t in clean_t and t in res_t}
-        row["ci"] = bootstrap_ci(pairs, n_boot=n_boot, seed=seed)
+        tasks = matched_tasks(clean_t, res_t)
+        row = success_row(o, (clean_t, res_t), tasks)
+        # the (clean, residual) pairs of the matched tasks (the bootstrap sorts them by value)
+        both = tasks if clean_t and res_t else [t for t in tasks if t in clean_t and t in res_t]
+        row["ci"] = bootstrap_ci(list(zip([clean_t[t] for t in both], [res_t[t] for t in both])),
+                                 n_boot=n_boot, seed=seed)
         tracks.setdefault(track, {})[agent] = row
         per_group.append((track, agent, clean_t, states))
     return tracks, per_group

@@ -16,9 +16,14 @@ from typing import Any
 
 
 def may_fork() -> bool:
+    """No other thread runs here, and this process may use two CPUs (its affinity: `taskset`
+    and container CPU sets count)."""
     import threading
 
-    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
+    if not hasattr(os, "fork") or threading.active_count() != 1:
+        return False
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cpus >= 2
 
 
 def in_child(work: Callable[[], Any]) -> Callable[[], tuple[bool, Any]]:
@@ -67,3 +72,16 @@ def fork_map(fn: Callable[[Sequence], list], items: Sequence, min_items: int) ->
     finally:
         ok, second = wait()
     return first + (second if ok else fn(items[half:]))
+
+
+def meanwhile(fn: Callable[[], Any], fork: bool) -> Callable[[], Any]:
+    """fn's result, asked for later: computed by a forked child in the meantime when `fork` and
+    may_fork(), else (or when the child failed) here, when asked."""
+    if not (fork and may_fork()):
+        return fn
+    wait = in_child(fn)
+
+    def result() -> Any:
+        ok, value = wait()
+        return value if ok else fn()
+    return result

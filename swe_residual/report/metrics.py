@@ -168,13 +168,14 @@ def cond_fail(clean_t: Mapping[str, float], res_t: Mapping[str, float],
     solved = [t for t in tasks if t in clean_t and t in res_t and clean_t[t] == 1.0]
     if not solved:
         return None, 0
-    return fmean(1.0 - res_t[t] for t in solved), len(solved)
+    return fmean([1.0 - res_t[t] for t in solved]), len(solved)  # a list: fmean counts a generator slowly
 
 
-def success_row(o: Outcomes, outcomes: TaskOutcomes | None = None) -> dict[str, Any]:
-    """One agent on one track: Res, Clean, Gap, CondFail and the counts behind them."""
+def success_row(o: Outcomes, outcomes: TaskOutcomes | None = None, tasks: list[str] | None = None) -> dict[str, Any]:
+    """One agent on one track: Res, Clean, Gap, CondFail and the counts behind them (`tasks`:
+    matched_tasks of the outcomes, when the caller has it)."""
     clean_t, res_t = outcomes or o.task_outcomes()
-    tasks = matched_tasks(clean_t, res_t)
+    tasks = matched_tasks(clean_t, res_t) if tasks is None else tasks
     residual = residual_rate(res_t, tasks)
     clean = clean_rate(clean_t, tasks)
     cf, n_solved = cond_fail(clean_t, res_t, tasks) if residual is not None and clean is not None else (None, 0)

@@ -22,6 +22,7 @@ import numpy as np
 
 from swe_residual.report import aggregates
 from swe_residual.report.columns import Columns, LoadedManifest, columns_of, load_columns, manifest_facts, paused_gc
+from swe_residual.report.forked import meanwhile
 from swe_residual.report.metrics import benchmark_statistics, construction_accounting
 from swe_residual.results import SUMMARY, Manifest, Record, RunRecords, record_rows
 
@@ -29,6 +30,9 @@ CONSTRUCTION = "construction.jsonl"
 TABLES = "tables.md"
 CSV = "results.csv"
 REPORT_BOOT = 1000  # bootstrap replicates per track/agent in the report (stats uses 2000 by default)
+#: Table 2 of a manifest with this many states is computed by a forked child while the other
+#: tables are (report/forked.py): ~8 us a state, most of it reading its patch file
+PARALLEL_STATES = 50_000
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -121,24 +125,38 @@ def _build(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, constr
            root: Path | str | None, n_boot: int, seed: int, bias: bool, full: bool = True) -> dict[str, Any]:
     """The tables of the records at `pos` (`clean`: which are Clean Start runs); full=False:
     Table 3 and 4 only (a handoff view)."""
+    if not full:
+        return _tables(cols, pos, clean, facts, root, n_boot, seed, bias)[0]
+    # Table 2 reads only the manifest and its patches: a child computes it meanwhile
+    statistics = meanwhile(lambda: benchmark_statistics(facts, construction, root),
+                           fork=len(facts.states) >= PARALLEL_STATES)
+    try:
+        out, sel, per_group = _tables(cols, pos, clean, facts, root, n_boot, seed, bias)
+        predecessors = aggregates.predecessor_groups(sel, per_group)
+    finally:
+        table2 = statistics()
+    return {
+        "tracks": out["tracks"],
+        "predecessors": predecessors,
+        "statistics": table2,
+        "acceptance_bias": out["acceptance_bias"],
+        "construction": construction_accounting(construction),
+        "rules": _rule_table(sel.rule_counts()),
+        "meta": {"n_records": len(pos), "n_boot": n_boot, "seed": seed,
+                 "agents": sorted({agent for _, agent in sel.groups}), "cases_expected": len(facts.cases)},
+    }
+
+
+def _tables(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, root: Path | str | None, n_boot: int,
+            seed: int, bias: bool) -> tuple[dict[str, Any], aggregates.Selection, list]:
+    """Table 3 and 4 of the records at `pos`, and what Table 8 needs."""
     sel = aggregates.Selection(cols, pos, clean, facts)
     tracks, per_group = aggregates.success_tables(sel, n_boot, seed)
     ab = aggregates.acceptance_bias(sel, facts, root) if bias else {}
     for track, agents in ab.items():
         for agent, measures in agents.items():
             measures["gap"] = tracks[track][agent]["gap"]
-    if not full:
-        return {"tracks": tracks, "acceptance_bias": ab}
-    return {
-        "tracks": tracks,
-        "predecessors": aggregates.predecessor_groups(sel, per_group),
-        "statistics": benchmark_statistics(facts, construction, root),
-        "acceptance_bias": ab,
-        "construction": construction_accounting(construction),
-        "rules": _rule_table(sel.rule_counts()),
-        "meta": {"n_records": len(pos), "n_boot": n_boot, "seed": seed,
-                 "agents": sorted({agent for _, agent in sel.groups}), "cases_expected": len(facts.cases)},
-    }
+    return {"tracks": tracks, "acceptance_bias": ab}, sel, per_group
 
 
 def rule_counts(records: Iterable[Record]) -> dict[str, dict[str, int]]:
