@@ -269,15 +269,17 @@ def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_pat
 
 
 def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
-    """A big results.jsonl is read by two processes (the second half in a forked child): the same
-    columns, in file order, the same unreadable lines (numbered in the whole file), the same
-    fallbacks (a lone "\\r" anywhere, a BOM)."""
-    from swe_residual.report import columns
+    """A big results.jsonl is read by two processes (the second half in a forked child), and
+    Table 2 of a big manifest computed by one: the same columns, in file order, the same
+    unreadable lines (numbered in the whole file), the same fallbacks (a lone "\\r" anywhere, a
+    BOM), the same Table 2."""
+    from swe_residual.report import columns, tables
 
     forks = []
     real = columns._read_parallel
     monkeypatch.setattr(columns, "_read_parallel", lambda *a: forks.append(1) or real(*a))
     monkeypatch.setattr(columns, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(tables, "PARALLEL_STATES", 1)  # Table 2 by a child too
     edge = _edge_run(tmp_path / "edge")
     compare([edge], n_boot=50)
     assert forks, "the edge run was not read by two processes"
