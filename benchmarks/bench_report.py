@@ -254,15 +254,16 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants (0 once it is gone)."""
+def _tree_pss(pid: int) -> int:
+    """Memory of a process and all its descendants: the sum of their proportional set sizes
+    (a page shared after a fork counts once in total, not once per process; 0 once it is gone)."""
     total = 0
     todo = [pid]
     while todo:
         p = todo.pop()
         try:
-            with open(f"/proc/{p}/status") as fh:
-                total += next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                total += next((int(line.split()[1]) * 1024 for line in fh if line.startswith("Pss:")), 0)
             with open(f"/proc/{p}/task/{p}/children") as fh:
                 todo += [int(c) for c in fh.read().split()]
         except (OSError, ValueError):
@@ -272,8 +273,9 @@ def _tree_rss(pid: int) -> int:
 
 def _measure(cmd: list[str]) -> tuple[float, float, float]:
     """(wall s, CPU s, peak MiB) of one process, start to exit. CPU and the peak count the
-    child it may fork: CPU from os.wait4, the peak as the largest sum of the resident sets of the
-    process and its children, sampled every 10 ms (and never below the process's own ru_maxrss)."""
+    child it may fork: CPU from os.wait4, the peak as the largest sum of the proportional set
+    sizes of the process and its children, sampled every 20 ms (never below the process's own
+    ru_maxrss)."""
     import threading
 
     t0 = time.perf_counter()
@@ -282,8 +284,8 @@ def _measure(cmd: list[str]) -> tuple[float, float, float]:
     done = threading.Event()
 
     def sample() -> None:
-        while not done.wait(0.01):
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+        while not done.wait(0.02):
+            peak[0] = max(peak[0], _tree_pss(proc.pid))
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)

@@ -18,7 +18,7 @@ tests/test_report_columns.py compares both on every key of the report.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
@@ -29,6 +29,12 @@ from swe_residual.report.bias.measures import AgentRuns, BiasInputs, _test_facts
 from swe_residual.report.columns import Columns, IntColumn
 from swe_residual.report.metrics import Outcomes, group_cell, matched_tasks, success_row
 from swe_residual.report.stats import bootstrap_ci
+
+
+def first_seen(values: np.ndarray) -> np.ndarray:
+    """The distinct values in the order they first appear (what a loop over the runs meets first)."""
+    _, first = np.unique(values, return_index=True)
+    return values[np.sort(first)]
 
 
 def _segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -526,9 +532,14 @@ class ColumnRuns(AgentRuns):
     def count(self, which: str) -> int:
         return len(self._cn if which == "clean" else self._rn if which == "continuations" else self._fn)
 
-    def states_of(self, which: str) -> list[str]:
-        rows = self._rn if which == "continuations" else self._fn
-        return [self.sel.names[c] for c in np.unique(self.sel.state[rows]).tolist()]
+    def states_of(self, which: str) -> Iterator[str]:
+        """The distinct states, lazily: the measures stop at the first with a failing set."""
+        cache = self.__dict__.setdefault("_states_of", {})
+        if which not in cache:
+            rows = self._rn if which == "continuations" else self._fn
+            cache[which] = first_seen(self.sel.state[rows])
+        names = self.sel.names
+        return (names[c] for c in cache[which].tolist())
 
     def clean_outcomes(self) -> dict[str, list[Mapping[str, str]]]:
         names = self.sel.names

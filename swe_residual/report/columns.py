@@ -654,11 +654,13 @@ def read_manifest_view(run_dir: Path) -> ManifestView:
 
 
 class LoadedManifest:
-    """load_runs' merged manifest: the report reads `view`; any other use (attributes, methods of
+    """load_runs' merged manifest: the report reads `view` (its tasks and states; of the case ids
+    only their number, `n_cases`: the view holds none); any other use (attributes, methods of
     Manifest) gets the pydantic Manifest, built on first access as load_runs always built it."""
 
-    def __init__(self, view: ManifestView, build):
+    def __init__(self, view: ManifestView, build, n_cases: int):
         self.view = view
+        self.n_cases = n_cases
         self._build = build
         self._model: Manifest | None = None
 
@@ -673,12 +675,12 @@ class LoadedManifest:
         return self._model is None
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("view", "_build", "_model"):
+        if name.startswith("__") or name in ("view", "n_cases", "_build", "_model"):
             raise AttributeError(name)
         return getattr(self.model, name)
 
     def __repr__(self) -> str:
-        return f"LoadedManifest({len(self.view.cases)} cases, {len(self.view.states)} states)"
+        return f"LoadedManifest({self.n_cases} cases, {len(self.view.states)} states)"
 
 
 def manifest_facts(manifest: Manifest | LoadedManifest | ManifestView | None) -> Any:
@@ -689,6 +691,13 @@ def manifest_facts(manifest: Manifest | LoadedManifest | ManifestView | None) ->
     if isinstance(manifest, LoadedManifest):
         return manifest.view if manifest.untouched else manifest.model
     return manifest
+
+
+def case_count(manifest: Manifest | LoadedManifest | None) -> int:
+    """How many case ids the manifest names (load_runs' manifest: the distinct ones, counted once)."""
+    if isinstance(manifest, LoadedManifest) and manifest.untouched:
+        return manifest.n_cases
+    return len(manifest_facts(manifest).cases)
 
 
 def _absolute(base: str, rel: str) -> str:
@@ -724,13 +733,16 @@ def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedMan
     b = _Builder()
     bad: list[str] = []
     views: list[ManifestView] = []
+    case_sets: list[set[str]] = []
     limits: list[tuple[str, int]] = []
     for run_dir in run_dirs:
         base = str(Path(run_dir).resolve())
 
         def manifest(base: str = base) -> None:  # while a child reads part of the lines, if one does
             m = read_manifest_view(Path(base))
-            m.cases = list(dict.fromkeys(m.cases))
+            # the report only counts the case ids: one set of them per run dir, not the list
+            case_sets.append(set(m.cases))
+            m.cases = []
             for st in m.states.values():
                 st.patch = _absolute(base, st.patch)
             views.append(m)
@@ -738,10 +750,12 @@ def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedMan
         b.bases.append(base)
         size = (Path(base) / MANIFEST).stat().st_size if (Path(base) / MANIFEST).is_file() else 0
         limits.append((base, _read_file(b, Path(base), run, bad, manifest, size)))
+    n_cases = len(case_sets[0] if len(case_sets) == 1 else set().union(*case_sets))
+    case_sets.clear()
     if len(views) == 1:
         view = views.pop()
     else:  # the union, first definition wins
-        view = ManifestView(cases=list(dict.fromkeys(c for m in views for c in m.cases)))
+        view = ManifestView()
         for m in views:
             for key, task in m.tasks.items():
                 view.tasks.setdefault(key, task)
@@ -763,4 +777,4 @@ def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedMan
         return out
 
     records = RunRecords(bad_lines=bad, load_rows=rows, columns=columns, n=columns.n)
-    return records, LoadedManifest(view, lambda: _merged_model([base for base, _ in limits]))
+    return records, LoadedManifest(view, lambda: _merged_model([base for base, _ in limits]), n_cases)

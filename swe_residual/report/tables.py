@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 
 from swe_residual.report import aggregates
-from swe_residual.report.columns import Columns, LoadedManifest, columns_of, load_columns, manifest_facts, paused_gc
+from swe_residual.report.columns import (
+    Columns,
+    LoadedManifest,
+    case_count,
+    columns_of,
+    load_columns,
+    manifest_facts,
+    paused_gc,
+)
 from swe_residual.report.forked import meanwhile
 from swe_residual.report.metrics import benchmark_statistics, construction_accounting
 from swe_residual.results import SUMMARY, Manifest, Record, RunRecords, record_rows
@@ -88,14 +96,16 @@ def build_report(records: Iterable[Record], manifest: Manifest | LoadedManifest 
     turned into columns first) and every table is computed from them (report/aggregates.py).
     """
     with paused_gc():
-        return _report(_columns(records), manifest_facts(manifest), construction, root, n_boot, seed, bias)
+        return _report(_columns(records), manifest_facts(manifest), case_count(manifest), construction, root,
+                       n_boot, seed, bias)
 
 
-def _report(cols: Columns, facts: Any, construction: list[dict] | None, root: Path | str | None, n_boot: int,
-            seed: int, bias: bool) -> dict[str, Any]:
+def _report(cols: Columns, facts: Any, n_cases: int, construction: list[dict] | None, root: Path | str | None,
+            n_boot: int, seed: int, bias: bool) -> dict[str, Any]:
     clean_code = cols.code("clean")
     blind = np.flatnonzero(np.isin(cols.start, [cols.code(s) for s in sorted(BLIND_STARTS)]))
-    report = _build(cols, blind, cols.start[blind] == clean_code, facts, construction, root, n_boot, seed, bias)
+    report = _build(cols, blind, cols.start[blind] == clean_code, facts, construction, root, n_boot, seed, bias,
+                    n_cases=n_cases)
     views = sorted({cols.names[c] for c in np.unique(cols.start).tolist()} - BLIND_STARTS)
     if views:
         # each handoff view against the same clean runs, as if it were the residual start
@@ -122,9 +132,10 @@ def _columns(records: Iterable[Record]) -> Columns:
 
 
 def _build(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, construction: list[dict] | None,
-           root: Path | str | None, n_boot: int, seed: int, bias: bool, full: bool = True) -> dict[str, Any]:
-    """The tables of the records at `pos` (`clean`: which are Clean Start runs); full=False:
-    Table 3 and 4 only (a handoff view)."""
+           root: Path | str | None, n_boot: int, seed: int, bias: bool, full: bool = True,
+           n_cases: int = 0) -> dict[str, Any]:
+    """The tables of the records at `pos` (`clean`: which are Clean Start runs; `n_cases`: the
+    manifest's); full=False: Table 3 and 4 only (a handoff view)."""
     if not full:
         return _tables(cols, pos, clean, facts, root, n_boot, seed, bias)[0]
     # Table 2 reads only the manifest and its patches: a child computes it meanwhile
@@ -143,7 +154,7 @@ def _build(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, constr
         "construction": construction_accounting(construction),
         "rules": _rule_table(sel.rule_counts()),
         "meta": {"n_records": len(pos), "n_boot": n_boot, "seed": seed,
-                 "agents": sorted({agent for _, agent in sel.groups}), "cases_expected": len(facts.cases)},
+                 "agents": sorted({agent for _, agent in sel.groups}), "cases_expected": n_cases},
     }
 
 
