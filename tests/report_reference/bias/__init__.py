@@ -7,6 +7,18 @@
 The names below are the package's public API (report, metrics and tests import them from here).
 """
 
+from swe_residual.shell.exposure import (
+                       Facts,
+                       FileSet,
+                       Output,
+                       analyze,
+                       exposed_files,
+                       inspected,
+                       opened_any,
+                       path_matches,
+                       runs_git,
+                       session_cwd,
+)
 from tests.report_reference.bias.kept import (
                        FileDiff,
                        changed_paths,
@@ -35,18 +47,6 @@ from tests.report_reference.bias.measures import (
                        steps_ratio,
                        task_mean,
                        tokens_ratio,
-)
-from tests.report_reference.exposure import (
-                       Facts,
-                       FileSet,
-                       Output,
-                       analyze,
-                       exposed_files,
-                       inspected,
-                       opened_any,
-                       path_matches,
-                       runs_git,
-                       session_cwd,
 )
 
 __all__ = ["AgentRuns", "BiasInputs", "Facts", "FileDiff", "FileSet", "Output", "RunFacts", "acceptance_bias",

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from swe_residual.patches import FileDiff, parse_patch
 from swe_residual.results import Manifest, Record
+from swe_residual.shell.exposure import scan
 from tests.report_reference.bias.kept import changed_paths, kept_fraction, read_regular_file
-from tests.report_reference.exposure import scan
 
 if TYPE_CHECKING:  # imported where trajectories are read: reports without them never load it
-    from tests.report_reference.trajectory import Trajectory, TrajectoryView
+    from swe_residual.trajectory import Trajectory, TrajectoryView
 
 
 # -- inputs of the measures ----------------------------------------------------------------------
@@ -79,7 +79,7 @@ class BiasInputs:
         if not rel:
             return None
         p = self.path(rel)
-        from tests.report_reference.trajectory import read_view
+        from swe_residual.trajectory import read_view
         try:
             return read_view(p) if os.path.isfile(p) else None
         except ValueError:
