@@ -46,17 +46,13 @@ def in_child(work: Callable[[], Any]) -> Callable[[], tuple[bool, Any]]:
     os.close(w)
 
     def wait() -> tuple[bool, Any]:
-        parts = []
         try:
-            while chunk := os.read(r, 1 << 20):
-                parts.append(chunk)
-        finally:
-            os.close(r)
-            os.waitpid(pid, 0)
-        try:
-            return pickle.loads(b"".join(parts))
+            with os.fdopen(r, "rb", buffering=1 << 20) as fh:  # unpickled as it streams in: no copy
+                return pickle.load(fh)
         except Exception:  # noqa: BLE001 - a child that died half way
             return False, None
+        finally:
+            os.waitpid(pid, 0)
     return wait
 
 
