@@ -181,7 +181,7 @@ class Selection:
         self.state_truthy = (self.state != none) & (self.state != empty)
         # the family of each record's state: its predecessor's, else the manifest's, else "unknown"
         unknown = cols.code("unknown", add=True)
-        codes = np.unique(self.state).tolist()
+        codes = np.flatnonzero(np.bincount(self.state, minlength=len(names))).tolist()  # the distinct states
         fams = []
         for c in codes:
             st = facts.states.get(names[c]) if isinstance(names[c], str) else None
@@ -202,7 +202,8 @@ class Selection:
         rank[order] = np.arange(len(keys))
         g = rank[inv.reshape(-1)] if len(keys) else inv
         self.groups = [keys[i] for i in order]
-        perm = np.argsort(g, kind="stable")
+        # stable: each group's records in order (as 16-bit ints numpy sorts them by radix)
+        perm = np.argsort(g.astype(np.int16) if len(keys) < (1 << 15) else g, kind="stable")
         bounds = np.searchsorted(g[perm], np.arange(len(keys) + 1))
         self.members = [perm[bounds[j]:bounds[j + 1]] for j in range(len(keys))]
 
