@@ -90,7 +90,11 @@ def test_ctrl_c_counts_what_ran_names_the_resume_command_and_resume_completes(tm
     kept = sum(1 for c in recorded if any(r["case_id"] == c and r["verdict"] != "infra_error" for r in records))
     proc = subprocess.run([sys.executable, "-m", *shlex.split(resume)], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
-    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]      # nop's failures
+    # nop's failures, if one of its cases is among those left to run (how many ran before the
+    # interrupt stopped the run depends on the machine's speed)
+    left = {c for c in CASES if not any(r["case_id"] == c and r["verdict"] != "infra_error" for r in records)}
+    expected = 1 if any(c.startswith("nop-") for c in left) else 0
+    assert proc.returncode == expected, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert (f"--resume {run}: kept {kept} cases with a valid verdict; running {12 - kept} "
             f"(0 again after an infra error or a crash, {12 - kept} not run before)") in proc.stdout
     summary = json.loads((run / "summary.json").read_text())

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from swe_residual.registry import BACKENDS
-from swe_residual.residualize.workdir import WorkDir
+
+if TYPE_CHECKING:       # imported by the commands that use it: `swe-residual --help` and the other commands stay light
+    from swe_residual.residualize.workdir import WorkDir
+
+
+def _workdir(path: str, create: bool = False) -> "WorkDir":
+    from swe_residual.residualize.workdir import WorkDir
+    return WorkDir(path, create=create)
 
 USAGE = "2 usage error (one line `error: ...` naming the option, file or field)"
 
@@ -28,34 +36,34 @@ def _backend_option(p: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from swe_residual.residualize.stage1 import run_predecessors
-    return run_predecessors(WorkDir(args.workdir, create=True), args)
+    return run_predecessors(_workdir(args.workdir, create=True), args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     if args.format == "deepswe-release":
         from swe_residual.residualize.release import import_release_command
-        return import_release_command(WorkDir(args.workdir, create=True), args)
+        return import_release_command(_workdir(args.workdir, create=True), args)
     from swe_residual.residualize.importers import import_command
-    return import_command(WorkDir(args.workdir, create=True), args)
+    return import_command(_workdir(args.workdir, create=True), args)
 
 
 def cmd_filter(args: argparse.Namespace) -> int:
     from swe_residual.residualize.filter import filter_command
-    return filter_command(WorkDir(args.workdir), args)
+    return filter_command(_workdir(args.workdir), args)
 
 
 def cmd_review(args: argparse.Namespace) -> int:
-    return review_command(WorkDir(args.workdir), args)
+    return review_command(_workdir(args.workdir), args)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     from swe_residual.residualize.build import build_command
-    return build_command(WorkDir(args.workdir), args)
+    return build_command(_workdir(args.workdir), args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from swe_residual.residualize.status import status_command
-    return status_command(WorkDir(args.workdir), args)
+    return status_command(_workdir(args.workdir), args)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

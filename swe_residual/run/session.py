@@ -345,7 +345,7 @@ class RunSession:
         report["run_dir"] = str(self.run_dir)
         expected = set(collected) | self.valid_before
         recorded, valid = set(), set()
-        for r in records:
+        for r in records.rows:      # RecordRows: no pydantic Record per line (the pages read the same rows)
             recorded.add(r.case_id)
             if r.valid:
                 valid.add(r.case_id)
