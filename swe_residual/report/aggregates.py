@@ -68,19 +68,7 @@ def segment_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, lis
     if not len(keys):
         return keys[:0], []
     order, starts, ends = _segments(keys)
-    v = values[order].astype(np.float64)
-    lens = ends - starts
-    out = np.empty(len(starts))
-    one, two = lens == 1, lens == 2
-    out[one] = (0.0 + v[starts[one]]) / 1.0
-    s2 = starts[two]
-    out[two] = ((0.0 + v[s2]) + v[s2 + 1]) / 2.0
-    more = np.flatnonzero(lens > 2)
-    if len(more):
-        vl = v.tolist()
-        for i, a, b in zip(more.tolist(), starts[more].tolist(), ends[more].tolist()):
-            out[i] = sum(vl[a:b]) / (b - a)
-    return keys[order[starts]], out.tolist()
+    return keys[order[starts]], _contiguous_means(values[order], starts, ends)
 
 
 class TaskValues(Mapping):
