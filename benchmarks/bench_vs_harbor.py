@@ -15,7 +15,9 @@ In process (warm: imports done, images built, one long-lived process per side):
 
 * ours: ``run_case`` with the built-in ``nop``, the inline ``command:true`` and the built-in
   ``oracle`` on a DockerBackend; the figure is the record's ``duration_s`` (the wall time around
-  ``run_case`` is kept too)
+  ``run_case`` is kept too); the hardened re-grade placed as a one-case run places it
+  (verification.regrade_mode: beside the grade with two CPUs or more; SWE_RESIDUAL_REGRADE=after
+  to measure the other place)
 * Harbor: ``Trial.create`` + ``Trial.run`` with Harbor's ``nop`` and ``oracle`` agents, timed
   inside a Harbor venv process (tests/harbor_driver.py ``--serve``, the Compose-free
   LocalDockerEnvironment that tests/test_harbor_trial.py uses too)
@@ -70,7 +72,7 @@ from bench_docker_overhead import floor_run  # noqa: E402
 from swe_residual.agents import AgentRegistry  # noqa: E402
 from swe_residual.backends.docker.backend import DockerBackend  # noqa: E402
 from swe_residual.run.runner import Case, run_case  # noqa: E402
-from swe_residual.run.verification import ReferenceChecks  # noqa: E402
+from swe_residual.run.verification import ReferenceChecks, regrade_mode  # noqa: E402
 from swe_residual.tasks import load_tasks  # noqa: E402
 
 ONE_CMD_TARGET = 1.2    # one-command case in process / two-run floor
@@ -167,13 +169,14 @@ class Ours:
         self.agents = {label: registry.get(name) for label, name in OURS.items()}
         self.image = self.backend.images.clean(task).ref
         self.selection = f"{task.id}-clean"
+        self.regrade = regrade_mode(1)     # as a one-case run (one worker) places the hardened re-grade
 
     def in_process(self, label: str) -> tuple[float, float]:
         """(the record's duration_s, wall seconds around run_case)."""
         run_dir = Path(tempfile.mkdtemp(prefix=f"case-{label}-", dir=self.work))
         t0 = time.monotonic()
         rec = run_case(Case(OURS[label], self.task, "clean"), agent=self.agents[label], backend=self.backend,
-                       run_dir=run_dir, references=ReferenceChecks(run_dir))
+                       run_dir=run_dir, references=ReferenceChecks(run_dir), regrade_mode=self.regrade)
         wall = time.monotonic() - t0
         if rec.verdict != EXPECT[label][1]:
             raise BenchError(f"ours {label}: expected verdict {EXPECT[label][1]}, got {rec}")
@@ -272,6 +275,7 @@ def measure(python: str, driver: Path, task_id: str = "date-range-merge", rounds
         shutil.rmtree(work, ignore_errors=True)
     res = summarize(samples)
     res.update(task=task_id, rounds=rounds, warmup=warmup, seed=seed, load_avg=[round(load0, 2), round(load(), 2)],
+               regrade_mode=ours.regrade,
                image=ours.image, command="python " + " ".join(ours.command("1-cmd", Path("TMP"))[1:]))
     return res
 
@@ -314,7 +318,7 @@ def table(res: dict) -> str:
         return " / ".join(f"{m[fmt.format(a)]:.2f}" for a in OURS)
 
     lines = [f"task {res['task']} (clean start), {res['rounds']} rounds, medians; load average "
-             f"{res['load_avg'][0]} -> {res['load_avg'][1]}",
+             f"{res['load_avg'][0]} -> {res['load_avg'][1]}; hardened re-grade {res['regrade_mode']} the grade",
              "| contender | in process per case | whole process |", "|---|---:|---:|",
              f"| one bare `docker run` (floor) | - | {m['floor']:.2f} s |",
              f"| two bare runs (fresh-instance floor) | - | {m['floor2']:.2f} s |",

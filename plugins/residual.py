@@ -22,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from swe_residual.backends import backend_class
 from swe_residual.errors import InfraError, InputError, RunDirError
 from swe_residual.progress import EventChannel, RunDisplay, RunProgress, on_ci
 from swe_residual.registry import BACKENDS
 from swe_residual.results import RESULTS, RUN_PAGE, STARTS
 from swe_residual.run.plan import Plan, build_plan, check_backend, run_backend, tracks_in
 from swe_residual.run.session import RunSession
+from swe_residual.run.verification import regrade_mode
 from swe_residual.tracks import fetched_states_file, states_path_for
 
 # report code (tables, gates, pages) is imported where the end of a run needs it: `pytest --help` and
@@ -160,8 +162,12 @@ def pytest_configure(config: pytest.Config) -> None:
     opt = config.getoption
     try:
         plan = _plan(suite_dirs, opt)
-        options = {"backend": run_backend(plan, opt("swe_backend")), "agent_timeout": opt("swe_agent_timeout"),
-                   "infra_retries": opt("swe_infra_retries"), "docker_hosts": opt("swe_docker_hosts")}
+        backend = run_backend(plan, opt("swe_backend"))
+        options = {"backend": backend, "agent_timeout": opt("swe_agent_timeout"),
+                   "infra_retries": opt("swe_infra_retries"), "docker_hosts": opt("swe_docker_hosts"),
+                   # this process runs one case at a time, beside its fellow workers
+                   "regrade_mode": regrade_mode(int(getattr(config, "workerinput", {}).get("workercount", 1)),
+                                                backend_class(backend).interruptible)}
         if _is_worker(config):
             worker = config.workerinput.get("workerid", "gw0")
             session = RunSession(plan, Path(config.workerinput["swe_residual_run_dir"]), **options,
@@ -187,7 +193,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--html {html_path}: that is the run page SWE-Residual writes; "
                                 "pass another path for pytest-html's report")
     config.stash[SESSION_KEY] = session
-    if not _is_worker(config):
+    if _is_worker(config):
+        config.pluginmanager.register(WorkerEnd(session), "swe-residual-worker-end")
+    else:
         controller = Controller(config, session, states_deferred=defer)
         config.pluginmanager.register(controller, "swe-residual-controller")
         config.pluginmanager.register(LateFinish(controller), "swe-residual-late-finish")
@@ -208,6 +216,18 @@ def pytest_configure(config: pytest.Config) -> None:
             except OSError as exc:    # no temp dir for the channel: the run goes on without a display
                 print(f"swe-residual: no progress display ({exc.strerror or exc})", file=sys.stderr)
     _freeze_heap()
+
+
+class WorkerEnd:
+    """An xdist worker removes what its cases left on the engines before it tells the controller
+    it has finished (xdist's own sessionfinish wraps this one): the controller ends the run, and
+    kills a worker still busy at exit, soon after that message."""
+
+    def __init__(self, session: RunSession):
+        self.session = session
+
+    def pytest_sessionfinish(self) -> None:
+        self.session.close()
 
 
 def _freeze_heap() -> None:

@@ -155,7 +155,10 @@ def left_behind(run_name: str, host: str | None = None) -> list[str]:
 
     client = docker.DockerClient(base_url=host) if host else docker.from_env()
     try:
-        containers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_name}"})
-        return [c.id for c in containers if not owner_alive(c.labels.get(LABEL_PID), c.labels.get(LABEL_PIDSTART))]
+        # one listing with the labels in it (containers.list inspects each one afterwards: a
+        # container another live run removes in between would fail the check)
+        rows = client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_name}"})
+        return [r["Id"] for r in rows
+                if not owner_alive((r.get("Labels") or {}).get(LABEL_PID), (r.get("Labels") or {}).get(LABEL_PIDSTART))]
     finally:
         client.close()

@@ -154,6 +154,31 @@ def test_commands_leave_no_process_behind_and_time_out(backend, calc):
         assert env.read_file("/app/nope") is None
 
 
+def test_a_copy_stopped_at_its_limit_does_not_hold_the_container(backend, calc, tmp_path):
+    """A copy out that stops at its limit closes the engine's stream at once: while the stream
+    stays open the engine keeps its lock on the container, and removing it waits - forever when
+    the copy's exception (which holds the stream) is kept, as a re-grade abandoned beside a
+    failing grade keeps it."""
+    import threading
+
+    from swe_residual.errors import HarnessError
+
+    _, task, _, _ = calc
+    env = backend.materialize(task, None)
+    try:
+        sh(env, "mkdir -p /tmp/out && head -c 64M /dev/urandom > /tmp/out/big")
+        with pytest.raises(HarnessError, match="more than 1 MiB") as kept:   # the exception stays alive
+            env.copy_out("/tmp/out", tmp_path / "out", limit=1 << 20)
+        removed = threading.Event()
+        remover = threading.Thread(target=lambda: (backend.engine.remove(env.container_id), removed.set()),
+                                   daemon=True)
+        remover.start()
+        assert removed.wait(30), "removing the container waited for the copy's open stream"
+        assert kept.value is not None
+    finally:
+        env.close()
+
+
 # --------------------------------------------------------------------------- shared-mode verification
 
 

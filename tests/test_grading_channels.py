@@ -183,7 +183,7 @@ F2P_IDS = ["tests.test_new.test_div", "tests.test_new.test_div_by_zero", "tests.
 
 
 def _suite(tmp: Path, backend: str, agents: dict[str, str], test_sh: str | None = None,
-           extra: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
+           extra: tuple[str, ...] = (), regrade: str | None = None) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
     kw = {"test_sh": test_sh} if test_sh else {}
     task = (docker_task if backend == "docker" else make_task)(tmp, **kw)
     write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
@@ -193,7 +193,8 @@ def _suite(tmp: Path, backend: str, agents: dict[str, str], test_sh: str | None 
            str(tmp / "states.yaml"), "--run-dir", str(tmp / "run"), "--agent-config", str(tmp / "agents.yaml"),
            "--backend", backend, "--start", "clean", "-n", "2", "-p", "no:randomly", *extra,
            *[a for name in agents for a in ("--agent", name)]]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    env = {**os.environ, **({"SWE_RESIDUAL_REGRADE": regrade} if regrade else {})}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
     lines = (tmp / "run" / "results.jsonl").read_text().splitlines()
     return proc, {r["case_id"]: r for r in map(json.loads, lines)}
 
@@ -202,12 +203,14 @@ def _grading(r: dict) -> list[str]:
     return [s for s in r["integrity"] if s.startswith(("report-channel", "hardened-regrade"))]
 
 
-@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
-def test_grading_channels_flag_forged_reports_and_leave_an_honest_run_alone(tmp_path, backend):
+# the forgeries meet both places of the hardened re-grade: after the grade (local) and beside it (docker)
+@pytest.mark.parametrize("backend, regrade", [("local", "after"), pytest.param("docker", "beside",
+                                                                               marks=pytest.mark.docker)])
+def test_grading_channels_flag_forged_reports_and_leave_an_honest_run_alone(tmp_path, backend, regrade):
     if backend == "docker":
         from .docker_helpers import require_docker
         require_docker()
-    proc, recs = _suite(tmp_path, backend, CHANNEL_AGENTS)
+    proc, recs = _suite(tmp_path, backend, CHANNEL_AGENTS, regrade=regrade)
     assert sorted(recs) == sorted(f"{name}-calc-clean" for name in CHANNEL_AGENTS), proc.stdout[-3000:]
     run = tmp_path / "run"
     honest = recs["honest-calc-clean"]
@@ -326,12 +329,17 @@ def test_a_reference_check_that_failed_is_tried_again_after_a_pause(tmp_path):
         backend.close()
 
 
+HARDENED_OUTPUTS = {"final.hardened.patch", "verifier-hardened", "verifier-hardened.log"}
+
+
 @pytest.mark.docker
-def test_the_regrade_instance_started_beside_the_grade_serves_a_pass_only(tmp_path):
-    """The hardened re-grade's fresh instance starts while the normal grade runs: a passing grade
-    (oracle) is re-graded in it, a failing one (nop) is not re-graded, and no container of the run
-    is left. (That the unused instance goes at once, not at the end of the run, this does not see:
-    the end of a run removes what its process made.)"""
+@pytest.mark.parametrize("regrade", ["after", "beside"])
+def test_the_regrade_instance_started_beside_the_grade_serves_a_pass_only(tmp_path, regrade):
+    """The hardened re-grade's fresh instance starts while the normal grade runs ("beside": so does
+    the re-grade itself): a passing grade (oracle) is re-graded in it, a failing one (nop) is not,
+    and either way the attempt dirs hold the same files, no scratch dir of the re-grade is left and
+    no container of the run either. (That the unused instance goes at once, not at the end of the
+    run, this does not see: the end of a run removes what its process made; the test below does.)"""
     from .docker_helpers import left_behind, require_docker
     require_docker()
     task = docker_task(tmp_path)
@@ -339,12 +347,98 @@ def test_the_regrade_instance_started_beside_the_grade_serves_a_pass_only(tmp_pa
     cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
            str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--backend", "docker",
            "--agent", "oracle", "--agent", "nop", "--start", "clean", "-p", "no:randomly"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "SWE_RESIDUAL_REGRADE": regrade})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]      # nop fails, nothing errors
-    recs = {r["case_id"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
+    run = tmp_path / "run"
+    recs = {r["case_id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
     oracle, nop = recs["oracle-calc-clean"], recs["nop-calc-clean"]
     assert (oracle["outcome"], oracle["integrity"]) == (1, []), oracle
     assert "hardened_log" in oracle["artifacts"]                                  # re-graded ...
-    assert (tmp_path / "run" / oracle["artifacts"]["hardened_log"]).stat().st_size > 0
+    assert (run / oracle["artifacts"]["hardened_log"]).stat().st_size > 0
     assert nop["outcome"] == 0 and "hardened_log" not in nop["artifacts"]        # ... only on a pass
-    assert left_behind((tmp_path / "run").name) == []
+    oracle_dir, nop_dir = ((run / r["artifacts"]["verifier_log"]).parent for r in (oracle, nop))
+    assert HARDENED_OUTPUTS <= {p.name for p in oracle_dir.iterdir()}
+    assert not HARDENED_OUTPUTS & {p.name for p in nop_dir.iterdir()}
+    assert [p.name for p in oracle_dir.parent.iterdir()] == ["attempt-1"]       # no scratch dir left
+    assert [p.name for p in nop_dir.parent.iterdir()] == ["attempt-1"]
+    assert left_behind(run.name) == []
+
+
+@pytest.mark.docker
+def test_a_regrade_begun_beside_a_grade_that_does_not_pass_ends_at_once(tmp_path):
+    """"beside": the re-grade starts as soon as the final state is written. When the grade does
+    not pass, abandoning it ends it where it runs: its container is removed at once (its hidden
+    tests, which would take a minute, are killed) and its scratch dir goes; the attempt dir has no
+    output of it."""
+    import docker
+
+    from swe_residual.backends.docker.backend import DockerBackend
+    from swe_residual.backends.docker.engine import LABEL_RUN
+    from swe_residual.run.verification import HardenedRegrade
+    from swe_residual.tasks import load_task
+
+    from .docker_helpers import require_docker
+    require_docker()
+    task = load_task(docker_task(tmp_path, test_sh=TEST_SH.replace("set -u\n", "set -u\nsleep 55\n"),
+                                 verifier_timeout=60), "demo")
+    backend = DockerBackend(run_id=f"abandon-{os.getpid()}", work_root=tmp_path / "work")
+    client = docker.from_env()
+    ours = {"label": f"{LABEL_RUN}={backend.engine.run_id}"}
+    try:
+        backend.prepare(task, [])
+        artifacts = tmp_path / "run" / "cases" / "c" / "attempt-1"
+        artifacts.mkdir(parents=True)
+        (artifacts / "final.patch").write_bytes(b"")         # the clean state: no patch to apply
+        regrade = HardenedRegrade(backend, task, artifacts, "beside")
+        regrade.begin()
+        deadline = time.monotonic() + 60
+        while not any("sleep 55" in " ".join(row) for c in client.containers.list(filters=ours)
+                      for row in c.top().get("Processes") or []):
+            assert time.monotonic() < deadline, "the re-grade's tests never started"
+            time.sleep(0.2)
+        scratch = [p for p in artifacts.parent.iterdir() if p.name != "attempt-1"]
+        assert len(scratch) == 1 and scratch[0].name.startswith(".regrade-"), scratch
+        abandoned = time.monotonic()
+        regrade.abandon()
+        while client.containers.list(all=True, filters=ours) or scratch[0].exists():
+            assert time.monotonic() - abandoned < 15, "the abandoned re-grade was left running"
+            time.sleep(0.2)
+        regrade.close()
+        assert sorted(p.name for p in artifacts.iterdir()) == ["final.patch"]
+        assert [p.name for p in artifacts.parent.iterdir()] == ["attempt-1"]
+    finally:
+        backend.close()
+
+
+def test_where_the_regrade_runs_follows_the_cpus_per_worker_unless_chosen(tmp_path):
+    """"beside" needs two CPUs per worker (the process's affinity counts, not the machine's) and a
+    backend that can stop a re-grade (docker, not local); SWE_RESIDUAL_REGRADE chooses instead,
+    and a value it does not know stops a run at once."""
+    code = ("import os, sys\n"
+            "cpus = sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]\n"
+            "os.sched_setaffinity(0, cpus)\n"
+            "from swe_residual.run.verification import regrade_mode\n"
+            "print(regrade_mode(int(sys.argv[2]), sys.argv[3] == 'docker'))\n")
+
+    def mode(cpus: int, workers: int, chosen: str | None = None, backend: str = "docker") -> str:
+        env = {k: v for k, v in os.environ.items() if k != "SWE_RESIDUAL_REGRADE"}
+        if chosen is not None:
+            env["SWE_RESIDUAL_REGRADE"] = chosen
+        proc = subprocess.run([sys.executable, "-c", code, str(cpus), str(workers), backend], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert mode(1, 1) == "after"                      # one CPU: the re-grade waits for a pass
+    assert mode(1, 1, "beside") == "beside"
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert (mode(2, 1), mode(2, 2), mode(2, 2, "beside")) == ("beside", "after", "beside")
+        assert (mode(2, 1, backend="local"), mode(2, 1, "beside", backend="local")) == ("after", "beside")
+    assert mode(2, 1, "after") == "after"
+    env = {**os.environ, "SWE_RESIDUAL_REGRADE": "sometimes"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--collect-only", "-q", "--run-dir",
+                           str(tmp_path / "run")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "SWE_RESIDUAL_REGRADE='sometimes': expected one of beside, after" in proc.stderr
+    assert not (tmp_path / "run").exists()

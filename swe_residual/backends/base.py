@@ -181,6 +181,11 @@ class Environment(ABC):
         deleted}), where the backend can tell (a machine state's container); else None."""
         return None
 
+    def interrupt(self) -> None:
+        """End what runs in this environment now, called from another thread and without waiting
+        (nothing uses the environment afterwards; its user's close still follows). Default:
+        nothing - the command runs to its end."""
+
     @abstractmethod
     def close(self) -> None:
         """Remove everything this environment created (idempotent)."""
@@ -195,6 +200,10 @@ class Environment(ABC):
 class Backend(ABC):
     """Where environments come from. What a backend can do is declared here and checked once, in
     the plan (run/plan.py check_backend), before any case runs."""
+
+    # its environments' interrupt() ends what runs in them (a re-grade beside the grade can be
+    # stopped when the grade fails: verification.regrade_mode)
+    interruptible: bool = False
 
     name: str
     host: str | None = None      # the engine it runs on, where there can be several

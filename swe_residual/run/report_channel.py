@@ -46,7 +46,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from swe_residual.backends.base import TESTS_DIR, Environment
+from swe_residual.backends.base import TESTS_DIR
 from swe_residual.backends.workspace import script
 from swe_residual.patches import split_patch
 from swe_residual.verdicts import Verdict
@@ -74,14 +74,13 @@ class Channel:
 
     module: str = field(default_factory=lambda: f"_swe_residual_channel_{secrets.token_hex(8)}")
 
-    def copy_in(self, env: Environment, scratch: Path) -> None:
-        """Put the plugin into env (at CHANNEL_DIR/<module>.py), through a file in scratch."""
+    def staged(self, scratch: Path) -> tuple[Path, str]:
+        """(host file, Harbor path) that put the plugin into an environment (at
+        CHANNEL_DIR/<module>.py): the file is written in scratch, for the caller to copy in and
+        then remove."""
         path = scratch / f".{self.module}.py"
         path.write_text(script("report_channel.py"), encoding="utf-8")
-        try:
-            env.copy_in(path, f"{CHANNEL_DIR}/{self.module}.py")
-        finally:
-            path.unlink(missing_ok=True)
+        return path, f"{CHANNEL_DIR}/{self.module}.py"
 
     def prelude(self, plugin_dir: str) -> str:
         """Shell lines before the task's test command that load the plugin into every pytest."""

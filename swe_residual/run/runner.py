@@ -27,6 +27,7 @@ from swe_residual.redact import redact
 from swe_residual.results import Record, append_record
 from swe_residual.run import integrity
 from swe_residual.run.verification import (
+    HardenedRegrade,
     ReferenceChecks,
     Verification,
     VerifierStandby,
@@ -136,18 +137,22 @@ class Attempt:
 
     grade_uncommitted: grade the whole final tree even where the task's verifier collects only
     commits (DeepSWE) - how `validate` grades a residual state itself, whose work is uncommitted.
+    regrade_mode: where the hardened re-grade runs (verification.regrade_mode).
     """
 
     def __init__(self, case: Case, *, agent: Agent, backend: Backend, run_dir: Path, references: ReferenceChecks,
-                 attempt: int = 1, agent_timeout: float | None = None, grade_uncommitted: bool = False):
+                 attempt: int = 1, agent_timeout: float | None = None, grade_uncommitted: bool = False,
+                 regrade_mode: str = "after"):
         self.case, self.agent, self.backend, self.run_dir = case, agent, backend, run_dir
         self.references, self.agent_timeout, self.grade_uncommitted = references, agent_timeout, grade_uncommitted
+        self.regrade_mode = regrade_mode
         self.artifacts = run_dir / "cases" / case.dir_name / f"attempt-{attempt}"
         self.record = case.record(harness=agent.harness, attempt=attempt, backend=backend.name, host=backend.host)
         self.trajectory = Trajectory(agent=case.agent_label, harness=agent.harness)
         self.timings: dict[str, float] = {}
         self.env: Environment | None = None
         self.standby: VerifierStandby | None = None
+        self.regrade: HardenedRegrade | None = None
         self.verification: Verification | None = None
 
     def _rel(self, path: Path) -> str:
@@ -183,7 +188,8 @@ class Attempt:
     # -- phases -------------------------------------------------------------------------------------
     def materialize(self) -> None:
         """A fresh instance of the starting state with the request; a fresh verifier instance gets
-        ready while the agent works (not for in-place verification)."""
+        ready while the agent works (not for in-place verification), and with the re-grade beside
+        the grade, the re-grade's too."""
         t0 = time.monotonic()
         case = self.case
         self.request = request_of(case)
@@ -195,6 +201,8 @@ class Attempt:
             raise HarnessError(f"materializing the {case.start} start: {type(exc).__name__}: {exc}") from exc
         if case.task.verify_mode != "in_place":
             self.standby = VerifierStandby(self.backend, case.task)
+            self.regrade = HardenedRegrade(self.backend, case.task, self.artifacts, self.regrade_mode,
+                                           after=self.standby)
         if self.env.report:              # how a machine state was restored (method, times, processes)
             path = self.artifacts / "snapshot.json"
             path.write_text(json.dumps(self.env.report, indent=1, sort_keys=True), encoding="utf-8")
@@ -235,7 +243,7 @@ class Attempt:
         try:
             self.verification = verify_with_policy(self.backend, self.case.task, self.env, self.artifacts,
                                                    self.references, grade_uncommitted=self.grade_uncommitted,
-                                                   standby=self.standby)
+                                                   standby=self.standby, regrade=self.regrade)
         finally:
             for name, key in (("final.patch", "patch"), ("final.changes", "changes")):
                 if (self.artifacts / name).is_file():
@@ -255,6 +263,8 @@ class Attempt:
             self.env.close()
         if self.standby is not None:
             self.standby.close()
+        if self.regrade is not None:
+            self.regrade.close()
 
     def flag(self) -> None:
         """Integrity flags, whatever verdict the attempt got (infra too): cheat signals (`integrity`)

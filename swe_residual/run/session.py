@@ -51,7 +51,7 @@ def check_state_patches(plan: Plan, case_ids: Iterable[str] | None = None) -> No
 class RunSession:
     def __init__(self, plan: Plan, run_dir: Path, *, backend: str = "local", agent_timeout: float | None = None,
                  infra_retries: int = 2, run_id: str | None = None, docker_hosts: list[str] | None = None,
-                 host_index: int = 0):
+                 host_index: int = 0, regrade_mode: str = "after"):
         self.plan = plan
         self.run_dir = Path(run_dir).resolve()
         self.backend_name = backend
@@ -62,6 +62,7 @@ class RunSession:
         self._down: dict[str | None, float] = {}
         self.agent_timeout = agent_timeout
         self.infra_retries = max(0, infra_retries)
+        self.regrade_mode = regrade_mode        # where the hardened re-grade runs (verification.regrade_mode)
         self.run_id = run_id or self.run_dir.name
         self.references = ReferenceChecks(self.run_dir)
         self._backends: dict[str | None, Backend] = {}
@@ -296,7 +297,8 @@ class RunSession:
                     raise
                 rec = run_case(case, agent=agent or self.agent(case.agent), backend=backend,
                                run_dir=self.run_dir, references=self.references, attempt=attempt,
-                               agent_timeout=self.agent_timeout, grade_uncommitted=grade_uncommitted)
+                               agent_timeout=self.agent_timeout, grade_uncommitted=grade_uncommitted,
+                               regrade_mode=self.regrade_mode)
                 self._record_event(rec)
                 return rec
             except RunDirError:

@@ -21,7 +21,9 @@ code broke the tests: a valid failing verdict with a note. Otherwise it is an in
 Every verification carries a report channel where the verifier is pytest, and a passing grade is
 re-graded in a hardened mode (swe_residual/run/report_channel.py): what either finds that the
 written report does not say becomes a cheat signal of the record, unless the same check also
-disagrees on the reference solution's state (ReferenceChecks.grading).
+disagrees on the reference solution's state (ReferenceChecks.grading). Where the machine has a CPU
+to spare, the re-grade runs beside the normal grade and is dropped unless that grade passes
+(HardenedRegrade).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -37,7 +40,7 @@ from pathlib import Path
 
 from swe_residual.backends.base import ARTIFACTS_DIR, TESTS_DIR, Backend, Environment, ExecResult
 from swe_residual.backends.workspace import PATCH_IN_ENV, final_state, last_line, script
-from swe_residual.errors import HarnessError, InfraError, VerifierError
+from swe_residual.errors import HarnessError, InfraError, InputError, VerifierError
 from swe_residual.run import report_channel as rc
 from swe_residual.run.report_channel import Channel, Stream
 from swe_residual.tasks import Task
@@ -101,15 +104,19 @@ def _collect(backend: Backend, task: Task, env: Environment, artifacts_dir: Path
 class VerifierStandby:
     """A fresh verifier environment made ready while the agent works, so verification does not
     wait for it to start. It is the same fresh clean (or verifier-image) instance as always: the
-    hidden tests and the final patch go in only after the agent stopped."""
+    hidden tests and the final patch go in only after the agent stopped. `after`: another standby
+    that starts first (the one needed first is not slowed by this one starting beside it)."""
 
-    def __init__(self, backend: Backend, task: Task):
+    def __init__(self, backend: Backend, task: Task, after: "VerifierStandby | None" = None):
         self._future: Future[Environment] = Future()
         self._taken = False
-        threading.Thread(target=self._make, args=(backend, task), daemon=True, name="swe-residual-standby").start()
+        threading.Thread(target=self._make, args=(backend, task, after), daemon=True,
+                         name="swe-residual-standby").start()
 
-    def _make(self, backend: Backend, task: Task) -> None:
+    def _make(self, backend: Backend, task: Task, after: "VerifierStandby | None") -> None:
         try:
+            if after is not None:
+                after._future.exception()      # waits until that one is ready (or failed)
             env = backend.verifier_environment(task)
             try:
                 env.ready()
@@ -167,9 +174,7 @@ def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path, channel:
     timeout = task.config.verifier.timeout_sec
     logs_dir = env.path("/logs/verifier")
     venv = {**task.config.verifier.env, "TESTS_DIR": env.path(TESTS_DIR), "LOGS_DIR": logs_dir}
-    env.copy_in(task.tests_dir, TESTS_DIR)
-    if channel is not None:
-        channel.copy_in(env, artifacts_dir)
+    _copy_in(env, [(task.tests_dir, TESTS_DIR)], channel, artifacts_dir)
     res, stream = _execute(env, f'mkdir -p "{logs_dir}" && find "{logs_dir}" -mindepth 1 -delete; '
                                 f'bash "{env.path(TESTS_DIR)}/test.sh"', timeout, venv, channel, artifacts_dir / "verifier")
     log_path = artifacts_dir / "verifier.log"
@@ -218,7 +223,7 @@ def _task_key(task: Task) -> str:
 
 def run_verifier(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, *,
                  grade_uncommitted: bool = False, venv: Environment | None = None,
-                 channel: bool = True) -> Verification:
+                 channel: bool = True, regrade: "HardenedRegrade | None" = None) -> Verification:
     """One verification of env's final state (env is stopped and left as it is). First writes
     <artifacts>/final.patch, the binary diff of the whole final tree against the base commit, and
     final.ignored, the paths .gitignore rules kept out of it.
@@ -226,14 +231,16 @@ def run_verifier(backend: Backend, task: Task, env: Environment, artifacts_dir: 
     grade_uncommitted: grade that diff instead of the collected model.patch (separate mode) - how
     an uncommitted residual state itself is graded, since the published hook sees only commits.
     In in_place mode there is no patch: the tests run in env itself. channel: with the report
-    channel (where the task's pytest can import it; report_channel.py).
+    channel (where the task's pytest can import it; report_channel.py). regrade: told when the
+    final state is written (HardenedRegrade.begin).
     """
     use = channel and _task_key(task) not in _NO_CHANNEL
     try:
-        v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, venv, Channel() if use else None)
+        v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, venv, Channel() if use else None,
+                      regrade)
     except _ChannelUnloadable:
         _NO_CHANNEL.add(_task_key(task))
-        v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, None, None)
+        v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, None, None, regrade)
         v.channel_note = ("the task's pytest cannot import the channel plugin (an isolated interpreter, or "
                           "PYTHONPATH dropped): verified again without it")
         return v
@@ -243,22 +250,64 @@ def run_verifier(backend: Backend, task: Task, env: Environment, artifacts_dir: 
 
 
 def _dispatch(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, grade_uncommitted: bool,
-              venv: Environment | None, channel: Channel | None) -> Verification:
+              venv: Environment | None, channel: Channel | None, regrade: "HardenedRegrade | None") -> Verification:
     if task.verify_mode == "in_place":
         if venv is not None:
             venv.close()
         return _verify_in_place(task, env, artifacts_dir, channel)
     try:
-        return _verify(backend, task, env, artifacts_dir, grade_uncommitted, venv, channel)
+        return _verify(backend, task, env, artifacts_dir, grade_uncommitted, venv, channel, regrade)
     finally:
         if venv is not None:
             venv.close()
 
 
+def _copy_in(env: Environment, inputs: list[tuple[Path, str]], channel: Channel | None, scratch: Path) -> None:
+    """inputs, and the channel's plugin where there is a channel, into env in one copy."""
+    staged = channel.staged(scratch) if channel is not None else None
+    try:
+        env.copy_in_many([*inputs, *([staged] if staged else [])])
+    finally:
+        if staged is not None:
+            staged[0].unlink(missing_ok=True)
+
+
+def _task_inputs(task: Task) -> list[tuple[Path, str]]:
+    """What a fresh verifier instance gets whatever the final state: the hidden tests (a separate
+    verifier image that builds from tests/ has them already)."""
+    if task.config.verifier.environment_mode == "separate" and (task.tests_dir / "Dockerfile").is_file():
+        return []
+    return [(task.tests_dir, TESTS_DIR)]
+
+
+class _Preload:
+    """Inputs (and the channel's plugin) copied into a verifier instance on a thread while the
+    harness does something else: the task's inputs while the agent's final state is read (the
+    agent has stopped; they are the same for every final state), a re-grade's inputs while the
+    normal grade runs. wait() re-raises what the copy raised."""
+
+    def __init__(self, venv: Environment, items: list[tuple[Path, str]], channel: Channel | None, scratch: Path):
+        self.items = items
+        self._done: Future[None] = Future()
+        threading.Thread(target=self._copy, args=(venv, channel, scratch), daemon=True,
+                         name="swe-residual-preload").start()
+
+    def _copy(self, venv: Environment, channel: Channel | None, scratch: Path) -> None:
+        try:
+            _copy_in(venv, self.items, channel, scratch)
+            self._done.set_result(None)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by wait()
+            self._done.set_exception(exc)
+
+    def wait(self) -> None:
+        self._done.result()
+
+
 def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, grade_uncommitted: bool,
-            venv: Environment | None, channel: Channel | None) -> Verification:
+            venv: Environment | None, channel: Channel | None, regrade: "HardenedRegrade | None") -> Verification:
     started = time.monotonic()
     shutil.rmtree(artifacts_dir / "verifier", ignore_errors=True)
+    preload = _Preload(venv, _task_inputs(task), channel, artifacts_dir) if venv is not None else None
     final = final_state(env)
     if final.problem:  # never grade the clean state in place of a final state we could not read
         raise VerifierError(final.problem)
@@ -270,17 +319,20 @@ def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
     collected = _collect(backend, task, env, artifacts_dir) if separate else None
     if collected is not None and grade_uncommitted:
         (collected / "model.patch").write_bytes(final.patch)
+    if regrade is not None:
+        regrade.begin()
     v = _run_fresh(backend, task, artifacts_dir, patch_path if collected is None and final.patch else None, collected,
-                   venv=venv, channel=channel, started=started)
+                   venv=venv, channel=channel, started=started, preload=preload)
     v.patch_problem = final.problem
     return v
 
 
 def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | None, collected: Path | None, *,
                venv: Environment | None, channel: Channel | None, started: float, hardened: bool = False,
-               name: str = "verifier") -> Verification:
+               name: str = "verifier", preload: _Preload | None = None) -> Verification:
     """The hidden tests on a fresh verifier instance with the final patch (or the collected
-    artifacts); outputs in <artifacts>/<name>/, the log in <name>.log."""
+    artifacts); outputs in <artifacts>/<name>/, the log in <name>.log. preload: inputs (and the
+    channel) being copied into venv already."""
     logs = artifacts_dir / name
     shutil.rmtree(logs, ignore_errors=True)
     venv = venv or backend.verifier_environment(task)
@@ -289,8 +341,6 @@ def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | 
         inputs.append((collected, ARTIFACTS_DIR))
     elif patch is not None:
         inputs.append((patch, PATCH_IN_ENV))
-    if not (task.config.verifier.environment_mode == "separate" and (task.tests_dir / "Dockerfile").is_file()):
-        inputs.append((task.tests_dir, TESTS_DIR))
     timeout = task.config.verifier.timeout_sec
     log_path = artifacts_dir / f"{name}.log"
     logs_dir = venv.path("/logs/verifier")
@@ -303,9 +353,12 @@ def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | 
                    SWE_APP=venv.app_dir)
         command = f'bash -c "$SWE_APPLY" || {{ echo "{APPLY_FAILED}"; exit {APPLY_FAILED_EXIT}; }}\n{command}'
     try:
-        venv.copy_in_many(inputs)
-        if channel is not None:
-            channel.copy_in(venv, artifacts_dir)
+        if preload is not None:
+            preload.wait()
+            if rest := [i for i in inputs + _task_inputs(task) if i not in preload.items]:
+                venv.copy_in_many(rest)
+        else:
+            _copy_in(venv, inputs + _task_inputs(task), channel, artifacts_dir)
         res, stream = _execute(venv, command, timeout, env, channel, artifacts_dir / name, hardened)
         log_path.write_text(res.output[-LOG_LIMIT:], encoding="utf-8")
         if res.exit_code == APPLY_FAILED_EXIT and APPLY_FAILED in res.output.splitlines():
@@ -331,28 +384,196 @@ def hardened_regrade(backend: Backend, task: Task, artifacts_dir: Path, venv: En
     written next to it as final.hardened.patch; outputs in verifier-hardened/. A VerifierError
     when it gives no verdict."""
     started = time.monotonic()
-    patch: Path | None = None
-    collected: Path | None = None
     try:
-        if task.config.verifier.environment_mode == "separate":
-            collected = artifacts_dir / "artifacts-hardened"
-            shutil.rmtree(collected, ignore_errors=True)
-            shutil.copytree(artifacts_dir / "artifacts", collected, symlinks=True)
-            model = collected / "model.patch"
-            if model.is_file() and not model.is_symlink():
-                model.write_bytes(rc.hardened_patch(model.read_bytes())[0])
-        else:
-            source = artifacts_dir / "final.patch"
-            data = rc.hardened_patch(source.read_bytes())[0] if source.is_file() else b""
-            if data:
-                patch = artifacts_dir / "final.hardened.patch"
-                patch.write_bytes(data)
+        patch, collected = _hardened_inputs(task, artifacts_dir, artifacts_dir)
     except BaseException:
         if venv is not None:
             venv.close()
         raise
-    return _run_fresh(backend, task, artifacts_dir, patch, collected, venv=venv, channel=None, started=started,
-                      hardened=True, name="verifier-hardened")
+    return _run_hardened(backend, task, artifacts_dir, patch, collected, venv, started)
+
+
+def _hardened_inputs(task: Task, artifacts_dir: Path, out: Path) -> tuple[Path | None, Path | None]:
+    """(patch, collected) of the hardened re-grade, written into `out` from the final state in
+    artifacts_dir: final.hardened.patch, or artifacts-hardened/ with its model.patch hardened."""
+    if task.config.verifier.environment_mode == "separate":
+        collected = out / "artifacts-hardened"
+        shutil.rmtree(collected, ignore_errors=True)
+        shutil.copytree(artifacts_dir / "artifacts", collected, symlinks=True)
+        model = collected / "model.patch"
+        if model.is_file() and not model.is_symlink():
+            model.write_bytes(rc.hardened_patch(model.read_bytes())[0])
+        return None, collected
+    source = artifacts_dir / "final.patch"
+    data = rc.hardened_patch(source.read_bytes())[0] if source.is_file() else b""
+    if not data:
+        return None, None
+    patch = out / "final.hardened.patch"
+    patch.write_bytes(data)
+    return patch, None
+
+
+def _run_hardened(backend: Backend, task: Task, out: Path, patch: Path | None, collected: Path | None,
+                  venv: Environment | None, started: float, preload: _Preload | None = None) -> Verification:
+    return _run_fresh(backend, task, out, patch, collected, venv=venv, channel=None, started=started,
+                      hardened=True, name="verifier-hardened", preload=preload)
+
+
+REGRADE_MODES = ("beside", "after")
+
+
+def regrade_mode(workers: int, interruptible: bool = True) -> str:
+    """Where a process running `workers` cases at once runs the hardened re-grade: "beside" the
+    normal grade where the machine has a CPU to spare for it (at least two per worker) and the
+    backend can stop a re-grade whose grade failed (Backend.interruptible), else "after" a passing
+    grade. SWE_RESIDUAL_REGRADE=beside|after chooses instead (for measuring)."""
+    chosen = os.environ.get("SWE_RESIDUAL_REGRADE", "")
+    if chosen:
+        if chosen not in REGRADE_MODES:
+            raise InputError(f"SWE_RESIDUAL_REGRADE={chosen!r}: expected one of {', '.join(REGRADE_MODES)} "
+                             "(or unset it: chosen from the CPUs and workers)")
+        return chosen
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return "beside" if interruptible and 2 * max(1, workers) <= cpus else "after"
+
+
+class HardenedRegrade:
+    """The hardened re-grade of one verification (check_grading), on a fresh instance that a
+    VerifierStandby starts while the normal grade runs ("beside": while the agent works).
+
+    As soon as the final state is written (begin), the re-grade's inputs are made from it in a
+    scratch dir of its own and copied into that instance on a thread. Mode "after": the re-grade
+    runs once the grade passed. Mode "beside": it runs on at once, beside the normal grade. A
+    passing grade takes its result (the outputs moved into the artifacts dir); any other ends it
+    unused (abandon: its instance removed at once, its scratch dir deleted). The inputs, the kind
+    of instance and so the verdict are the same either way; so are the artifacts a record points
+    to. "beside" spends a second grade's CPU on a grade that fails, so that a passing case does
+    not wait for its re-grade (regrade_mode says where that pays)."""
+
+    def __init__(self, backend: Backend, task: Task, artifacts_dir: Path, mode: str = "after",
+                 after: VerifierStandby | None = None):
+        self.backend, self.task, self.artifacts_dir, self.mode = backend, task, artifacts_dir, mode
+        self.standby = VerifierStandby(backend, task, after) if mode == "beside" else None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._scratch: Path | None = None
+        self._inputs: tuple[Path | None, Path | None] = (None, None)
+        self._started = 0.0
+        self._venv: Environment | None = None
+        self._preload: _Preload | None = None
+        self._outcome: Verification | BaseException | None = None
+        self._finished = self._abandoned = self._used = False
+
+    def grading(self) -> None:
+        """The normal grade starts: the re-grade's instance starts now, if it has not yet."""
+        if self.standby is None:
+            self.standby = VerifierStandby(self.backend, self.task)
+
+    def _instance(self) -> Environment | None:
+        """The standby instance (once; None: it could not be made, or is taken)."""
+        self.grading()
+        return self.standby.take()
+
+    def begin(self) -> None:
+        """The final state is written (final.patch, or the collected artifacts): the re-grade's
+        inputs are made from it now and go into its instance (once); "beside": it runs on."""
+        if self._thread is not None or self._abandoned:
+            return
+        self._started = time.monotonic()
+        # beside the attempt dir: its outputs are renamed into it, never copied
+        self._scratch = Path(tempfile.mkdtemp(prefix=".regrade-", dir=self.artifacts_dir.parent))
+        try:
+            self._inputs = _hardened_inputs(self.task, self.artifacts_dir, self._scratch)
+        except BaseException:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+            raise
+        self._thread = threading.Thread(target=self._run, daemon=True, name="swe-residual-regrade")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            venv = self._instance() or self.backend.verifier_environment(self.task)
+            with self._lock:
+                self._venv = venv
+                abandoned = self._abandoned
+            if abandoned:
+                venv.close()
+                return
+            patch, collected = self._inputs
+            items = ([(collected, ARTIFACTS_DIR)] if collected is not None else
+                     [(patch, PATCH_IN_ENV)] if patch is not None else []) + _task_inputs(self.task)
+            self._preload = _Preload(venv, items, None, self._scratch)
+            self._preload.wait()
+            if self.mode == "beside":
+                self._outcome = self._grade()
+        except BaseException as exc:  # noqa: BLE001 - given to result(), or dropped with the re-grade
+            self._outcome = exc
+        finally:
+            with self._lock:
+                self._finished = True
+                drop = self._abandoned
+            if drop:
+                self._drop()
+
+    def _grade(self) -> Verification:
+        patch, collected = self._inputs
+        return _run_hardened(self.backend, self.task, self._scratch, patch, collected, self._venv, self._started,
+                             self._preload)
+
+    def _drop(self) -> None:
+        if self._venv is not None:
+            self._venv.close()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def result(self) -> Verification:
+        """The re-grade's Verification (a VerifierError when it gave no verdict): the one begun
+        with the final state (in "after" mode it runs now), else one run now from the start."""
+        if self._thread is None or self._abandoned:
+            self._used = True
+            return hardened_regrade(self.backend, self.task, self.artifacts_dir, self._instance())
+        self._thread.join()
+        self._used = True
+        outcome = self._outcome
+        try:
+            if outcome is None:         # "after": the inputs are in; the re-grade runs now
+                try:
+                    outcome = self._grade()
+                except BaseException as exc:  # noqa: BLE001 - raised below, once the outputs are moved
+                    outcome = exc
+            for entry in sorted(self._scratch.iterdir()):
+                target = self.artifacts_dir / entry.name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                entry.replace(target)
+        finally:
+            self._drop()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        outcome.log_path = self.artifacts_dir / outcome.log_path.name
+        return outcome
+
+    def abandon(self) -> None:
+        """The grade did not pass (or is verified again): end the re-grade unused, without
+        waiting for it (its instance is removed at once; the scratch dir goes when it ended)."""
+        with self._lock:
+            if self._abandoned or self._used:
+                return
+            self._abandoned = True
+            venv, finished = self._venv, self._finished
+        if self._thread is None:
+            if self.standby is not None:
+                self.standby.close()
+        elif finished:
+            self._drop()
+        elif venv is not None:
+            venv.interrupt()
+
+    def close(self) -> None:
+        """The verification is over (or never came): a re-grade nobody took is abandoned."""
+        self.abandon()
+        if self.standby is not None:
+            self.standby.close()
 
 
 @dataclass
@@ -494,14 +715,17 @@ def _read_grading(path: Path) -> ReferenceGrading | None:
 
 def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
                        references: ReferenceChecks, *, grade_uncommitted: bool = False,
-                       standby: VerifierStandby | None = None) -> Verification:
+                       standby: VerifierStandby | None = None,
+                       regrade: HardenedRegrade | None = None) -> Verification:
     """Verify; on a verifier problem re-verify once, then decide who caused it (docs/errors.md).
-    A verdict of the tests is then checked by the grading channels (check_grading)."""
-    # the hardened re-grade's fresh instance starts while the normal grade runs (it is used only
-    # when that grade passes; otherwise it is removed unused)
-    regrade = VerifierStandby(backend, task) if task.verify_mode != "in_place" else None
+    A verdict of the tests is then checked by the grading channels (check_grading), the hardened
+    re-grade by `regrade` (one is made here, mode "after", when the caller has none)."""
+    if regrade is None and task.verify_mode != "in_place":
+        regrade = HardenedRegrade(backend, task, artifacts_dir)
+    if regrade is not None:
+        regrade.grading()
     try:
-        v = _verify_once_or_twice(backend, task, env, artifacts_dir, references, grade_uncommitted, standby)
+        v = _verify_once_or_twice(backend, task, env, artifacts_dir, references, grade_uncommitted, standby, regrade)
         if not v.agent_caused:
             check_grading(backend, task, artifacts_dir, references, v, regrade)
     finally:
@@ -512,12 +736,14 @@ def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts
 
 def _verify_once_or_twice(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
                           references: ReferenceChecks, grade_uncommitted: bool,
-                          standby: VerifierStandby | None) -> Verification:
+                          standby: VerifierStandby | None, regrade: HardenedRegrade | None) -> Verification:
     try:
         return run_verifier(backend, task, env, artifacts_dir, grade_uncommitted=grade_uncommitted,
-                            venv=standby.take() if standby is not None else None)
+                            venv=standby.take() if standby is not None else None, regrade=regrade)
     except VerifierError as first:
         problem = str(first)
+        if regrade is not None:     # a re-grade begun on this try's final state: this try gave no grade
+            regrade.abandon()
     try:
         v = run_verifier(backend, task, env, artifacts_dir, grade_uncommitted=grade_uncommitted)
         v.note = f"re-verified once after: {problem}"
@@ -535,7 +761,7 @@ def _verify_once_or_twice(backend: Backend, task: Task, env: Environment, artifa
 
 
 def check_grading(backend: Backend, task: Task, artifacts_dir: Path, references: ReferenceChecks,
-                  v: Verification, regrade: VerifierStandby | None = None) -> None:
+                  v: Verification, regrade: HardenedRegrade | None = None) -> None:
     """The grading channels' signals and notes on v (report_channel.py): the channel against the
     written report; for a passing grade, the hardened re-grade (its seconds in v.hardened_s); a
     signal is checked against the reference solution's state before it stands."""
@@ -552,12 +778,12 @@ def check_grading(backend: Backend, task: Task, artifacts_dir: Path, references:
         else:
             t0 = time.monotonic()
             try:
-                venv = regrade.take() if regrade is not None else None
-                difference = rc.regrade_difference(v.verdict,
-                                                   hardened_regrade(backend, task, artifacts_dir, venv).verdict)
+                hardened = regrade.result() if regrade is not None else hardened_regrade(backend, task, artifacts_dir)
+                difference = rc.regrade_difference(v.verdict, hardened.verdict)
+                v.hardened_s = hardened.duration_s
             except VerifierError as exc:
                 difference = rc.regrade_difference(v.verdict, None, str(exc)[:300])
-            v.hardened_s = time.monotonic() - t0
+                v.hardened_s = time.monotonic() - t0
             if difference:
                 signals.append(difference)
     if signals:

@@ -24,6 +24,7 @@ QUOTA_HEADROOM_MB = 256   # engine quota beyond the task's storage_mb (at least 
 
 class DockerBackend(Backend):
     name = "docker"
+    interruptible = True        # DockerEnvironment.interrupt removes the container
     supports_machine_states = True
 
     @classmethod

@@ -36,6 +36,7 @@ LABEL_PID = "swe-residual.pid"
 LABEL_HOST = "swe-residual.host"
 LABEL_CASE = "swe-residual.case"
 LABEL_PIDSTART = "swe-residual.pidstart"
+REAPERS = 4                                # threads removing containers in the background
 CONTAINER_LABELS = (LABEL_RUN, LABEL_PID, LABEL_HOST, LABEL_CASE, LABEL_PIDSTART)
 # Image labels live in their own namespace: containers inherit image labels, and a run's labels
 # must only ever name the process that created the container.
@@ -123,6 +124,32 @@ class FileLock:
         self.fh.close()
 
 
+class Archive:
+    """The chunks of a tar stream the engine sends. close() closes its connection even when the
+    reader stopped early (a copy over its limit): an unread stream left open keeps the engine's
+    lock on the container, and removing that container waits for it - forever, if a thread keeps
+    the reader's exception (and so the stream) alive."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+
+    def __iter__(self):
+        return self._chunks
+
+    def close(self) -> None:
+        frame = getattr(self._chunks, "gi_frame", None)   # the SDK's generator over its HTTP response
+        response = frame.f_locals.get("response") if frame is not None else None
+        self._chunks.close()
+        if response is not None:
+            response.close()
+
+    def __enter__(self) -> "Archive":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class Engine:
     """One process's connection to one Docker engine on this host (DOCKER_HOST by default)."""
 
@@ -153,7 +180,9 @@ class Engine:
         self._lock = threading.RLock()
         self._containers: set[str] = set()
         self._doomed: queue.Queue[str | None] = queue.Queue()
-        self._reaper: threading.Thread | None = None
+        self._reapers: list[threading.Thread] = []
+        self._creating = 0                      # create() calls under way (close() waits for them)
+        self._created = threading.Condition(self._lock)
         self.closed = False
         self.storage_quota: bool | None = None   # does the storage driver take --storage-opt size? (first use tells)
         self._upper: dict[str, str | None] = {}  # container id -> its writable layer's dir on this host
@@ -189,7 +218,21 @@ class Engine:
     def create(self, image: str, *, case: str, what: str, working_dir: str = "/app", **host_config: Any) -> str:
         """A stopped container of image with KEEPALIVE as PID 1, tracked for removal. A storage_opt
         quota is passed where the storage driver takes it (overlay2 only on xfs with pquota): the
-        first refusal tells, and it is left out from then on (the backend measures instead)."""
+        first refusal tells, and it is left out from then on (the backend measures instead). Once
+        close() began, nothing is created: a thread still making an instance nobody will use (a
+        standby) must not leave one behind it."""
+        with self._lock:
+            if self.closed:
+                raise HarnessError(f"Docker: the run is ending: no container of {what} is made")
+            self._creating += 1
+        try:
+            return self._create(image, case=case, what=what, working_dir=working_dir, **host_config)
+        finally:
+            with self._lock:
+                self._creating -= 1
+                self._created.notify_all()
+
+    def _create(self, image: str, *, case: str, what: str, working_dir: str, **host_config: Any) -> str:
         if self.storage_quota is False:
             host_config.pop("storage_opt", None)
         try:
@@ -223,12 +266,20 @@ class Engine:
             raise HarnessError(f"Docker: cannot start the container of {what}: {one_line(exc)}") from None
 
     def remove(self, cid: str, background: bool = False) -> None:
-        """Remove a container now, or (background) from the reaper thread; close() waits for it."""
-        if background and not self.closed:
+        """Remove a container now, or (background) from a reaper thread; close() waits for them.
+        REAPERS threads: one container slow to remove (a huge or deep writable layer) does not
+        hold back the removal of every container after it. Once close() began, a background
+        removal is close()'s own (it removes every container still tracked, then returns): none is
+        left half-removed by a thread the interpreter's exit cuts off."""
+        if background:
             with self._lock:
-                if self._reaper is None or not self._reaper.is_alive():
-                    self._reaper = threading.Thread(target=self._reap, daemon=True, name="swe-residual-reaper")
-                    self._reaper.start()
+                if self.closed:
+                    return
+                self._reapers = [t for t in self._reapers if t.is_alive()]
+                if len(self._reapers) < REAPERS and self._doomed.unfinished_tasks >= len(self._reapers):
+                    reaper = threading.Thread(target=self._reap, daemon=True, name="swe-residual-reaper")
+                    reaper.start()
+                    self._reapers.append(reaper)
             self._doomed.put(cid)
             return
         for attempt in (1, 2):  # one retry: removal can race with a container that is still stopping
@@ -326,11 +377,12 @@ class Engine:
         if not ok:
             raise HarnessError(f"Docker: cannot copy into container {cid[:12]}:{path}")
 
-    def archive(self, cid: str, path: str):
-        """A tar stream of path in the container, or None when it does not exist."""
+    def archive(self, cid: str, path: str) -> "Archive | None":
+        """A tar stream of path in the container (an Archive: close it, or use it in a with
+        block), or None when it does not exist."""
         try:
             bits, _ = self.api.get_archive(cid, path)
-            return bits
+            return Archive(bits)
         except docker.errors.NotFound:
             return None
         except ENGINE_ERRORS as exc:
@@ -373,12 +425,18 @@ class Engine:
 
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self._reaper is not None and self._reaper.is_alive():
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            # a create() under way finishes first: its container is then ours to remove below
+            self._created.wait_for(lambda: self._creating == 0, timeout=60)
+            reapers = [t for t in self._reapers if t.is_alive()]
+        for _ in reapers:
             self._doomed.put(None)
-            self._reaper.join(timeout=120)
+        deadline = time.monotonic() + 120
+        for reaper in reapers:
+            reaper.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._lock:
             leftover = list(self._containers)
         for cid in leftover:

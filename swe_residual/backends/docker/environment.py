@@ -189,14 +189,15 @@ class DockerEnvironment(Environment):
         if stream is None:
             dest.mkdir(parents=True, exist_ok=True)
             return
-        extract_tar(_Reader(stream), dest, strip=1, limit=limit, what=f"copying {src} out of {self.what}")
+        with stream:
+            extract_tar(_Reader(stream), dest, strip=1, limit=limit, what=f"copying {src} out of {self.what}")
 
     def read_file(self, path: str, *, limit: int = COPY_LIMIT) -> bytes | None:
         self.ready()
         stream = self.engine.archive(self.container_id, path)
         if stream is None:
             return None
-        with tarfile.open(fileobj=_Reader(stream), mode="r|") as tar:
+        with stream, tarfile.open(fileobj=_Reader(stream), mode="r|") as tar:
             member = tar.next()
             if member is None or not member.isreg() or member.size > limit:
                 return None
@@ -215,6 +216,10 @@ class DockerEnvironment(Environment):
                 raise
             # the agent ended PID 1: every process is gone already
         self._needs_kill = False
+
+    def interrupt(self) -> None:
+        """Remove the container at once (the reaper does it): whatever runs in it is killed."""
+        self.close()
 
     def close(self) -> None:
         if not self._closed:

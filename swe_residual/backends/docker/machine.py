@@ -483,7 +483,7 @@ class _Stages:
                 stream = self.states.engine.archive(env.container_id, p)
                 if stream is None:
                     continue
-                with tarfile.open(fileobj=_Reader(stream), mode="r|") as tar:
+                with stream, tarfile.open(fileobj=_Reader(stream), mode="r|") as tar:
                     member = tar.next()
                     if member is None:
                         continue
