@@ -142,15 +142,30 @@ class DockerEnvironment(Environment):
 
     def _exec(self, argv: list[str], environment: dict[str, str], timeout: float) -> tuple[int, bytes, bool]:
         """One exec in the container; when the agent ended its PID 1 (the container exited), the
-        container is started again and the exec tried once more."""
+        container is started again and the exec tried once more. An exec the runtime could not
+        start (exit 126) in a container that is no longer running - still stopping when the exec
+        came - is tried again the same way, once it has exited."""
         try:
-            return self.engine.exec(self.container_id, argv, environment=environment,
-                                    timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+            result = self.engine.exec(self.container_id, argv, environment=environment,
+                                      timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
         except HarnessError:
             if not self._started_again():
                 raise
-            return self.engine.exec(self.container_id, argv, environment=environment,
-                                    timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        else:
+            if result[0] != 126 or not self._stopping() or not self._started_again():
+                return result
+        return self.engine.exec(self.container_id, argv, environment=environment,
+                                timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+
+    def _stopping(self) -> bool:
+        """The container is not running (its PID 1 ended); waits (at most 30 s) until it has exited."""
+        try:
+            if (self.engine.api.inspect_container(self.container_id).get("State") or {}).get("Running"):
+                return False
+            self.engine.api.wait(self.container_id, timeout=30)
+        except Exception:  # noqa: BLE001 - the engine is failing: the exec's own result stands
+            return False
+        return True
 
     def storage_used(self) -> int | None:
         """Bytes of the container's writable layer (what it wrote over its image)."""
