@@ -280,6 +280,14 @@ def _task_inputs(task: Task) -> list[tuple[Path, str]]:
     return [(task.tests_dir, TESTS_DIR)]
 
 
+def _state_inputs(patch: Path | None, collected: Path | None) -> list[tuple[Path, str]]:
+    """What a fresh verifier instance gets of the final state: the collected artifacts, else the
+    final patch (none for an unchanged tree)."""
+    if collected is not None:
+        return [(collected, ARTIFACTS_DIR)]
+    return [(patch, PATCH_IN_ENV)] if patch is not None else []
+
+
 class _Preload:
     """Inputs (and the channel's plugin) copied into a verifier instance on a thread while the
     harness does something else: the task's inputs while the agent's final state is read (the
@@ -336,11 +344,7 @@ def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | 
     logs = artifacts_dir / name
     shutil.rmtree(logs, ignore_errors=True)
     venv = venv or backend.verifier_environment(task)
-    inputs: list[tuple[Path, str]] = []
-    if collected is not None:
-        inputs.append((collected, ARTIFACTS_DIR))
-    elif patch is not None:
-        inputs.append((patch, PATCH_IN_ENV))
+    inputs = _state_inputs(patch, collected)
     timeout = task.config.verifier.timeout_sec
     log_path = artifacts_dir / f"{name}.log"
     logs_dir = venv.path("/logs/verifier")
@@ -501,9 +505,8 @@ class HardenedRegrade:
                 venv.close()
                 return
             patch, collected = self._inputs
-            items = ([(collected, ARTIFACTS_DIR)] if collected is not None else
-                     [(patch, PATCH_IN_ENV)] if patch is not None else []) + _task_inputs(self.task)
-            self._preload = _Preload(venv, items, None, self._scratch)
+            self._preload = _Preload(venv, _state_inputs(patch, collected) + _task_inputs(self.task), None,
+                                     self._scratch)
             self._preload.wait()
             if self.mode == "beside":
                 self._outcome = self._grade()
