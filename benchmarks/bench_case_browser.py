@@ -46,26 +46,66 @@ TARGET_S = 60.0
 def _patch(rng: random.Random, files: list[str], lines: int) -> str:
     out = []
     for f in files:
-        body = [f"+    value_{rng.randint(0, 999)} = compute({rng.randint(0, 99)})  # {f}" for _ in range(lines)]
-        out += [f"diff --git a/{f} b/{f}", "index 1234567..89abcde 100644", f"--- a/{f}", f"+++ b/{f}",
-                f"@@ -10,3 +10,{3 + lines} @@ def handler(request):", "     context = load()", *body,
-                "     return context", "     # end"]
+        body = [
+            f"+    value_{rng.randint(0, 999)} = compute({rng.randint(0, 99)})  # {f}" for _ in range(lines)
+        ]
+        out += [
+            f"diff --git a/{f} b/{f}",
+            "index 1234567..89abcde 100644",
+            f"--- a/{f}",
+            f"+++ b/{f}",
+            f"@@ -10,3 +10,{3 + lines} @@ def handler(request):",
+            "     context = load()",
+            *body,
+            "     return context",
+            "     # end",
+        ]
     return "\n".join(out) + "\n"
 
 
 def _trajectory(rng: random.Random, agent: str) -> dict:
     steps = []
     for i in range(12):
-        cmd = rng.choice(["grep -rn 'def handler' src/", "sed -n 1,80p src/app/handler.py", "python -m pytest -x -q",
-                          "git diff --stat", "cat README.md", "python - <<'EOF'\nprint(compute(3))\nEOF"])
-        output = "\n".join(f"src/app/module_{k}.py:{rng.randint(1, 400)}: def handler(request):  # line {k}"
-                           for k in range(rng.randint(3, 12)))
-        steps.append({"index": i, "message": f"Step {i}: look at the handler again and check what the tests expect.",
-                      "actions": [{"command": cmd, "output": output, "exit_code": rng.choice([0, 0, 0, 1]),
-                                   "duration_s": rng.uniform(0.01, 3), "kind": "shell", "path": None}],
-                      "started_at": 1.7e9 + i, "duration_s": 1.0})
-    return {"format": "swe-residual-trajectory-1", "agent": agent, "harness": "bench", "steps": steps,
-            "exit_status": "submitted", "submission": None}
+        cmd = rng.choice(
+            [
+                "grep -rn 'def handler' src/",
+                "sed -n 1,80p src/app/handler.py",
+                "python -m pytest -x -q",
+                "git diff --stat",
+                "cat README.md",
+                "python - <<'EOF'\nprint(compute(3))\nEOF",
+            ]
+        )
+        output = "\n".join(
+            f"src/app/module_{k}.py:{rng.randint(1, 400)}: def handler(request):  # line {k}"
+            for k in range(rng.randint(3, 12))
+        )
+        steps.append(
+            {
+                "index": i,
+                "message": f"Step {i}: look at the handler again and check what the tests expect.",
+                "actions": [
+                    {
+                        "command": cmd,
+                        "output": output,
+                        "exit_code": rng.choice([0, 0, 0, 1]),
+                        "duration_s": rng.uniform(0.01, 3),
+                        "kind": "shell",
+                        "path": None,
+                    }
+                ],
+                "started_at": 1.7e9 + i,
+                "duration_s": 1.0,
+            }
+        )
+    return {
+        "format": "swe-residual-trajectory-1",
+        "agent": agent,
+        "harness": "bench",
+        "steps": steps,
+        "exit_status": "submitted",
+        "submission": None,
+    }
 
 
 def generate(run: Path, seed: int = 0) -> int:
@@ -79,40 +119,70 @@ def generate(run: Path, seed: int = 0) -> int:
         for k in range(STATES):
             sid = f"{task}--{['deepseek', 'qwen', 'glm'][k]}-run-{k}"
             rel = f"states/{sid}.patch"
-            (run / rel).write_text(_patch(rng, [f"src/app/handler_{k}.py", "src/app/util.py", "tests/test_new.py"], 8))
-            states[sid] = {"track": "repo", "task": task, "failing_tests": TESTS[:1 + k], "patch": rel,
-                           "predecessor": {"agent": f"pred-{k}", "model_family": ["DS", "QW", "GLM"][k]},
-                           "changed_files": [f"src/app/handler_{k}.py", "src/app/util.py", "tests/test_new.py"]}
+            (run / rel).write_text(
+                _patch(rng, [f"src/app/handler_{k}.py", "src/app/util.py", "tests/test_new.py"], 8)
+            )
+            states[sid] = {
+                "track": "repo",
+                "task": task,
+                "failing_tests": TESTS[: 1 + k],
+                "patch": rel,
+                "predecessor": {"agent": f"pred-{k}", "model_family": ["DS", "QW", "GLM"][k]},
+                "changed_files": [f"src/app/handler_{k}.py", "src/app/util.py", "tests/test_new.py"],
+            }
     with open(run / RESULTS, "w", encoding="utf-8") as fh:
         for agent in AGENTS:
             for t in range(TASKS):
                 task = f"repository-task-{t:04d}-fix-request-handler"
-                starts = [("clean", None)] + [("residual", f"{task}--{['deepseek', 'qwen', 'glm'][k]}-run-{k}")
-                                              for k in range(STATES)]
+                starts = [("clean", None)] + [
+                    ("residual", f"{task}--{['deepseek', 'qwen', 'glm'][k]}-run-{k}") for k in range(STATES)
+                ]
                 for start, sid in starts:
                     cid = f"{agent}-{task}-{start}" + (f"-{sid}" if sid else "")
                     art = run / "cases" / cid / "attempt-1"
                     art.mkdir(parents=True)
                     (art / "trajectory.json").write_text(json.dumps(_trajectory(rng, agent)))
-                    (art / "final.patch").write_text(_patch(rng, ["src/app/handler.py", "src/app/util.py"], 6))
+                    (art / "final.patch").write_text(
+                        _patch(rng, ["src/app/handler.py", "src/app/util.py"], 6)
+                    )
                     (art / "verifier.log").write_text("\n".join(f"{t_} PASSED" for t_ in TESTS) + "\n")
                     ok = rng.random() < (0.6 if start == "clean" else 0.4)
-                    line = {"case_id": cid, "agent": agent, "harness": "bench", "track": "repo", "task": task,
-                            "start": start, "state": sid, "attempt": 1,
-                            "predecessor": states[sid]["predecessor"] if sid else None,
-                            "outcome": int(ok), "verdict": "pass" if ok else "fail", "rule": "verdict",
-                            "tests": {x: "passed" if ok or rng.random() < 0.7 else "failed" for x in TESTS},
-                            "missing_tests": [], "declared_complete": True, "termination": "submitted",
-                            "steps": 12, "duration_s": rng.uniform(10, 3000),
-                            "integrity": ["test-infrastructure: conftest.py"] if rng.random() < 0.02 else [],
-                            "artifacts": {name: str((art / f).relative_to(run)) for name, f in
-                                          (("trajectory", "trajectory.json"), ("patch", "final.patch"),
-                                           ("verifier_log", "verifier.log"))},
-                            "finished_at": 1.7e9}
+                    line = {
+                        "case_id": cid,
+                        "agent": agent,
+                        "harness": "bench",
+                        "track": "repo",
+                        "task": task,
+                        "start": start,
+                        "state": sid,
+                        "attempt": 1,
+                        "predecessor": states[sid]["predecessor"] if sid else None,
+                        "outcome": int(ok),
+                        "verdict": "pass" if ok else "fail",
+                        "rule": "verdict",
+                        "tests": {x: "passed" if ok or rng.random() < 0.7 else "failed" for x in TESTS},
+                        "missing_tests": [],
+                        "declared_complete": True,
+                        "termination": "submitted",
+                        "steps": 12,
+                        "duration_s": rng.uniform(10, 3000),
+                        "integrity": ["test-infrastructure: conftest.py"] if rng.random() < 0.02 else [],
+                        "artifacts": {
+                            name: str((art / f).relative_to(run))
+                            for name, f in (
+                                ("trajectory", "trajectory.json"),
+                                ("patch", "final.patch"),
+                                ("verifier_log", "verifier.log"),
+                            )
+                        },
+                        "finished_at": 1.7e9,
+                    }
                     fh.write(json.dumps(line, separators=(",", ":")) + "\n")
                     cases.append(cid)
                     n += 1
-    (run / MANIFEST).write_text(json.dumps({"cases": cases, "tasks": tasks, "states": states}), encoding="utf-8")
+    (run / MANIFEST).write_text(
+        json.dumps({"cases": cases, "tasks": tasks, "states": states}), encoding="utf-8"
+    )
     return n
 
 
@@ -125,10 +195,18 @@ def big_run(tmp_path_factory):
 
 def command_seconds(run: Path) -> float:
     """Wall time of one `swe-residual report RUN --html --format json` process, start to exit."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "swe_residual.cli", "report", str(run), "--html", "--format", "json"],
-                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "report", str(run), "--html", "--format", "json"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -148,9 +226,11 @@ def test_case_browser_10k_cases(big_run):
     report = build_report(records, manifest)
     t_report = time.perf_counter() - t0
     written = write_browser(big_run, report, records, manifest, [big_run])
-    print(f"\n10,000 cases: run page {size / 1e6:.2f} MB (limit {MAX_RUN_PAGE >> 20} MiB), {n_pages} case pages "
-          f"of {pages_bytes(big_run) / 1e6:.0f} MB in all; `swe-residual report --html` {seconds:.1f} s; in process: "
-          f"load + tables {t_report:.1f} s, write_browser {written.seconds:.1f} s")
+    print(
+        f"\n10,000 cases: run page {size / 1e6:.2f} MB (limit {MAX_RUN_PAGE >> 20} MiB), {n_pages} case pages "
+        f"of {pages_bytes(big_run) / 1e6:.0f} MB in all; `swe-residual report --html` {seconds:.1f} s; in process: "
+        f"load + tables {t_report:.1f} s, write_browser {written.seconds:.1f} s"
+    )
     assert n_pages == 10_000 and written.n_pages == 10_000
     assert size < MAX_RUN_PAGE and written.run_page_bytes < MAX_RUN_PAGE
     if os.environ.get("SWE_RESIDUAL_BENCH_STRICT") == "1":
@@ -165,5 +245,7 @@ if __name__ == "__main__":  # quick manual timing without pytest
         generate(Path(tmp) / "run")
         print(f"generated in {time.perf_counter() - t0:.1f} s")
         s = command_seconds(Path(tmp) / "run")
-        print(f"report --html: {s:.1f} s, run page {(Path(tmp) / 'run' / 'report.html').stat().st_size / 1e6:.2f} MB, "
-              f"pages {pages_bytes(Path(tmp) / 'run') / 1e6:.0f} MB")
+        print(
+            f"report --html: {s:.1f} s, run page {(Path(tmp) / 'run' / 'report.html').stat().st_size / 1e6:.2f} MB, "
+            f"pages {pages_bytes(Path(tmp) / 'run') / 1e6:.0f} MB"
+        )

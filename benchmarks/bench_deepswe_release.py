@@ -51,8 +51,18 @@ from tests.deepswe_release_fixture import (  # noqa: E402
     WORDSTATS,
 )
 
-MODELS = ["claude-sonnet-4-5", "gpt-5", "gemini-2.5-pro", "kimi-k2-instruct", "qwen3-coder-480b", "deepseek-v3.1",
-          "glm-4.6", "grok-4", "minimax-m2", "devstral-medium"]
+MODELS = [
+    "claude-sonnet-4-5",
+    "gpt-5",
+    "gemini-2.5-pro",
+    "kimi-k2-instruct",
+    "qwen3-coder-480b",
+    "deepseek-v3.1",
+    "glm-4.6",
+    "grok-4",
+    "minimax-m2",
+    "devstral-medium",
+]
 CATEGORIES = [None] * 17 + ["provider_timeout", "rate_limit", "verifier_timeout"]
 N_TASKS = 100
 
@@ -66,8 +76,11 @@ def make_tasks(dest: Path) -> list[str]:
         d = dest / name
         shutil.copytree(src, d)
         toml = d / "task.toml"
-        toml.write_text(toml.read_text().replace(f'task_id = "{WORDSTATS}"', f'task_id = "{name}"')
-                        .replace(f'name = "swe-residual/{WORDSTATS}"', f'name = "swe-residual/{name}"'))
+        toml.write_text(
+            toml.read_text()
+            .replace(f'task_id = "{WORDSTATS}"', f'task_id = "{name}"')
+            .replace(f'name = "swe-residual/{WORDSTATS}"', f'name = "swe-residual/{name}"')
+        )
         names.append(name)
     return names
 
@@ -88,52 +101,130 @@ def make_row(rng: random.Random, i: int, task: str, with_files: bool = False) ->
         return f"2025-10-{1 + i % 28:02d}T{i % 24:02d}:{minute:02d}:{rng.randrange(60):02d}.{rng.randrange(10**6):06d}+00:00"
 
     return {
-        "trial_name": trial_name(task, i), "task_name": task, "source": "deep-swe" if i % 40 else "terminal-bench",
-        "eval_scope": "full", "model": model, "provider": f"openrouter/{model.split('-')[0]}-provider-route",
-        "harness": "mini-swe-agent", "config": rng.choice(["mini-swe-agent-2.4-default-250-steps-bash-only",
-                                                           "mini-swe-agent-2.4-high-reasoning-250-steps"]),
-        "reasoning_effort": rng.choice(["medium", "high"]), "outcome": "pass" if reward else "fail",
-        "error_category": cat, "started_at": stamp(1), "finished_at": stamp(40),
-        "reward": reward, "f2p_total": 6, "f2p_passed": f2p_passed, "p2p_total": 3, "p2p_passed": 3,
-        "f2p": f2p_passed / 6, "p2p": 1.0, "partial": (f2p_passed + 3) / 9, "n_agent_steps": rng.randrange(5, 250),
-        "cost_usd": rng.random() * 3, "n_input_tokens": rng.randrange(10**7), "n_cache_tokens": rng.randrange(10**7),
-        "n_output_tokens": rng.randrange(10**5), "n_reasoning_tokens": rng.randrange(10**5),
-        "peak_context_tokens": rng.randrange(10**5, 10**6), "agent_duration_seconds": rng.uniform(60, 3600),
-        "trial_duration_seconds": rng.uniform(60, 4000), "passed": bool(reward), "errored": cat is not None,
-        "included_in_score": i % 50 != 0, "has_model_patch": True, "has_trajectory": True, "has_agent_log": True,
+        "trial_name": trial_name(task, i),
+        "task_name": task,
+        "source": "deep-swe" if i % 40 else "terminal-bench",
+        "eval_scope": "full",
+        "model": model,
+        "provider": f"openrouter/{model.split('-')[0]}-provider-route",
+        "harness": "mini-swe-agent",
+        "config": rng.choice(
+            ["mini-swe-agent-2.4-default-250-steps-bash-only", "mini-swe-agent-2.4-high-reasoning-250-steps"]
+        ),
+        "reasoning_effort": rng.choice(["medium", "high"]),
+        "outcome": "pass" if reward else "fail",
+        "error_category": cat,
+        "started_at": stamp(1),
+        "finished_at": stamp(40),
+        "reward": reward,
+        "f2p_total": 6,
+        "f2p_passed": f2p_passed,
+        "p2p_total": 3,
+        "p2p_passed": 3,
+        "f2p": f2p_passed / 6,
+        "p2p": 1.0,
+        "partial": (f2p_passed + 3) / 9,
+        "n_agent_steps": rng.randrange(5, 250),
+        "cost_usd": rng.random() * 3,
+        "n_input_tokens": rng.randrange(10**7),
+        "n_cache_tokens": rng.randrange(10**7),
+        "n_output_tokens": rng.randrange(10**5),
+        "n_reasoning_tokens": rng.randrange(10**5),
+        "peak_context_tokens": rng.randrange(10**5, 10**6),
+        "agent_duration_seconds": rng.uniform(60, 3600),
+        "trial_duration_seconds": rng.uniform(60, 4000),
+        "passed": bool(reward),
+        "errored": cat is not None,
+        "included_in_score": i % 50 != 0,
+        "has_model_patch": True,
+        "has_trajectory": True,
+        "has_agent_log": True,
         "has_verifier_output": True,
-        "verifier_files": list(VERIFIER_FILES) if with_files else
-        ["ctrf.json", "reports/base.xml", "reports/new.xml", "reward.json", "run.log", "test-stdout.txt"],
+        "verifier_files": list(VERIFIER_FILES)
+        if with_files
+        else [
+            "ctrf.json",
+            "reports/base.xml",
+            "reports/new.xml",
+            "reward.json",
+            "run.log",
+            "test-stdout.txt",
+        ],
     }
 
 
 def make_trajectory(rng: random.Random, trial: str, model: str, patch: str, steps: int = 30) -> bytes:
-    out = [{"step_id": 1, "source": "system", "message": "You are a helpful assistant."},
-           {"step_id": 2, "source": "user", "message": "Add top_words to wordstats. " * 20}]
+    out = [
+        {"step_id": 1, "source": "system", "message": "You are a helpful assistant."},
+        {"step_id": 2, "source": "user", "message": "Add top_words to wordstats. " * 20},
+    ]
     for k in range(3, steps + 3):
-        cmd = rng.choice(["cat wordstats/counting.py", "python3 -m pytest -q tests", "grep -rn top_words .",
-                          "git status --short", "sed -n 1,40p wordstats/__init__.py"])
+        cmd = rng.choice(
+            [
+                "cat wordstats/counting.py",
+                "python3 -m pytest -q tests",
+                "grep -rn top_words .",
+                "git status --short",
+                "sed -n 1,40p wordstats/__init__.py",
+            ]
+        )
         if k == steps // 2:
             cmd = "git apply <<'EOF'\n" + patch + "EOF"
-        out.append({"step_id": k, "source": "agent", "model_name": model, "message": "",
-                    "reasoning_content": "Thinking about the next step. " * 8,
-                    "tool_calls": [{"tool_call_id": f"call_{k}_1", "function_name": "bash", "arguments": {"command": cmd}}],
-                    "observation": {"results": [{"source_call_id": f"call_{k}_1",
-                                                 "content": "<returncode>0</returncode>\n<output>\n"
-                                                 + "line of output text\n" * 45 + "</output>"}]},
-                    "metrics": {"prompt_tokens": 1500 * k, "completion_tokens": 120}})
-    out.append({"step_id": steps + 3, "source": "agent", "model_name": model, "message": "",
-                "tool_calls": [{"tool_call_id": "call_end", "function_name": "bash",
-                                "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}]})
-    return json.dumps({"schema_version": "ATIF-v1.7", "session_id": trial, "agent": {"name": "mini-swe-agent"},
-                       "steps": out}).encode()
+        out.append(
+            {
+                "step_id": k,
+                "source": "agent",
+                "model_name": model,
+                "message": "",
+                "reasoning_content": "Thinking about the next step. " * 8,
+                "tool_calls": [
+                    {"tool_call_id": f"call_{k}_1", "function_name": "bash", "arguments": {"command": cmd}}
+                ],
+                "observation": {
+                    "results": [
+                        {
+                            "source_call_id": f"call_{k}_1",
+                            "content": "<returncode>0</returncode>\n<output>\n"
+                            + "line of output text\n" * 45
+                            + "</output>",
+                        }
+                    ]
+                },
+                "metrics": {"prompt_tokens": 1500 * k, "completion_tokens": 120},
+            }
+        )
+    out.append(
+        {
+            "step_id": steps + 3,
+            "source": "agent",
+            "model_name": model,
+            "message": "",
+            "tool_calls": [
+                {
+                    "tool_call_id": "call_end",
+                    "function_name": "bash",
+                    "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
+                }
+            ],
+        }
+    )
+    return json.dumps(
+        {
+            "schema_version": "ATIF-v1.7",
+            "session_id": trial,
+            "agent": {"name": "mini-swe-agent"},
+            "steps": out,
+        }
+    ).encode()
 
 
 def make_release(root: Path, tasks: list[str], n_rows: int, n_trials: int) -> None:
     rng = random.Random(0)
     rows = [make_row(rng, i, tasks[i % len(tasks)], with_files=i < n_trials * 1.1) for i in range(n_rows)]
     # the first n_trials selected rows get their files
-    attempts = [ATTEMPTS / WORDSTATS / a for a in ("first-seen-ties", "no-validation", "case-sensitive", "off-by-one")]
+    attempts = [
+        ATTEMPTS / WORDSTATS / a for a in ("first-seen-ties", "no-validation", "case-sensitive", "off-by-one")
+    ]
     verifier = [{p.name: p.read_bytes() for p in (a / "verifier").iterdir()} for a in attempts]
     patches = [(a / "model.patch").read_bytes() for a in attempts]
     done = 0
@@ -144,20 +235,32 @@ def make_release(root: Path, tasks: list[str], n_rows: int, n_trials: int) -> No
             continue
         k = done % len(attempts)
         # distinct changes (a comment naming the trial), so Stage II sees candidates, not only duplicates
-        patch = patches[k].replace(b"+    counts = count_words(text)\n",
-                                   f"+    counts = count_words(text)  # {row['trial_name']}\n".encode(), 1)
+        patch = patches[k].replace(
+            b"+    counts = count_words(text)\n",
+            f"+    counts = count_words(text)  # {row['trial_name']}\n".encode(),
+            1,
+        )
         base = root / PREFIX / row["trial_name"]
         (base / "artifacts").mkdir(parents=True)
         (base / "agent").mkdir()
         (base / "verifier").mkdir()
         (base / "artifacts" / "model.patch").write_bytes(patch)
         (base / "agent" / "trajectory.json").write_bytes(
-            make_trajectory(rng, row["trial_name"], row["model"], patch.decode()))
+            make_trajectory(rng, row["trial_name"], row["model"], patch.decode())
+        )
         for name, data in verifier[k].items():
             (base / "verifier" / name).write_bytes(data)
         done += 1
-    (root / "release.json").write_text(json.dumps({"release_id": RELEASE_ID, "artifact_base_url": "https://cdn.invalid",
-                                                   "artifact_key_prefix": PREFIX, "artifact_patterns": PATTERNS}))
+    (root / "release.json").write_text(
+        json.dumps(
+            {
+                "release_id": RELEASE_ID,
+                "artifact_base_url": "https://cdn.invalid",
+                "artifact_key_prefix": PREFIX,
+                "artifact_patterns": PATTERNS,
+            }
+        )
+    )
     (root / "trials.json").write_text(json.dumps({"rows": rows}))
 
 
@@ -165,8 +268,11 @@ class Server:
     """The fixture's server in its own process."""
 
     def __init__(self, root: Path):
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "deepswe_release_fixture.py"), "serve",
-                                      str(root)], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "deepswe_release_fixture.py"), "serve", str(root)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.manifest_url = self.proc.stdout.readline().strip()
 
     def close(self) -> None:
@@ -176,11 +282,19 @@ class Server:
 
 def cli(*args: str, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, **(env or {})}, timeout=3600)
+    p = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=3600,
+    )
     dt = time.perf_counter() - t0
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(args[:3])} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        raise SystemExit(
+            f"{' '.join(args[:3])} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
+        )
     return dt, p
 
 
@@ -202,9 +316,15 @@ def bench_index(url: str, tasks_dir: Path) -> dict:
             if n not in names:
                 names[n] = ctx.task([n], "task_name")
         t2 = time.perf_counter()
-        run = {"total": t2 - t0, "fetch": rel.seconds["manifest"] + rel.seconds["index_fetch"],
-               "parse": rel.seconds["index_parse"], "select": t2 - t1, "rows": len(rel.rows),
-               "selected": len(sel.rows), "bytes": rel.index_bytes}
+        run = {
+            "total": t2 - t0,
+            "fetch": rel.seconds["manifest"] + rel.seconds["index_fetch"],
+            "parse": rel.seconds["index_parse"],
+            "select": t2 - t1,
+            "rows": len(rel.rows),
+            "selected": len(sel.rows),
+            "bytes": rel.index_bytes,
+        }
         if best is None or run["total"] < best["total"]:
             best = run
     raw = Path(tasks_dir).parent.joinpath("release", "trials.json").read_bytes()
@@ -235,22 +355,57 @@ def synth_runs(work: Path, tasks: list[str], n: int) -> None:
         rid = run_id(trial, f"deepswe-release\0{trial}")
         d = work / "runs" / rid
         d.mkdir(parents=True)
-        variant = i if i % 3 else i - 3            # every third run repeats an earlier change of its task
-        (d / "final.patch").write_bytes(patch.replace(b"+    counts = count_words(text)\n",
-                                                      f"+    counts = count_words(text)  # {variant}\n".encode(), 1))
-        kind = rng.random()   # 20% passed, 10% infra, 10% not submitted, the rest failed with a change
-        fields = ({"verdict": "pass", "outcome": 1, "termination": "submitted", "declared_complete": True} if kind < 0.2
-                  else {"verdict": "infra_error", "outcome": None, "rule": "infra_model_service", "termination": "infra",
-                        "declared_complete": False, "error": "error_category provider_timeout"} if kind < 0.3
-                  else {"verdict": "fail", "outcome": 0, "rule": "budget", "termination": "budget",
-                        "declared_complete": False} if kind < 0.4
-                  else {"verdict": "fail", "outcome": 0, "rule": "verdict", "termination": "submitted",
-                        "declared_complete": True})
-        run = PredecessorRun(id=rid, track="deepswe", task=task,
-                             predecessor=Predecessor(agent=f"mini-swe-agent/{MODELS[i % 10]}",
-                                                     model_family=MODELS[i % 10].split("-")[0]),
-                             source={"format": "deepswe-release", "trial": trial, "release": RELEASE_ID},
-                             tests=tests, patch=f"runs/{rid}/final.patch", steps=30, duration_s=600.0, **fields)
+        variant = i if i % 3 else i - 3  # every third run repeats an earlier change of its task
+        (d / "final.patch").write_bytes(
+            patch.replace(
+                b"+    counts = count_words(text)\n",
+                f"+    counts = count_words(text)  # {variant}\n".encode(),
+                1,
+            )
+        )
+        kind = rng.random()  # 20% passed, 10% infra, 10% not submitted, the rest failed with a change
+        fields = (
+            {"verdict": "pass", "outcome": 1, "termination": "submitted", "declared_complete": True}
+            if kind < 0.2
+            else {
+                "verdict": "infra_error",
+                "outcome": None,
+                "rule": "infra_model_service",
+                "termination": "infra",
+                "declared_complete": False,
+                "error": "error_category provider_timeout",
+            }
+            if kind < 0.3
+            else {
+                "verdict": "fail",
+                "outcome": 0,
+                "rule": "budget",
+                "termination": "budget",
+                "declared_complete": False,
+            }
+            if kind < 0.4
+            else {
+                "verdict": "fail",
+                "outcome": 0,
+                "rule": "verdict",
+                "termination": "submitted",
+                "declared_complete": True,
+            }
+        )
+        run = PredecessorRun(
+            id=rid,
+            track="deepswe",
+            task=task,
+            predecessor=Predecessor(
+                agent=f"mini-swe-agent/{MODELS[i % 10]}", model_family=MODELS[i % 10].split("-")[0]
+            ),
+            source={"format": "deepswe-release", "trial": trial, "release": RELEASE_ID},
+            tests=tests,
+            patch=f"runs/{rid}/final.patch",
+            steps=30,
+            duration_s=600.0,
+            **fields,
+        )
         lines.append(run.model_dump_json() + "\n")
     (work / "stage1.jsonl").write_text("".join(lines))
 
@@ -273,26 +428,55 @@ def main() -> int:
         shutil.rmtree(tmp / "release", ignore_errors=True)
         make_release(tmp / "release", tasks, args.rows, args.trials)
         size = (tmp / "release" / "trials.json").stat().st_size
-        print(f"generated {args.rows} rows ({size / 1e6:.1f} MB), {args.trials} trials' files in "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        print(
+            f"generated {args.rows} rows ({size / 1e6:.1f} MB), {args.trials} trials' files in "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
         srv = Server(tmp / "release")
         try:
             ix = bench_index(srv.manifest_url, tasks_dir)
-            results.append((f"index: manifest + {ix['rows']} rows ({ix['bytes'] / 1e6:.1f} MB) fetched, parsed, "
-                            f"{ix['selected']} selected", f"{ix['total']:.2f} s (fetch {ix['fetch']:.2f}, parse "
-                            f"{ix['parse']:.2f}, select {ix['select']:.2f}); json.loads floor {ix['floor']:.2f} s, "
-                            f"parse/floor {ix['parse'] / ix['floor']:.2f}", "< 5 s", ix["total"] < 5))
+            results.append(
+                (
+                    f"index: manifest + {ix['rows']} rows ({ix['bytes'] / 1e6:.1f} MB) fetched, parsed, "
+                    f"{ix['selected']} selected",
+                    f"{ix['total']:.2f} s (fetch {ix['fetch']:.2f}, parse "
+                    f"{ix['parse']:.2f}, select {ix['select']:.2f}); json.loads floor {ix['floor']:.2f} s, "
+                    f"parse/floor {ix['parse'] / ix['floor']:.2f}",
+                    "< 5 s",
+                    ix["total"] < 5,
+                )
+            )
             work = tmp / "work-download"
             shutil.rmtree(work, ignore_errors=True)
-            wall, p = cli("residualize", "import", "--format", "deepswe-release", "--release", srv.manifest_url,
-                          "--track", "deepswe", "--tasks-dir", str(tasks_dir), "-j", "16", "--limit", str(args.trials),
-                          str(work))
+            wall, p = cli(
+                "residualize",
+                "import",
+                "--format",
+                "deepswe-release",
+                "--release",
+                srv.manifest_url,
+                "--track",
+                "deepswe",
+                "--tasks-dir",
+                str(tasks_dir),
+                "-j",
+                "16",
+                "--limit",
+                str(args.trials),
+                str(work),
+            )
             summary = next(ln for ln in p.stdout.splitlines() if ln.startswith("imported "))
             phase = float(summary.split("(")[-1].split(" trials/s")[0])
             n = int(summary.split()[1])
-            results.append((f"download: {n} trials' files, -j 16 (whole command, {wall:.1f} s)",
-                            f"{n / wall:.0f} trials/s overall, {phase:.0f} trials/s in the trial phase",
-                            ">= 100 trials/s", n == args.trials and phase >= 100))
+            results.append(
+                (
+                    f"download: {n} trials' files, -j 16 (whole command, {wall:.1f} s)",
+                    f"{n / wall:.0f} trials/s overall, {phase:.0f} trials/s in the trial phase",
+                    ">= 100 trials/s",
+                    n == args.trials and phase >= 100,
+                )
+            )
         finally:
             srv.close()
         work = tmp / "work-stage2"
@@ -301,7 +485,9 @@ def main() -> int:
         (work / "tasks.json").write_text(json.dumps({"deepswe": str(tasks_dir)}))
         synth_runs(work, tasks, args.runs)
         wall, p = cli("residualize", "filter", "--per-task", "3", str(work))
-        results.append((f"Stage II: filter --per-task 3 over {args.runs} runs", f"{wall:.1f} s", "< 60 s", wall < 60))
+        results.append(
+            (f"Stage II: filter --per-task 3 over {args.runs} runs", f"{wall:.1f} s", "< 60 s", wall < 60)
+        )
         wall, p = cli("residualize", "status", str(work))
         results.append((f"status over {args.runs} runs", f"{wall:.2f} s", "< 2 s", wall < 2))
         run_dir = tmp / "empty-run"
@@ -309,7 +495,9 @@ def main() -> int:
         (run_dir / "results.jsonl").write_text("")
         wall, p = cli("report", str(run_dir), "--construction", str(work), "--format", "md")
         assert "Not selected" in p.stdout, p.stdout[-500:]
-        results.append((f"Table 5 (report --construction) over {args.runs} runs", f"{wall:.2f} s", "< 2 s", wall < 2))
+        results.append(
+            (f"Table 5 (report --construction) over {args.runs} runs", f"{wall:.2f} s", "< 2 s", wall < 2)
+        )
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -53,8 +53,23 @@ class OneCommand(Agent):
 def floor_run(image: str, tests_dir: Path, work: Path) -> float:
     logs = Path(tempfile.mkdtemp(dir=work))
     t0 = time.monotonic()
-    proc = subprocess.run(["docker", "run", "--rm", "-v", f"{tests_dir}:/tests:ro", "-v", f"{logs}:/logs/verifier",
-                           "-w", "/app", image, "bash", "/tests/test.sh"], capture_output=True)
+    proc = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "-v",
+            f"{tests_dir}:/tests:ro",
+            "-v",
+            f"{logs}:/logs/verifier",
+            "-w",
+            "/app",
+            image,
+            "bash",
+            "/tests/test.sh",
+        ],
+        capture_output=True,
+    )
     elapsed = time.monotonic() - t0
     if not any(logs.iterdir()):
         raise RuntimeError(f"floor run wrote no report: {proc.stderr.decode(errors='replace')[-500:]}")
@@ -66,8 +81,17 @@ def floor_api_run(api, image: str, tests_dir: Path, work: Path) -> float:
     """The same run through the Engine API (no CLI process): create, start, wait, remove."""
     logs = Path(tempfile.mkdtemp(dir=work))
     t0 = time.monotonic()
-    cid = api.create_container(image, ["bash", "/tests/test.sh"], working_dir="/app", host_config=api.create_host_config(
-        binds={str(tests_dir): {"bind": "/tests", "mode": "ro"}, str(logs): {"bind": "/logs/verifier", "mode": "rw"}}))
+    cid = api.create_container(
+        image,
+        ["bash", "/tests/test.sh"],
+        working_dir="/app",
+        host_config=api.create_host_config(
+            binds={
+                str(tests_dir): {"bind": "/tests", "mode": "ro"},
+                str(logs): {"bind": "/logs/verifier", "mode": "rw"},
+            }
+        ),
+    )
     api.start(cid)
     api.wait(cid)
     api.remove_container(cid, force=True)
@@ -81,7 +105,9 @@ def floor_api_run(api, image: str, tests_dir: Path, work: Path) -> float:
 def measure(task_id: str = "date-range-merge", runs: int = 10, warmup: int = 2, log=print) -> dict:
     tasks = load_tasks(ROOT / "suites" / "demo" / "tasks", "demo")
     task = tasks[task_id]
-    states = [s for s in load_states(ROOT / "states.yaml", {"demo": tasks}, tracks={"demo"}) if s.task == task_id]
+    states = [
+        s for s in load_states(ROOT / "states.yaml", {"demo": tasks}, tracks={"demo"}) if s.task == task_id
+    ]
     work = Path(tempfile.mkdtemp(prefix="bench-docker-"))
     backend = DockerBackend(run_id=f"bench-{os.getpid()}", work_root=work / "backend")
     agents = {"nop": AgentRegistry().get("nop"), "1-cmd": OneCommand("1-cmd")}
@@ -92,37 +118,53 @@ def measure(task_id: str = "date-range-merge", runs: int = 10, warmup: int = 2, 
             image = backend.state_image(task, state) if state else backend.images.clean(task)
             samples: dict[str, list[float]] = {"floor": [], "floor_api": [], "nop": [], "1-cmd": []}
             for i in range(warmup + runs):
-                row = {"floor": floor_run(image.ref, task.tests_dir, work),
-                       "floor_api": floor_api_run(backend.engine.api, image.ref, task.tests_dir, work)}
+                row = {
+                    "floor": floor_run(image.ref, task.tests_dir, work),
+                    "floor_api": floor_api_run(backend.engine.api, image.ref, task.tests_dir, work),
+                }
                 for name, agent in agents.items():
                     run_dir = work / f"run-{start}-{name}-{i}"
                     run_dir.mkdir()
                     t0 = time.monotonic()
-                    rec = run_case(Case(name, task, start, state), agent=agent, backend=backend, run_dir=run_dir,
-                                   references=ReferenceChecks(run_dir))
+                    rec = run_case(
+                        Case(name, task, start, state),
+                        agent=agent,
+                        backend=backend,
+                        run_dir=run_dir,
+                        references=ReferenceChecks(run_dir),
+                    )
                     row[name] = time.monotonic() - t0
                     if rec.verdict != "fail":
-                        raise RuntimeError(f"{name} from {start}: expected a valid failing verdict, got {rec}")
+                        raise RuntimeError(
+                            f"{name} from {start}: expected a valid failing verdict, got {rec}"
+                        )
                     shutil.rmtree(run_dir, ignore_errors=True)
                 if i >= warmup:
                     for k, v in row.items():
                         samples[k].append(v)
             med = {k: statistics.median(v) for k, v in samples.items()}
-            entry = {"image": image.ref, "median_s": {k: round(v, 3) for k, v in med.items()},
-                     "overhead_s": {k: round(med[k] - med["floor"], 3) for k in agents},
-                     "ratio": {k: round(med[k] / med["floor"], 3) for k in agents},
-                     "ratio_vs_api_floor": {k: round(med[k] / med["floor_api"], 3) for k in agents},
-                     "samples_s": {k: [round(x, 3) for x in v] for k, v in samples.items()}}
+            entry = {
+                "image": image.ref,
+                "median_s": {k: round(v, 3) for k, v in med.items()},
+                "overhead_s": {k: round(med[k] - med["floor"], 3) for k in agents},
+                "ratio": {k: round(med[k] / med["floor"], 3) for k in agents},
+                "ratio_vs_api_floor": {k: round(med[k] / med["floor_api"], 3) for k in agents},
+                "samples_s": {k: [round(x, 3) for x in v] for k, v in samples.items()},
+            }
             results["starts"][start] = entry
             api_ratio = entry["ratio_vs_api_floor"]
-            log(f"{task_id} {start:8s}: floor docker run {med['floor']:.3f}s (API {med['floor_api']:.3f}s) | "
+            log(
+                f"{task_id} {start:8s}: floor docker run {med['floor']:.3f}s (API {med['floor_api']:.3f}s) | "
                 f"nop {med['nop']:.3f}s (x{entry['ratio']['nop']:.2f}; x{api_ratio['nop']:.2f} of API floor) | "
-                f"1-cmd {med['1-cmd']:.3f}s (x{entry['ratio']['1-cmd']:.2f}; x{api_ratio['1-cmd']:.2f})")
+                f"1-cmd {med['1-cmd']:.3f}s (x{entry['ratio']['1-cmd']:.2f}; x{api_ratio['1-cmd']:.2f})"
+            )
     finally:
         backend.close()
         shutil.rmtree(work, ignore_errors=True)
     results["max_nop_ratio"] = max(e["ratio"]["nop"] for e in results["starts"].values())
-    results["max_nop_ratio_vs_api_floor"] = max(e["ratio_vs_api_floor"]["nop"] for e in results["starts"].values())
+    results["max_nop_ratio_vs_api_floor"] = max(
+        e["ratio_vs_api_floor"]["nop"] for e in results["starts"].values()
+    )
     results["target"] = TARGET
     return results
 
@@ -135,8 +177,12 @@ def test_docker_nop_overhead_against_floor():
         from docker_helpers import require_docker  # type: ignore
     require_docker()
     res = measure(runs=int(os.environ.get("SWE_RESIDUAL_BENCH_RUNS", "10")))
-    print(json.dumps({k: v for k, v in res.items() if k != "starts"} |
-                     {"ratios": {s: e["ratio"] for s, e in res["starts"].items()}}))
+    print(
+        json.dumps(
+            {k: v for k, v in res.items() if k != "starts"}
+            | {"ratios": {s: e["ratio"] for s, e in res["starts"].items()}}
+        )
+    )
     if os.environ.get("SWE_RESIDUAL_BENCH_STRICT") == "1":
         assert res["max_nop_ratio"] < TARGET, res
 
@@ -150,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     res = measure(args.task, args.runs, args.warmup)
     verdict = "below" if res["max_nop_ratio"] < TARGET else "ABOVE"
-    print(f"nop overhead: x{res['max_nop_ratio']:.2f} of a bare docker run, x{res['max_nop_ratio_vs_api_floor']:.2f} "
-          f"of the same run through the API (target < x{TARGET} of docker run: {verdict})")
+    print(
+        f"nop overhead: x{res['max_nop_ratio']:.2f} of a bare docker run, x{res['max_nop_ratio_vs_api_floor']:.2f} "
+        f"of the same run through the API (target < x{TARGET} of docker run: {verdict})"
+    )
     if args.json:
         args.json.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     return 0

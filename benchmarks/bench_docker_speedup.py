@@ -25,10 +25,29 @@ TARGET = 1.8
 
 def suite_run(workers: int, work: Path, tag: str) -> float:
     run_dir = work / f"run-{tag}"
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--backend", "docker", "--agent", "oracle", "--agent", "nop",
-           "-n", str(workers), "-q", "-p", "no:randomly", "--run-dir", str(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--backend",
+        "docker",
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        "-n",
+        str(workers),
+        "-q",
+        "-p",
+        "no:randomly",
+        "--run-dir",
+        str(run_dir),
+    ]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     elapsed = time.monotonic() - t0
     summary = json.loads((run_dir / "summary.json").read_text())
     if summary["cases"]["infra_errors"] or summary["cases"]["missing"]:
@@ -50,10 +69,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}: -n {n}: {times[n][-1]:.1f} s", flush=True)
     med = {n: statistics.median(v) for n, v in times.items()}
     speedup = med[1] / med[2]
-    print(f"docker demo run (50 cases): -n 1 {med[1]:.1f} s, -n 2 {med[2]:.1f} s: speedup x{speedup:.2f} "
-          f"(target x{TARGET}) on {os.cpu_count()} CPUs")
+    print(
+        f"docker demo run (50 cases): -n 1 {med[1]:.1f} s, -n 2 {med[2]:.1f} s: speedup x{speedup:.2f} "
+        f"(target x{TARGET}) on {os.cpu_count()} CPUs"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"seconds": times, "median": med, "speedup": speedup}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps({"seconds": times, "median": med, "speedup": speedup}, indent=1) + "\n"
+        )
     return 0
 
 

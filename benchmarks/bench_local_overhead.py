@@ -30,7 +30,9 @@ TASK = "invoice-rounding"
 @pytest.fixture(scope="module")
 def demo():
     tasks = load_tasks(ROOT / "suites" / "demo" / "tasks", "demo")
-    state = [s for s in load_states(ROOT / "states.yaml", {"demo": tasks}, tracks={"demo"}) if s.task == TASK][0]
+    state = [
+        s for s in load_states(ROOT / "states.yaml", {"demo": tasks}, tracks={"demo"}) if s.task == TASK
+    ][0]
     return tasks[TASK], state
 
 
@@ -44,9 +46,16 @@ def test_floor_test_command_on_state_copy(benchmark, demo, tmp_path):
         work = Path(tempfile.mkdtemp(dir=tmp_path))
         shutil.copytree(base, work / "app")
         (work / "logs").mkdir()
-        subprocess.run(["bash", str(task.tests_dir / "test.sh")], capture_output=True,
-                       env={**os.environ, "APP_DIR": str(work / "app"), "TESTS_DIR": str(task.tests_dir),
-                            "LOGS_DIR": str(work / "logs")})
+        subprocess.run(
+            ["bash", str(task.tests_dir / "test.sh")],
+            capture_output=True,
+            env={
+                **os.environ,
+                "APP_DIR": str(work / "app"),
+                "TESTS_DIR": str(task.tests_dir),
+                "LOGS_DIR": str(work / "logs"),
+            },
+        )
         shutil.rmtree(work)
 
     benchmark.pedantic(floor, rounds=5, warmup_rounds=1)
@@ -60,8 +69,14 @@ def test_nop_case_local_backend(benchmark, demo, tmp_path):
     counter = iter(range(1, 10_000))
 
     def case():
-        rec = run_case(Case("nop", task, "residual", state), agent=AgentRegistry().get("nop"), backend=backend,
-                       run_dir=run_dir, references=ReferenceChecks(run_dir), attempt=next(counter))
+        rec = run_case(
+            Case("nop", task, "residual", state),
+            agent=AgentRegistry().get("nop"),
+            backend=backend,
+            run_dir=run_dir,
+            references=ReferenceChecks(run_dir),
+            attempt=next(counter),
+        )
         assert rec.verdict == "fail"
 
     benchmark.pedantic(case, rounds=5, warmup_rounds=1)

@@ -53,12 +53,22 @@ AGENTS = [f"agent-{i}" for i in range(5)]
 TRACKS = ["repo", "machine"]
 TESTS = [f"test_{i}" for i in range(6)]
 FAMILIES = ["DS", "QW", "GLM"]
-TARGET_RATIO = 2.0   # ours / the gc-off floor
+TARGET_RATIO = 2.0  # ours / the gc-off floor
 DEMO_AGENTS = ["oracle", "nop", "scripted-trust"]
 
 MODULES = ["src/a.py", "src/b.py", "src/util.py", "src/cli.py", "tests/test_a.py", "tests/test_cli.py"]
-CODE = ["import os", "def run(x):", "    return x + 1", "class Cache:", "    ttl = 300", "# helper",
-        "    if not x:", "        raise ValueError(x)", "from .util import load", "    return None"]
+CODE = [
+    "import os",
+    "def run(x):",
+    "    return x + 1",
+    "class Cache:",
+    "    ttl = 300",
+    "# helper",
+    "    if not x:",
+    "        raise ValueError(x)",
+    "from .util import load",
+    "    return None",
+]
 
 
 def _lines(rng: random.Random, n: int) -> str:
@@ -70,8 +80,11 @@ def _action(rng: random.Random, inherited: bool) -> dict:
     if inherited:
         kind = rng.randrange(4)
         if kind == 0:
-            return {"command": "git diff", "output": "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n"
-                    "@@ -1,2 +1,3 @@\n import os\n+TTL = 300\n def run(x):\n"}
+            return {
+                "command": "git diff",
+                "output": "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n"
+                "@@ -1,2 +1,3 @@\n import os\n+TTL = 300\n def run(x):\n",
+            }
         if kind == 1:
             return {"command": "git status --short", "output": " M src/a.py\n?? notes.txt\n"}
         if kind == 2:
@@ -82,30 +95,38 @@ def _action(rng: random.Random, inherited: bool) -> dict:
     if kind == 0:
         return {"command": f"cat {other}", "output": _lines(rng, rng.randint(5, 20))}
     if kind == 1:
-        return {"command": f"grep -rn 'def {rng.choice(['run', 'load', 'main'])}' src/",
-                "output": f"{other}:{rng.randint(1, 90)}:def run(x):\nsrc/util.py:3:def load(p):\n"}
+        return {
+            "command": f"grep -rn 'def {rng.choice(['run', 'load', 'main'])}' src/",
+            "output": f"{other}:{rng.randint(1, 90)}:def run(x):\nsrc/util.py:3:def load(p):\n",
+        }
     if kind == 2:
         a = rng.randint(1, 80)
         return {"command": f"sed -n '{a},{a + 30}p' {other}", "output": _lines(rng, 10)}
     if kind == 3:
-        return {"command": "python -m pytest tests/ -x -q",
-                "output": "..F.\n_____ test_run _____\ntests/test_a.py:12: in test_run\n    assert run(1) == 3\n"
-                          "E   assert 2 == 3\n1 failed, 3 passed in 0.12s\n"}
+        return {
+            "command": "python -m pytest tests/ -x -q",
+            "output": "..F.\n_____ test_run _____\ntests/test_a.py:12: in test_run\n    assert run(1) == 3\n"
+            "E   assert 2 == 3\n1 failed, 3 passed in 0.12s\n",
+        }
     if kind == 4:
         return {"command": "ls -la src tests", "output": "a.py\nb.py\nutil.py\ncli.py\ntest_a.py\n"}
     if kind == 5:
-        return {"command": f"cd src && grep -n 'return' {other.rsplit('/', 1)[-1]}", "output": "3:    return x + 1\n"}
+        return {
+            "command": f"cd src && grep -n 'return' {other.rsplit('/', 1)[-1]}",
+            "output": "3:    return x + 1\n",
+        }
     if kind == 6:
         return {"command": "str_replace", "kind": "edit", "path": f"/app/{other}", "output": "edited"}
-    return {"command": f"python -c \"import {other[:-3].replace('/', '.')}\"", "output": ""}
+    return {"command": f'python -c "import {other[:-3].replace("/", ".")}"', "output": ""}
 
 
 def _trajectory(rng: random.Random, agent: str, inspects: bool) -> bytes:
     n = rng.randint(10, 100)
     at = rng.randrange(n) if inspects else -1
     steps = [{"index": i, "message": "next", "actions": [_action(rng, i == at)]} for i in range(n)]
-    return msgspec.json.encode({"format": "swe-residual-trajectory-1", "agent": agent, "harness": "bench",
-                                "steps": steps})
+    return msgspec.json.encode(
+        {"format": "swe-residual-trajectory-1", "agent": agent, "harness": "bench", "steps": steps}
+    )
 
 
 def generate(run: Path, n_records: int = 100_000, trajectories: bool = True, seed: int = 0) -> int:
@@ -119,17 +140,28 @@ def generate(run: Path, n_records: int = 100_000, trajectories: bool = True, see
     for track in TRACKS:
         for t in range(n_tasks):
             task = f"task{t}"
-            tasks[f"{track}/{task}"] = {"track": track, "tests": TESTS, "solution_files": ["src/a.py", "src/b.py"]}
+            tasks[f"{track}/{task}"] = {
+                "track": track,
+                "tests": TESTS,
+                "solution_files": ["src/a.py", "src/b.py"],
+            }
             for k in range(t % 3 + 1):
                 sid = f"{track}-{task}-s{k}"
                 patch = ""
                 if track == "repo":
                     patch = f"states/{sid}.patch"
-                    (run / patch).write_text("diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n"
-                                             "@@ -1,1 +1,3 @@\n base\n+added one\n+added two\n")
-                states[sid] = {"track": track, "task": task, "failing_tests": TESTS[:1 + k], "patch": patch,
-                               "predecessor": {"agent": f"p{k}", "model_family": FAMILIES[k]},
-                               "changed_files": ["src/a.py"]}
+                    (run / patch).write_text(
+                        "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n"
+                        "@@ -1,1 +1,3 @@\n base\n+added one\n+added two\n"
+                    )
+                states[sid] = {
+                    "track": track,
+                    "task": task,
+                    "failing_tests": TESTS[: 1 + k],
+                    "patch": patch,
+                    "predecessor": {"agent": f"p{k}", "model_family": FAMILIES[k]},
+                    "changed_files": ["src/a.py"],
+                }
     n = 0
     cases = []
     with open(run / "results.jsonl", "w", encoding="utf-8") as fh:
@@ -139,7 +171,8 @@ def generate(run: Path, n_records: int = 100_000, trajectories: bool = True, see
                 for t in range(n_tasks):
                     task = f"task{t}"
                     starts = [("clean", None, None)] + [
-                        ("residual", f"{track}-{task}-s{k}", FAMILIES[k]) for k in range(t % 3 + 1)]
+                        ("residual", f"{track}-{task}-s{k}", FAMILIES[k]) for k in range(t % 3 + 1)
+                    ]
                     for start, sid, fam in starts:
                         ok = rng.random() < (skill + 0.3 if start == "clean" else skill)
                         tests = {name: ("passed" if ok or rng.random() < 0.6 else "failed") for name in TESTS}
@@ -152,32 +185,70 @@ def generate(run: Path, n_records: int = 100_000, trajectories: bool = True, see
                             path.parent.mkdir(parents=True, exist_ok=True)
                             path.write_bytes(_trajectory(rng, agent, rng.random() < 0.5))
                             artifacts["trajectory"] = rel
-                        line = {"case_id": case, "agent": agent, "harness": "bench", "track": track, "task": task,
-                                "start": start, "state": sid, "attempt": 1,
-                                "predecessor": {"agent": "p", "model_family": fam} if fam else None,
-                                "outcome": int(ok), "verdict": "pass" if ok else "fail", "tests": tests,
-                                "missing_tests": [], "declared_complete": True, "termination": "submitted",
-                                "steps": rng.randint(5, 150), "duration_s": rng.uniform(10, 3000),
-                                "rule": "verdict", "integrity": [], "artifacts": artifacts, "finished_at": 0.0}
+                        line = {
+                            "case_id": case,
+                            "agent": agent,
+                            "harness": "bench",
+                            "track": track,
+                            "task": task,
+                            "start": start,
+                            "state": sid,
+                            "attempt": 1,
+                            "predecessor": {"agent": "p", "model_family": fam} if fam else None,
+                            "outcome": int(ok),
+                            "verdict": "pass" if ok else "fail",
+                            "tests": tests,
+                            "missing_tests": [],
+                            "declared_complete": True,
+                            "termination": "submitted",
+                            "steps": rng.randint(5, 150),
+                            "duration_s": rng.uniform(10, 3000),
+                            "rule": "verdict",
+                            "integrity": [],
+                            "artifacts": artifacts,
+                            "finished_at": 0.0,
+                        }
                         fh.write(json.dumps(line, separators=(",", ":")) + "\n")
                         n += 1
-    (run / "manifest.json").write_text(json.dumps({"cases": cases, "tasks": tasks, "states": states}), encoding="utf-8")
+    (run / "manifest.json").write_text(
+        json.dumps({"cases": cases, "tasks": tasks, "states": states}), encoding="utf-8"
+    )
     return n
 
 
 # -- the demo case: real records, replicated ------------------------------------------------------
+
 
 def demo_run(where: Path) -> Path:
     """One run of the demo suite with three agents (75 records), made once."""
     run = where / "demo-run"
     if not (run / "results.jsonl").exists():
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pytest", "suites/demo", *(a for agent in DEMO_AGENTS for a in ("--agent", agent)),
-                        "-n", "2", "-p", "no:randomly", "-q", "--run-dir", str(run)], cwd=ROOT, capture_output=True,
-                       timeout=1800)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "suites/demo",
+                *(a for agent in DEMO_AGENTS for a in ("--agent", agent)),
+                "-n",
+                "2",
+                "-p",
+                "no:randomly",
+                "-q",
+                "--run-dir",
+                str(run),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=1800,
+        )
         assert (run / "results.jsonl").exists(), "the demo run wrote no results"
-        print(f"demo suite run: {sum(1 for _ in open(run / 'results.jsonl'))} records in "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        print(
+            f"demo suite run: {sum(1 for _ in open(run / 'results.jsonl'))} records in "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
     return run
 
 
@@ -251,7 +322,10 @@ print(json.dumps(report, indent=1, sort_keys=True))
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
 
 
 def _tree_pss(pid: int) -> int:
@@ -286,6 +360,7 @@ def _measure(cmd: list[str]) -> tuple[float, float, float]:
     def sample() -> None:
         while not done.wait(0.02):
             peak[0] = max(peak[0], _tree_pss(proc.pid))
+
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -309,7 +384,9 @@ def contenders(run: Path, floors: bool = True) -> dict[str, list[str]]:
     return out
 
 
-def measure_case(name: str, run: Path, rounds: int, floors: bool = True) -> dict[str, tuple[float, float, float]]:
+def measure_case(
+    name: str, run: Path, rounds: int, floors: bool = True
+) -> dict[str, tuple[float, float, float]]:
     """{contender: (median wall, median CPU, max peak MiB)} over interleaved rounds (after one
     warm-up round for the file cache); prints the table and the ratios."""
     cmds = contenders(run, floors)
@@ -321,8 +398,10 @@ def measure_case(name: str, run: Path, rounds: int, floors: bool = True) -> dict
         for k, cmd in cmds.items():
             got[k].append(_measure(cmd))
         loads.append(os.getloadavg()[0])
-    out = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), max(r[2] for r in v))
-           for k, v in got.items()}
+    out = {
+        k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), max(r[2] for r in v))
+        for k, v in got.items()
+    }
     print(f"\n{name}: {run} ({rounds} rounds, load average {min(loads):.1f}-{max(loads):.1f})")
     print(f"  {'contender':<16}{'wall s':>9}{'CPU s':>9}{'peak MiB':>10}")
     for k, (wall, cpu, mib) in out.items():
@@ -331,8 +410,11 @@ def measure_case(name: str, run: Path, rounds: int, floors: bool = True) -> dict
         on, off = out["floor, gc on"], out["floor, gc off"]
         for k in ("ours", "ours, no CLI"):
             ours = out[k]
-            print(f"  {k} / floor gc off: wall x{ours[0] / off[0]:.2f}, CPU x{ours[1] / off[1]:.2f}   "
-                  f"/ floor gc on: wall x{ours[0] / on[0]:.2f}, CPU x{ours[1] / on[1]:.2f}", flush=True)
+            print(
+                f"  {k} / floor gc off: wall x{ours[0] / off[0]:.2f}, CPU x{ours[1] / off[1]:.2f}   "
+                f"/ floor gc on: wall x{ours[0] / on[0]:.2f}, CPU x{ours[1] / on[1]:.2f}",
+                flush=True,
+            )
     return out
 
 
@@ -344,7 +426,13 @@ def prepare(case: str, where: Path, demo_src: Path | None = None) -> Path:
         if not (run / "results.jsonl").exists():
             replicate(demo_src or demo_run(where), run, n)
         return run
-    n = int(case[:-1]) * 1000 if case.endswith("k") else int(case[:-1]) * 1_000_000 if case.endswith("M") else int(case)
+    n = (
+        int(case[:-1]) * 1000
+        if case.endswith("k")
+        else int(case[:-1]) * 1_000_000
+        if case.endswith("M")
+        else int(case)
+    )
     run = where / f"gen-{n}"
     if not (run / "results.jsonl").exists():
         t0 = time.perf_counter()
@@ -370,9 +458,10 @@ def main(argv: list[str]) -> None:
         if name in argv:
             i = argv.index(name)
             value = argv[i + 1]
-            del argv[i:i + 2]
+            del argv[i : i + 2]
             return value
         return default
+
     rounds = int(option("--rounds", 5))
     keep = option("--keep")
     demo = option("--demo-run")

@@ -100,34 +100,62 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", default="1,10,325", help="numbers of agents (default: %(default)s)")
     ap.add_argument("--tasks", default="100,1000,10000", help="tasks per agent (default: %(default)s)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="subset of %(default)s")
-    ap.add_argument("--values", choices=("rates", "distinct"), default="rates",
-                    help="task values shaped like a run's (default) or all distinct")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of the numpy version, best kept (default 3)")
+    ap.add_argument(
+        "--values",
+        choices=("rates", "distinct"),
+        default="rates",
+        help="task values shaped like a run's (default) or all distinct",
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="rounds of the numpy version, best kept (default 3)"
+    )
     ap.add_argument("--repeat-old", type=int, default=1, help="rounds of the baseline, best kept (default 1)")
-    ap.add_argument("--max-old-agents", type=int, default=0,
-                    help="time the baseline on at most this many agents and scale (default 0: all)")
+    ap.add_argument(
+        "--max-old-agents",
+        type=int,
+        default=0,
+        help="time the baseline on at most this many agents and scale (default 0: all)",
+    )
     args = ap.parse_args(argv)
     agent_counts, task_counts = parse_list(args.agents, int), parse_list(args.tasks, int)
     scenarios = parse_list(args.scenarios)
-    if (not agent_counts or not task_counts or min(agent_counts + task_counts) < 1
-            or not set(scenarios) <= set(SCENARIOS) or args.repeat < 1 or args.repeat_old < 1):
-        ap.error(f"--agents and --tasks take positive integers, --scenarios a subset of {', '.join(SCENARIOS)}")
+    if (
+        not agent_counts
+        or not task_counts
+        or min(agent_counts + task_counts) < 1
+        or not set(scenarios) <= set(SCENARIOS)
+        or args.repeat < 1
+        or args.repeat_old < 1
+    ):
+        ap.error(
+            f"--agents and --tasks take positive integers, --scenarios a subset of {', '.join(SCENARIOS)}"
+        )
 
     distinct = args.values == "distinct"
-    stats.bootstrap_ci([(1.0, 0.0), (0.0, 1.0)], n_boot=10)  # numpy imported and warm, as after a report's first agent
-    print(f"values: {args.values}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-    print(f"{'scenario':<10} {'agents':>6} {'tasks':>6}  {'pure Python':>12}  {'numpy':>10}  {'ratio':>7}  "
-          f"{'numpy per agent':>15}", flush=True)
+    stats.bootstrap_ci(
+        [(1.0, 0.0), (0.0, 1.0)], n_boot=10
+    )  # numpy imported and warm, as after a report's first agent
+    print(
+        f"values: {args.values}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True
+    )
+    print(
+        f"{'scenario':<10} {'agents':>6} {'tasks':>6}  {'pure Python':>12}  {'numpy':>10}  {'ratio':>7}  "
+        f"{'numpy per agent':>15}",
+        flush=True,
+    )
     for scenario in scenarios:
         for n_agents in agent_counts:
             for n_tasks in task_counts:
                 agents = workload(n_agents, n_tasks, distinct)
                 new = best_time(stats, scenario, agents, args.repeat)
-                sample = agents[:args.max_old_agents] if args.max_old_agents else agents
+                sample = agents[: args.max_old_agents] if args.max_old_agents else agents
                 old = best_time(baseline, scenario, sample, args.repeat_old) * len(agents) / len(sample)
                 mark = "*" if len(sample) < len(agents) else " "
-                print(f"{scenario:<10} {n_agents:>6} {n_tasks:>6}  {fmt(old):>11}{mark}  {fmt(new):>10}  "
-                      f"{old / new:>6.1f}x  {fmt(new / n_agents):>15}", flush=True)
+                print(
+                    f"{scenario:<10} {n_agents:>6} {n_tasks:>6}  {fmt(old):>11}{mark}  {fmt(new):>10}  "
+                    f"{old / new:>6.1f}x  {fmt(new / n_agents):>15}",
+                    flush=True,
+                )
     return 0
 
 

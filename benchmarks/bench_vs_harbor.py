@@ -75,11 +75,11 @@ from swe_residual.run.runner import Case, run_case  # noqa: E402
 from swe_residual.run.verification import ReferenceChecks, regrade_mode  # noqa: E402
 from swe_residual.tasks import load_tasks  # noqa: E402
 
-ONE_CMD_TARGET = 1.2    # one-command case in process / two-run floor
-WHOLE_TARGET = 1.0      # our whole process / Harbor's, per agent
-OURS = {"nop": "nop", "1-cmd": "command:true", "oracle": "oracle"}   # label -> --agent
-EXPECT = {"nop": (1, "fail"), "1-cmd": (1, "fail"), "oracle": (0, "pass")}   # (pytest exit status, verdict)
-HARBOR = {"nop": 0.0, "oracle": 1.0}                                 # Harbor agent -> its reward on the task
+ONE_CMD_TARGET = 1.2  # one-command case in process / two-run floor
+WHOLE_TARGET = 1.0  # our whole process / Harbor's, per agent
+OURS = {"nop": "nop", "1-cmd": "command:true", "oracle": "oracle"}  # label -> --agent
+EXPECT = {"nop": (1, "fail"), "1-cmd": (1, "fail"), "oracle": (0, "pass")}  # (pytest exit status, verdict)
+HARBOR = {"nop": 0.0, "oracle": 1.0}  # Harbor agent -> its reward on the task
 TIMEOUT = 600
 
 
@@ -113,13 +113,23 @@ class Harbor:
     def __init__(self, python: str, driver: Path, task_dir: Path, work: Path):
         self.python, self.driver, self.task_dir, self.work = python, driver, task_dir, work
         self.log = open(work / "harbor-serve.log", "w")
-        self.server = subprocess.Popen([python, str(driver), "--serve"], cwd=work, stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.server = subprocess.Popen(
+            [python, str(driver), "--serve"],
+            cwd=work,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
 
     def spec(self, agent: str) -> dict:
         jobs = Path(tempfile.mkdtemp(prefix=f"jobs-{agent}-", dir=self.work))
-        return {"task_dir": str(self.task_dir), "agent": agent, "jobs_dir": str(jobs),
-                "trial_name": f"{self.task_dir.name[:32]}__{uuid.uuid4().hex[:7]}"}
+        return {
+            "task_dir": str(self.task_dir),
+            "agent": agent,
+            "jobs_dir": str(jobs),
+            "trial_name": f"{self.task_dir.name[:32]}__{uuid.uuid4().hex[:7]}",
+        }
 
     def check(self, agent: str, result: dict) -> float:
         shutil.rmtree(Path(result.get("trial_dir") or self.work / "none").parent, ignore_errors=True)
@@ -137,11 +147,19 @@ class Harbor:
 
     def whole_process(self, agent: str) -> tuple[float, float]:
         """(wall seconds of a fresh driver process running one trial, the trial's own seconds)."""
-        plan, out = Path(tempfile.mkstemp(suffix=".json", dir=self.work)[1]), self.work / f"out-{uuid.uuid4().hex}.json"
+        plan, out = (
+            Path(tempfile.mkstemp(suffix=".json", dir=self.work)[1]),
+            self.work / f"out-{uuid.uuid4().hex}.json",
+        )
         plan.write_text(json.dumps({"concurrency": 1, "trials": [self.spec(agent)]}))
         t0 = time.monotonic()
-        proc = subprocess.run([self.python, str(self.driver), str(plan), str(out)], cwd=self.work,
-                              capture_output=True, text=True, timeout=TIMEOUT)
+        proc = subprocess.run(
+            [self.python, str(self.driver), str(plan), str(out)],
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
         wall = time.monotonic() - t0
         if proc.returncode != 0:
             raise BenchError(f"Harbor driver ({agent}): exit {proc.returncode}: {proc.stderr[-2000:]}")
@@ -169,14 +187,20 @@ class Ours:
         self.agents = {label: registry.get(name) for label, name in OURS.items()}
         self.image = self.backend.images.clean(task).ref
         self.selection = f"{task.id}-clean"
-        self.regrade = regrade_mode(1)     # as a one-case run (one worker) places the hardened re-grade
+        self.regrade = regrade_mode(1)  # as a one-case run (one worker) places the hardened re-grade
 
     def in_process(self, label: str) -> tuple[float, float]:
         """(the record's duration_s, wall seconds around run_case)."""
         run_dir = Path(tempfile.mkdtemp(prefix=f"case-{label}-", dir=self.work))
         t0 = time.monotonic()
-        rec = run_case(Case(OURS[label], self.task, "clean"), agent=self.agents[label], backend=self.backend,
-                       run_dir=run_dir, references=ReferenceChecks(run_dir), regrade_mode=self.regrade)
+        rec = run_case(
+            Case(OURS[label], self.task, "clean"),
+            agent=self.agents[label],
+            backend=self.backend,
+            run_dir=run_dir,
+            references=ReferenceChecks(run_dir),
+            regrade_mode=self.regrade,
+        )
         wall = time.monotonic() - t0
         if rec.verdict != EXPECT[label][1]:
             raise BenchError(f"ours {label}: expected verdict {EXPECT[label][1]}, got {rec}")
@@ -184,21 +208,42 @@ class Ours:
         return rec.duration_s, wall
 
     def command(self, label: str, run_dir: Path, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "pytest", "suites/demo", "--agent", OURS[label], "--backend", "docker",
-                "-k", self.selection, "--run-dir", str(run_dir), *extra]
+        return [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--agent",
+            OURS[label],
+            "--backend",
+            "docker",
+            "-k",
+            self.selection,
+            "--run-dir",
+            str(run_dir),
+            *extra,
+        ]
 
     def whole_process(self, label: str) -> dict:
         """Wall seconds of a fresh one-case pytest run, with its record's timeline."""
         run_dir = Path(tempfile.mkdtemp(prefix=f"run-{label}-", dir=self.work)) / "run"
         t0_wall, t0 = time.time(), time.monotonic()
-        proc = subprocess.run(self.command(label, run_dir), cwd=ROOT, env=clean_env(), capture_output=True,
-                              text=True, timeout=TIMEOUT)
+        proc = subprocess.run(
+            self.command(label, run_dir),
+            cwd=ROOT,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
         wall, t1_wall = time.monotonic() - t0, time.time()
         if proc.returncode != EXPECT[label][0]:
-            raise BenchError(f"ours {label} (whole process): exit {proc.returncode}, expected {EXPECT[label][0]}:\n"
-                             f"{proc.stdout[-3000:]}{proc.stderr[-1000:]}")
+            raise BenchError(
+                f"ours {label} (whole process): exit {proc.returncode}, expected {EXPECT[label][0]}:\n"
+                f"{proc.stdout[-3000:]}{proc.stderr[-1000:]}"
+            )
         rec = one_record(run_dir)
-        recorded = (run_dir / "results.jsonl").stat().st_mtime   # the record is appended as the case ends
+        recorded = (run_dir / "results.jsonl").stat().st_mtime  # the record is appended as the case ends
         if rec["verdict"] != EXPECT[label][1]:
             raise BenchError(f"ours {label} (whole process): expected verdict {EXPECT[label][1]}, got {rec}")
         shutil.rmtree(run_dir.parent, ignore_errors=True)
@@ -208,11 +253,19 @@ class Ours:
     def collect_only(self) -> float:
         run_dir = Path(tempfile.mkdtemp(prefix="collect-", dir=self.work)) / "run"
         t0 = time.monotonic()
-        proc = subprocess.run(self.command("nop", run_dir, "--collect-only", "-q"), cwd=ROOT, env=clean_env(),
-                              capture_output=True, text=True, timeout=TIMEOUT)
+        proc = subprocess.run(
+            self.command("nop", run_dir, "--collect-only", "-q"),
+            cwd=ROOT,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
         wall = time.monotonic() - t0
         if proc.returncode != 0 or not re.search(r"^1/\d+ tests collected", proc.stdout, re.M):
-            raise BenchError(f"--collect-only: exit {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-1000:]}")
+            raise BenchError(
+                f"--collect-only: exit {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-1000:]}"
+            )
         shutil.rmtree(run_dir.parent, ignore_errors=True)
         return wall
 
@@ -222,9 +275,26 @@ class Ours:
 
 def export_task(task_id: str, out: Path) -> Path:
     """`swe-residual export harbor --track demo --start clean`, as a user runs it; the task's dir."""
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "export", "harbor", "--track", "demo",
-                           "--start", "clean", "--out", str(out)], cwd=ROOT, env=clean_env(), capture_output=True,
-                          text=True, timeout=TIMEOUT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "export",
+            "harbor",
+            "--track",
+            "demo",
+            "--start",
+            "clean",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     if proc.returncode != 0:
         raise BenchError(f"swe-residual export harbor: {proc.stderr[-2000:]}")
     entries = [e for e in json.loads((out / "export.json").read_text())["tasks"] if e["task"] == task_id]
@@ -237,8 +307,15 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def measure(python: str, driver: Path, task_id: str = "date-range-merge", rounds: int = 10, warmup: int = 1,
-            seed: int = 0, log=print) -> dict:
+def measure(
+    python: str,
+    driver: Path,
+    task_id: str = "date-range-merge",
+    rounds: int = 10,
+    warmup: int = 1,
+    seed: int = 0,
+    log=print,
+) -> dict:
     task = load_tasks(ROOT / "suites" / "demo" / "tasks", "demo")[task_id]
     work = Path(tempfile.mkdtemp(prefix="bench-vs-harbor-"))
     load0 = load()
@@ -265,8 +342,10 @@ def measure(python: str, driver: Path, task_id: str = "date-range-merge", rounds
                 value = steps[name]()
                 if i >= warmup:
                     samples[name].append(value)
-            log(f"round {i + 1 - warmup if i >= warmup else 'warm-up'}: {time.monotonic() - t0:.1f} s, "
-                f"load {load():.1f}")
+            log(
+                f"round {i + 1 - warmup if i >= warmup else 'warm-up'}: {time.monotonic() - t0:.1f} s, "
+                f"load {load():.1f}"
+            )
     finally:
         if harbor:
             harbor.close()
@@ -274,9 +353,16 @@ def measure(python: str, driver: Path, task_id: str = "date-range-merge", rounds
             ours.close()
         shutil.rmtree(work, ignore_errors=True)
     res = summarize(samples)
-    res.update(task=task_id, rounds=rounds, warmup=warmup, seed=seed, load_avg=[round(load0, 2), round(load(), 2)],
-               regrade_mode=ours.regrade,
-               image=ours.image, command="python " + " ".join(ours.command("1-cmd", Path("TMP"))[1:]))
+    res.update(
+        task=task_id,
+        rounds=rounds,
+        warmup=warmup,
+        seed=seed,
+        load_avg=[round(load0, 2), round(load(), 2)],
+        regrade_mode=ours.regrade,
+        image=ours.image,
+        command="python " + " ".join(ours.command("1-cmd", Path("TMP"))[1:]),
+    )
     return res
 
 
@@ -285,8 +371,11 @@ def med(xs) -> float:
 
 
 def summarize(samples: dict[str, list]) -> dict:
-    m: dict = {"floor": med(samples["floor"]), "floor2": med(samples["floor2"]),
-               "collect_only": med(samples["collect"])}
+    m: dict = {
+        "floor": med(samples["floor"]),
+        "floor2": med(samples["floor2"]),
+        "collect_only": med(samples["collect"]),
+    }
     for a in OURS:
         m[f"ours:{a}"] = med(d for d, _ in samples[f"ours:{a}"])
         m[f"ours:{a}:wall"] = med(w for _, w in samples[f"ours:{a}"])
@@ -298,17 +387,29 @@ def summarize(samples: dict[str, list]) -> dict:
         m[f"harbor:{a}"] = med(samples[f"harbor:{a}"])
         m[f"harbor-proc:{a}:wall"] = med(w for w, _ in samples[f"harbor-proc:{a}"])
         m[f"harbor-proc:{a}:trial"] = med(t for _, t in samples[f"harbor-proc:{a}"])
-    ratios = {"1-cmd / floor2 (in process)": m["ours:1-cmd"] / m["floor2"],
-              "nop / floor (in process)": m["ours:nop"] / m["floor"]}
+    ratios = {
+        "1-cmd / floor2 (in process)": m["ours:1-cmd"] / m["floor2"],
+        "nop / floor (in process)": m["ours:nop"] / m["floor"],
+    }
     for a in HARBOR:
         ratios[f"ours {a} / Harbor {a} (in process)"] = m[f"ours:{a}"] / m[f"harbor:{a}"]
-        ratios[f"ours {a} / Harbor {a} (whole process)"] = m[f"ours-proc:{a}:wall"] / m[f"harbor-proc:{a}:wall"]
+        ratios[f"ours {a} / Harbor {a} (whole process)"] = (
+            m[f"ours-proc:{a}:wall"] / m[f"harbor-proc:{a}:wall"]
+        )
     ratios = {k: round(v, 3) for k, v in ratios.items()}
-    targets = {"one command in process <= x1.2 of two bare runs": ratios["1-cmd / floor2 (in process)"] <= ONE_CMD_TARGET,
-               "whole process faster than Harbor's (nop and oracle)": all(
-                   ratios[f"ours {a} / Harbor {a} (whole process)"] < WHOLE_TARGET for a in HARBOR)}
-    return {"median_s": m, "ratios": ratios, "targets_met": targets,
-            "samples": {k: v for k, v in samples.items()}}
+    targets = {
+        "one command in process <= x1.2 of two bare runs": ratios["1-cmd / floor2 (in process)"]
+        <= ONE_CMD_TARGET,
+        "whole process faster than Harbor's (nop and oracle)": all(
+            ratios[f"ours {a} / Harbor {a} (whole process)"] < WHOLE_TARGET for a in HARBOR
+        ),
+    }
+    return {
+        "median_s": m,
+        "ratios": ratios,
+        "targets_met": targets,
+        "samples": {k: v for k, v in samples.items()},
+    }
 
 
 def table(res: dict) -> str:
@@ -317,35 +418,41 @@ def table(res: dict) -> str:
     def trio(fmt: str) -> str:
         return " / ".join(f"{m[fmt.format(a)]:.2f}" for a in OURS)
 
-    lines = [f"task {res['task']} (clean start), {res['rounds']} rounds, medians; load average "
-             f"{res['load_avg'][0]} -> {res['load_avg'][1]}; hardened re-grade {res['regrade_mode']} the grade",
-             "| contender | in process per case | whole process |", "|---|---:|---:|",
-             f"| one bare `docker run` (floor) | - | {m['floor']:.2f} s |",
-             f"| two bare runs (fresh-instance floor) | - | {m['floor2']:.2f} s |",
-             f"| ours, nop / one command / oracle (record `duration_s`) | {trio('ours:{}')} s | "
-             f"{trio('ours-proc:{}:wall')} s |",
-             f"| Harbor trial, nop / oracle | {m['harbor:nop']:.2f} / {m['harbor:oracle']:.2f} s | "
-             f"{m['harbor-proc:nop:wall']:.2f} / {m['harbor-proc:oracle:wall']:.2f} s |",
-             "", "ratios: " + "; ".join(f"{k} x{v:.2f}" for k, v in r.items()),
-             "targets: " + "; ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in res["targets_met"].items()),
-             "", "our whole process, nop / one command / oracle (s):",
-             f"  total {trio('ours-proc:{}:wall')}; interpreter + collection (--collect-only -q, one process) "
-             f"{m['collect_only']:.2f}; the case {trio('ours-proc:{}:case')}; end of run (total - collection - "
-             f"case) {trio('ours-proc:{}:end')}",
-             f"  timeline of the run itself: before the case {trio('ours-proc:{}:before')}; after the case "
-             f"{trio('ours-proc:{}:after')}",
-             f"Harbor's whole process, nop / oracle (s): the trial {m['harbor-proc:nop:trial']:.2f} / "
-             f"{m['harbor-proc:oracle:trial']:.2f}; interpreter, imports and the rest "
-             f"{m['harbor-proc:nop:wall'] - m['harbor-proc:nop:trial']:.2f} / "
-             f"{m['harbor-proc:oracle:wall'] - m['harbor-proc:oracle:trial']:.2f}",
-             f"(in process, wall around run_case: {trio('ours:{}:wall')} s)",
-             f"our command: {res['command']}"]
+    lines = [
+        f"task {res['task']} (clean start), {res['rounds']} rounds, medians; load average "
+        f"{res['load_avg'][0]} -> {res['load_avg'][1]}; hardened re-grade {res['regrade_mode']} the grade",
+        "| contender | in process per case | whole process |",
+        "|---|---:|---:|",
+        f"| one bare `docker run` (floor) | - | {m['floor']:.2f} s |",
+        f"| two bare runs (fresh-instance floor) | - | {m['floor2']:.2f} s |",
+        f"| ours, nop / one command / oracle (record `duration_s`) | {trio('ours:{}')} s | "
+        f"{trio('ours-proc:{}:wall')} s |",
+        f"| Harbor trial, nop / oracle | {m['harbor:nop']:.2f} / {m['harbor:oracle']:.2f} s | "
+        f"{m['harbor-proc:nop:wall']:.2f} / {m['harbor-proc:oracle:wall']:.2f} s |",
+        "",
+        "ratios: " + "; ".join(f"{k} x{v:.2f}" for k, v in r.items()),
+        "targets: " + "; ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in res["targets_met"].items()),
+        "",
+        "our whole process, nop / one command / oracle (s):",
+        f"  total {trio('ours-proc:{}:wall')}; interpreter + collection (--collect-only -q, one process) "
+        f"{m['collect_only']:.2f}; the case {trio('ours-proc:{}:case')}; end of run (total - collection - "
+        f"case) {trio('ours-proc:{}:end')}",
+        f"  timeline of the run itself: before the case {trio('ours-proc:{}:before')}; after the case "
+        f"{trio('ours-proc:{}:after')}",
+        f"Harbor's whole process, nop / oracle (s): the trial {m['harbor-proc:nop:trial']:.2f} / "
+        f"{m['harbor-proc:oracle:trial']:.2f}; interpreter, imports and the rest "
+        f"{m['harbor-proc:nop:wall'] - m['harbor-proc:nop:trial']:.2f} / "
+        f"{m['harbor-proc:oracle:wall'] - m['harbor-proc:oracle:trial']:.2f}",
+        f"(in process, wall around run_case: {trio('ours:{}:wall')} s)",
+        f"our command: {res['command']}",
+    ]
     return "\n".join(lines)
 
 
 def harbor_python() -> str:
     """The harbor venv's python (made on first use); skips or fails the same way the tests do."""
     from tests.harbor_helpers import harbor_venv_python
+
     return harbor_venv_python()
 
 

@@ -41,60 +41,175 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("swe-residual", "SWE-Residual starting-state robustness")
-    g.addoption("--agent", action="append", dest="swe_agents", metavar="NAME",
-                help="agent to evaluate (repeatable; default: oracle and nop)")
-    g.addoption("--start", dest="swe_start", default="both", choices=[*STARTS, "both"],
-                help="which starting states to run (default: both)")
-    g.addoption("--backend", dest="swe_backend", default=None, choices=BACKENDS,
-                help="where states are materialized (default: the track's default_backend in "
-                     "suites/<track>/track.toml, else local)")
-    g.addoption("--states", dest="swe_states", default=None, metavar="PATH",
-                help="states manifest (default: the states pack `swe-residual states fetch` installed for "
-                     "the track, else states.yaml of the project)")
-    g.addoption("--run-dir", dest="swe_run_dir", default=None, metavar="DIR",
-                help="output directory, must not hold a run yet (default: reports/<timestamp>)")
-    g.addoption("--resume", dest="swe_resume", default=None, metavar="RUN_DIR",
-                help="continue RUN_DIR: skip cases recorded with a valid verdict, rerun the rest, append")
-    g.addoption("--tasks-dir", dest="swe_tasks_dir", default=None, metavar="PATH",
-                help="task directories for the selected track (default: suites/<track>/tasks, else the "
-                     "tasks `swe-residual tasks fetch <track>` put in the cache)")
-    g.addoption("--agent-timeout", dest="swe_agent_timeout", type=float, default=None, metavar="SECONDS",
-                help="override every task's agent wall-time budget")
-    g.addoption("--agent-config", action="append", dest="swe_agent_configs", default=[], metavar="PATH",
-                help="extra agents.yaml with named agent configs (repeatable)")
-    g.addoption("--gate-min-residual", dest="swe_gate_min_residual", type=float, default=None, metavar="PCT",
-                help="fail (exit 10) when an agent's residual success is below PCT %%")
-    g.addoption("--gate-max-gap", dest="swe_gate_max_gap", type=float, default=None, metavar="PTS",
-                help="fail (exit 10) when an agent's Residual Gap exceeds PTS points")
-    g.addoption("--gate-baseline", dest="swe_gate_baseline", default=None, metavar="RUN_DIR",
-                help="compare with a baseline run (paired test on shared tasks)")
-    g.addoption("--gate-max-drop", dest="swe_gate_max_drop", type=float, default=None, metavar="PTS",
-                help="with --gate-baseline: fail (exit 10) on a drop beyond PTS points that is beyond noise")
-    g.addoption("--gate-max-infra", dest="swe_gate_max_infra", type=float, default=None, metavar="FRACTION",
-                help="invalid run (exit 11) when more than FRACTION of cases have no valid verdict")
-    g.addoption("--gate-max-flagged", dest="swe_gate_max_flagged", type=int, default=None, metavar="N",
-                help="fail (exit 10) when an agent has more than N valid runs with integrity flags")
-    g.addoption("--handoff-view", action="append", dest="swe_handoff_views", default=[],
-                choices=["summary", "trace"],
-                help="also run every residual case with the predecessor's trajectory in the request (a digest, "
-                     "or the whole trace); reported as its own start (residual+summary, residual+trace), "
-                     "never mixed with the blind residual start")
-    g.addoption("--docker-host", action="append", dest="swe_docker_hosts", default=[], metavar="URL",
-                help="a Docker engine to run cases on (repeat for several: xdist workers are spread over them "
-                     "round-robin and fail over when one stops answering; default $SWE_RESIDUAL_DOCKER_HOSTS, "
-                     "else DOCKER_HOST)")
-    g.addoption("--infra-retries", dest="swe_infra_retries", type=int, default=2, metavar="N",
-                help="rerun a case from a fresh starting state after an infra error, up to N times (default 2)")
-    g.addoption("--tables", dest="swe_tables", default="fit", choices=["fit", "wide"],
-                help="tables printed at the end: fit (Table 3 and 4 with the columns a reader needs first, within "
-                     "120 columns; default) or wide (every column, as report.html and tables.md always show)")
-    g.addoption("--progress", dest="swe_progress", default="auto", choices=["auto", "live", "plain", "off"],
-                help="progress of the run: live (a display redrawn in place: phase, cases done/running/left, ETA, "
-                     "running success per agent, infra and flag counts, the slowest running case), plain (that "
-                     "as a line every --progress-interval seconds) or off; auto (default): live on a terminal, "
-                     "plain when output is not a terminal, under CI (CI set) or with -v, off with -q")
-    g.addoption("--progress-interval", dest="swe_progress_interval", type=float, default=30.0, metavar="SECONDS",
-                help="seconds between plain progress lines (default 30)")
+    g.addoption(
+        "--agent",
+        action="append",
+        dest="swe_agents",
+        metavar="NAME",
+        help="agent to evaluate (repeatable; default: oracle and nop)",
+    )
+    g.addoption(
+        "--start",
+        dest="swe_start",
+        default="both",
+        choices=[*STARTS, "both"],
+        help="which starting states to run (default: both)",
+    )
+    g.addoption(
+        "--backend",
+        dest="swe_backend",
+        default=None,
+        choices=BACKENDS,
+        help="where states are materialized (default: the track's default_backend in "
+        "suites/<track>/track.toml, else local)",
+    )
+    g.addoption(
+        "--states",
+        dest="swe_states",
+        default=None,
+        metavar="PATH",
+        help="states manifest (default: the states pack `swe-residual states fetch` installed for "
+        "the track, else states.yaml of the project)",
+    )
+    g.addoption(
+        "--run-dir",
+        dest="swe_run_dir",
+        default=None,
+        metavar="DIR",
+        help="output directory, must not hold a run yet (default: reports/<timestamp>)",
+    )
+    g.addoption(
+        "--resume",
+        dest="swe_resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue RUN_DIR: skip cases recorded with a valid verdict, rerun the rest, append",
+    )
+    g.addoption(
+        "--tasks-dir",
+        dest="swe_tasks_dir",
+        default=None,
+        metavar="PATH",
+        help="task directories for the selected track (default: suites/<track>/tasks, else the "
+        "tasks `swe-residual tasks fetch <track>` put in the cache)",
+    )
+    g.addoption(
+        "--agent-timeout",
+        dest="swe_agent_timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="override every task's agent wall-time budget",
+    )
+    g.addoption(
+        "--agent-config",
+        action="append",
+        dest="swe_agent_configs",
+        default=[],
+        metavar="PATH",
+        help="extra agents.yaml with named agent configs (repeatable)",
+    )
+    g.addoption(
+        "--gate-min-residual",
+        dest="swe_gate_min_residual",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="fail (exit 10) when an agent's residual success is below PCT %%",
+    )
+    g.addoption(
+        "--gate-max-gap",
+        dest="swe_gate_max_gap",
+        type=float,
+        default=None,
+        metavar="PTS",
+        help="fail (exit 10) when an agent's Residual Gap exceeds PTS points",
+    )
+    g.addoption(
+        "--gate-baseline",
+        dest="swe_gate_baseline",
+        default=None,
+        metavar="RUN_DIR",
+        help="compare with a baseline run (paired test on shared tasks)",
+    )
+    g.addoption(
+        "--gate-max-drop",
+        dest="swe_gate_max_drop",
+        type=float,
+        default=None,
+        metavar="PTS",
+        help="with --gate-baseline: fail (exit 10) on a drop beyond PTS points that is beyond noise",
+    )
+    g.addoption(
+        "--gate-max-infra",
+        dest="swe_gate_max_infra",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="invalid run (exit 11) when more than FRACTION of cases have no valid verdict",
+    )
+    g.addoption(
+        "--gate-max-flagged",
+        dest="swe_gate_max_flagged",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fail (exit 10) when an agent has more than N valid runs with integrity flags",
+    )
+    g.addoption(
+        "--handoff-view",
+        action="append",
+        dest="swe_handoff_views",
+        default=[],
+        choices=["summary", "trace"],
+        help="also run every residual case with the predecessor's trajectory in the request (a digest, "
+        "or the whole trace); reported as its own start (residual+summary, residual+trace), "
+        "never mixed with the blind residual start",
+    )
+    g.addoption(
+        "--docker-host",
+        action="append",
+        dest="swe_docker_hosts",
+        default=[],
+        metavar="URL",
+        help="a Docker engine to run cases on (repeat for several: xdist workers are spread over them "
+        "round-robin and fail over when one stops answering; default $SWE_RESIDUAL_DOCKER_HOSTS, "
+        "else DOCKER_HOST)",
+    )
+    g.addoption(
+        "--infra-retries",
+        dest="swe_infra_retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="rerun a case from a fresh starting state after an infra error, up to N times (default 2)",
+    )
+    g.addoption(
+        "--tables",
+        dest="swe_tables",
+        default="fit",
+        choices=["fit", "wide"],
+        help="tables printed at the end: fit (Table 3 and 4 with the columns a reader needs first, within "
+        "120 columns; default) or wide (every column, as report.html and tables.md always show)",
+    )
+    g.addoption(
+        "--progress",
+        dest="swe_progress",
+        default="auto",
+        choices=["auto", "live", "plain", "off"],
+        help="progress of the run: live (a display redrawn in place: phase, cases done/running/left, ETA, "
+        "running success per agent, infra and flag counts, the slowest running case), plain (that "
+        "as a line every --progress-interval seconds) or off; auto (default): live on a terminal, "
+        "plain when output is not a terminal, under CI (CI set) or with -v, off with -q",
+    )
+    g.addoption(
+        "--progress-interval",
+        dest="swe_progress_interval",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds between plain progress lines (default 30)",
+    )
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -111,17 +226,30 @@ def _plan(suite_dirs: list[Path], opt) -> Plan:
     groups: dict[Path, list[Path]] = {}
     for suite in suite_dirs:
         groups.setdefault(states_path_for(suite.name, opt("swe_states")), []).append(suite)
-    plans = [build_plan(suites, agents=opt("swe_agents") or ["oracle", "nop"], start=opt("swe_start"),
-                        states_path=path, tasks_dir=opt("swe_tasks_dir"), agent_configs=opt("swe_agent_configs"),
-                        handoff_views=opt("swe_handoff_views"), states_explicit=True if opt("swe_states") else None)
-             for path, suites in groups.items()]
+    plans = [
+        build_plan(
+            suites,
+            agents=opt("swe_agents") or ["oracle", "nop"],
+            start=opt("swe_start"),
+            states_path=path,
+            tasks_dir=opt("swe_tasks_dir"),
+            agent_configs=opt("swe_agent_configs"),
+            handoff_views=opt("swe_handoff_views"),
+            states_explicit=True if opt("swe_states") else None,
+        )
+        for path, suites in groups.items()
+    ]
     if len(plans) == 1:
         return plans[0]
     names = [s.name for s in suite_dirs]
     tracks = {name: t for p in plans for name, t in p.tracks.items()}
-    return Plan(tracks={n: tracks[n] for n in names}, states=[s for p in plans for s in p.states],
-                cases=[c for n in names for p in plans for c in p.cases_of(n)], registry=plans[0].registry,
-                notes=[n for p in plans for n in p.notes])
+    return Plan(
+        tracks={n: tracks[n] for n in names},
+        states=[s for p in plans for s in p.states],
+        cases=[c for n in names for p in plans for c in p.cases_of(n)],
+        registry=plans[0].registry,
+        notes=[n for p in plans for n in p.notes],
+    )
 
 
 def _named_tracks(args: list[str]) -> list[str]:
@@ -145,8 +273,10 @@ def _check_something_to_run(config: pytest.Config, plan: Plan) -> None:
         if track is None or plan.cases_of(name):
             continue
         reason = track.skip_reason or f"no cases for track {name!r}"
-        fetch = (f"`swe-residual states fetch SOURCE --track {name}` installs a states pack someone shared "
-                 "(a dir, a .tar.gz, its URL or a git URL)")
+        fetch = (
+            f"`swe-residual states fetch SOURCE --track {name}` installs a states pack someone shared "
+            "(a dir, a .tar.gz, its URL or a git URL)"
+        )
         if track.tasks_dir is None:
             more = "" if fetched_states_file(name) else f"; for its states, {fetch}"
         else:
@@ -163,18 +293,28 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         plan = _plan(suite_dirs, opt)
         backend = run_backend(plan, opt("swe_backend"))
-        options = {"backend": backend, "agent_timeout": opt("swe_agent_timeout"),
-                   "infra_retries": opt("swe_infra_retries"), "docker_hosts": opt("swe_docker_hosts"),
-                   # this process runs one case at a time, beside its fellow workers
-                   "regrade_mode": regrade_mode(int(getattr(config, "workerinput", {}).get("workercount", 1)),
-                                                backend_class(backend).interruptible)}
+        options = {
+            "backend": backend,
+            "agent_timeout": opt("swe_agent_timeout"),
+            "infra_retries": opt("swe_infra_retries"),
+            "docker_hosts": opt("swe_docker_hosts"),
+            # this process runs one case at a time, beside its fellow workers
+            "regrade_mode": regrade_mode(
+                int(getattr(config, "workerinput", {}).get("workercount", 1)),
+                backend_class(backend).interruptible,
+            ),
+        }
         if _is_worker(config):
             worker = config.workerinput.get("workerid", "gw0")
-            session = RunSession(plan, Path(config.workerinput["swe_residual_run_dir"]), **options,
-                                 host_index=int(worker[2:]) if worker[2:].isdigit() else 0)
+            session = RunSession(
+                plan,
+                Path(config.workerinput["swe_residual_run_dir"]),
+                **options,
+                host_index=int(worker[2:]) if worker[2:].isdigit() else 0,
+            )
             session.worker = worker
             channel = config.workerinput.get("swe_residual_progress")
-            if channel:      # what this worker does, for the controller's display
+            if channel:  # what this worker does, for the controller's display
                 session.events = EventChannel(channel).send
         else:
             resume = opt("swe_resume")
@@ -188,10 +328,12 @@ def pytest_configure(config: pytest.Config) -> None:
             session = RunSession.open(plan, run_dir, resume=bool(resume), check_states=not defer, **options)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
-    html_path = opt("htmlpath", None)   # pytest-html's own report, only where --html asks for it
+    html_path = opt("htmlpath", None)  # pytest-html's own report, only where --html asks for it
     if html_path and Path(html_path).resolve() == (session.run_dir / RUN_PAGE).resolve():
-        raise pytest.UsageError(f"--html {html_path}: that is the run page SWE-Residual writes; "
-                                "pass another path for pytest-html's report")
+        raise pytest.UsageError(
+            f"--html {html_path}: that is the run page SWE-Residual writes; "
+            "pass another path for pytest-html's report"
+        )
     config.stash[SESSION_KEY] = session
     if _is_worker(config):
         config.pluginmanager.register(WorkerEnd(session), "swe-residual-worker-end")
@@ -202,18 +344,22 @@ def pytest_configure(config: pytest.Config) -> None:
         # Cases last seconds to hours: idle workers steal pending cases instead of waiting behind a
         # chunk; and xdist's `load` scheduler aborts the whole run (INTERNALERROR) after a worker
         # crash, `worksteal` reschedules. An explicit --dist is kept.
-        explicit = any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args)
+        explicit = any(
+            a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args
+        )
         if getattr(config.option, "dist", None) == "load" and not explicit:
             config.option.dist = "worksteal"
         # nothing to run (no cases, or --resume of a complete run): start no workers at all
-        if getattr(config.option, "dist", "no") != "no" and all(session.done(c.id) for c in session.plan.cases):
+        if getattr(config.option, "dist", "no") != "no" and all(
+            session.done(c.id) for c in session.plan.cases
+        ):
             config.option.dist = "no"
             config.option.numprocesses = None
         mode = progress_mode(config)
         if mode != "off":
             try:
                 config.pluginmanager.register(LiveView(config, session, mode), "swe-residual-progress")
-            except OSError as exc:    # no temp dir for the channel: the run goes on without a display
+            except OSError as exc:  # no temp dir for the channel: the run goes on without a display
                 print(f"swe-residual: no progress display ({exc.strerror or exc})", file=sys.stderr)
     _freeze_heap()
 
@@ -236,6 +382,7 @@ def _freeze_heap() -> None:
     pytest's collection at exit scan only what came after."""
     if os.environ.get("SWE_RESIDUAL_NO_GC_FREEZE") != "1":
         import gc
+
         gc.freeze()
 
 
@@ -256,7 +403,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = get_session(config)
     if session is not None:
         session.close()
-        _freeze_heap()       # the end of the run: nothing of ours is left to collect
+        _freeze_heap()  # the end of the run: nothing of ours is left to collect
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -277,10 +424,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     info = session.plan.tracks.get(track) if session is not None else None
     cases = session.plan.cases_of(track) if info is not None else []
     if info is None or info.skip_reason or not cases:
-        reason = (f"track {track!r} not selected" if info is None
-                  else info.skip_reason or f"no cases for track {track!r}")
-        metafunc.parametrize("swe_result", [pytest.param(None, marks=pytest.mark.skip(reason=reason))],
-                             ids=[f"{track}-skipped"], indirect=True)
+        reason = (
+            f"track {track!r} not selected"
+            if info is None
+            else info.skip_reason or f"no cases for track {track!r}"
+        )
+        metafunc.parametrize(
+            "swe_result",
+            [pytest.param(None, marks=pytest.mark.skip(reason=reason))],
+            ids=[f"{track}-skipped"],
+            indirect=True,
+        )
         return
     # the case goes straight to the swe_result fixture (request.param): one fixture per case
     metafunc.parametrize("swe_result", cases, ids=[c.id for c in cases], indirect=True)
@@ -302,13 +456,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-LINE_MAX = 200      # a failure's reason is folded into lines of at most this many characters
+LINE_MAX = 200  # a failure's reason is folded into lines of at most this many characters
 
 
 def fold(text: str, width: int = LINE_MAX) -> str:
     """`text` with every line longer than `width` wrapped (nothing cut: ids and test names stay whole)."""
-    return "\n".join(part for line in text.splitlines() or [""] for part in
-                     (textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]))
+    return "\n".join(
+        part
+        for line in text.splitlines() or [""]
+        for part in (textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""])
+    )
 
 
 def expected_failure(record) -> str | None:
@@ -327,13 +484,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(InfraError):
         report.longrepr = fold(f"InfraError: {call.excinfo.value}")
-    elif (report.failed and call.when == "call" and call.excinfo is not None
-          and call.excinfo.errisinstance(pytest.fail.Exception) and not call.excinfo.value.pytrace):
+    elif (
+        report.failed
+        and call.when == "call"
+        and call.excinfo is not None
+        and call.excinfo.errisinstance(pytest.fail.Exception)
+        and not call.excinfo.value.pytrace
+    ):
         rec = getattr(item, "funcargs", {}).get("swe_result")
         why = expected_failure(rec)
         if why:
             report.longrepr = f"{rec.case_id}: nop submitted the starting state unchanged; {why} (expected)"
-            report.swe_residual_expected = why    # kept on the report through xdist
+            report.swe_residual_expected = why  # kept on the report through xdist
         else:
             report.longrepr = fold(str(call.excinfo.value.msg))
     return report
@@ -350,8 +512,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
         if controller is None:
             raise
         from swe_residual.report.gates import EXIT_INVALID
+
         controller.run_dir_error = controller.run_dir_error or (
-            f"run dir {controller.session.run_dir} cannot be written: {exc.strerror or exc}")
+            f"run dir {controller.session.run_dir} cannot be written: {exc.strerror or exc}"
+        )
         session.exitstatus = EXIT_INVALID
         return None
 
@@ -362,16 +526,16 @@ class Controller:
     def __init__(self, config: pytest.Config, session: RunSession, states_deferred: bool = False):
         self.config = config
         self.session = session
-        self.states_deferred = states_deferred   # the selected cases' states are checked at collection
-        self.refused = False                     # ... and one did not apply: a usage error, no run, no outputs
+        self.states_deferred = states_deferred  # the selected cases' states are checked at collection
+        self.refused = False  # ... and one did not apply: a usage error, no run, no outputs
         self.collected: list[str] | None = None
         self.summary: dict | None = None
         self.run_page: Path | None = None
         self.run_dir_error: str | None = None
-        self.interrupted = False      # Ctrl-C (or xdist's -x): the run stopped before its last case, exit 2
-        self.deferred = False         # ... with xdist: finished once the workers are gone (LateFinish)
+        self.interrupted = False  # Ctrl-C (or xdist's -x): the run stopped before its last case, exit 2
+        self.deferred = False  # ... with xdist: finished once the workers are gone (LateFinish)
 
-    @pytest.hookimpl(wrapper=True)   # around pytest's own: after its header
+    @pytest.hookimpl(wrapper=True)  # around pytest's own: after its header
     def pytest_sessionstart(self, session: pytest.Session):
         """What the plan left out, one line each, once (the controller's plan)."""
         result = yield
@@ -408,9 +572,11 @@ class Controller:
         if resume and reporter is not None:
             kept = len(self.session.valid_before & set(by_id))
             again = sum(1 for c in self.collected if c in self.session.attempts_before)
-            reporter.write_line(f"--resume {resume}: kept {kept} cases with a valid verdict; running "
-                                f"{len(self.collected)} ({again} again after an infra error or a crash, "
-                                f"{len(self.collected) - again} not run before)")
+            reporter.write_line(
+                f"--resume {resume}: kept {kept} cases with a valid verdict; running "
+                f"{len(self.collected)} ({again} again after an infra error or a crash, "
+                f"{len(self.collected) - again} not run before)"
+            )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
@@ -424,7 +590,7 @@ class Controller:
         # exit 2 only: a run stopped by -x without xdist exits 1 and keeps its missing cases (gate: 11)
         self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if self.interrupted and self.config.pluginmanager.has_plugin("dsession"):
-            self.deferred = True   # xdist's workers are still running: count after they are gone
+            self.deferred = True  # xdist's workers are still running: count after they are gone
             return
         self._finish(session, exitstatus)
 
@@ -444,28 +610,44 @@ class Controller:
         """summary.json, tables and the pages from results.jsonl; the gates' exit status. An
         interrupted run counts what it recorded and what it did not run, and checks no gate."""
         from swe_residual.report.gates import EXIT_INVALID, GateConfig
+
         opt = self.config.getoption
-        gates = GateConfig(min_residual=opt("swe_gate_min_residual"), max_gap=opt("swe_gate_max_gap"),
-                           max_drop=opt("swe_gate_max_drop"), max_infra_fraction=opt("swe_gate_max_infra"),
-                           max_flagged=opt("swe_gate_max_flagged"))
+        gates = GateConfig(
+            min_residual=opt("swe_gate_min_residual"),
+            max_gap=opt("swe_gate_max_gap"),
+            max_drop=opt("swe_gate_max_drop"),
+            max_infra_fraction=opt("swe_gate_max_infra"),
+            max_flagged=opt("swe_gate_max_flagged"),
+        )
         baseline = opt("swe_gate_baseline")
         collected = self.collected
-        if collected is None and self.interrupted:   # stopped before the workers had collected
+        if collected is None and self.interrupted:  # stopped before the workers had collected
             collected = [c.id for c in self.session.plan.cases if not self.session.done(c.id)]
         try:
-            self.summary, gate = self.session.finish(collected or [], gates, Path(baseline) if baseline else None,
-                                                     interrupted=self.interrupted,
-                                                     resume=self.resume_command() if self.interrupted else "")
+            self.summary, gate = self.session.finish(
+                collected or [],
+                gates,
+                Path(baseline) if baseline else None,
+                interrupted=self.interrupted,
+                resume=self.resume_command() if self.interrupted else "",
+            )
             self.run_page = self._write_pages()
             if baseline and gate is not None and not self.interrupted:
                 from swe_residual.report.compare import page_for  # the paired comparison behind the gate
-                page_for(None, [baseline], [self.session.run_dir], self.session.run_dir, option="--gate-baseline")
-        except (OSError, RunDirError) as exc:   # the run dir cannot be written: the run is invalid
+
+                page_for(
+                    None, [baseline], [self.session.run_dir], self.session.run_dir, option="--gate-baseline"
+                )
+        except (OSError, RunDirError) as exc:  # the run dir cannot be written: the run is invalid
             self.run_dir_error = f"run dir {self.session.run_dir} cannot be written: {exc}"
             session.exitstatus = EXIT_INVALID
             return
-        if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.session.valid_before and not self.collected:
-            session.exitstatus = pytest.ExitCode.OK   # --resume of a complete run: nothing left to run
+        if (
+            exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+            and self.session.valid_before
+            and not self.collected
+        ):
+            session.exitstatus = pytest.ExitCode.OK  # --resume of a complete run: nothing left to run
         if gate is not None and gate.status:
             session.exitstatus = gate.status
 
@@ -476,7 +658,9 @@ class Controller:
 
         run_dir = self.session.run_dir
         tasks = {(c.task.track, c.task.id): c.task for c in self.session.plan.cases}
-        write_run_info(run_dir, RunInfo(environment=self._environment(), requests=task_requests(tasks.values())))
+        write_run_info(
+            run_dir, RunInfo(environment=self._environment(), requests=task_requests(tasks.values()))
+        )
         records, manifest = self.session.loaded or load_runs([run_dir])
         return write_browser(run_dir, self.summary, records, manifest, [run_dir]).run_page
 
@@ -489,17 +673,25 @@ class Controller:
         from swe_residual import __version__
 
         config, plan = self.config, self.session.plan
-        plugins = sorted({f"{dist.project_name} {dist.version}"
-                          for _, dist in config.pluginmanager.list_plugin_distinfo()})
-        return {"SWE-Residual": __version__, "Python": f"{platform.python_version()} ({sys.executable})",
-                "Platform": platform.platform(), "pytest": pytest.__version__, "pytest plugins": ", ".join(plugins),
-                "Command": shlex.join(["pytest", *config.invocation_params.args]),
-                "Working dir": str(config.invocation_params.dir), "Run dir": str(self.session.run_dir),
-                "Tracks": ", ".join(sorted(plan.tracks)), "Agents": ", ".join(config.getoption("swe_agents") or
-                                                                              ["oracle", "nop"]),
-                "Backend": self.session.backend_name, "Start": config.getoption("swe_start"),
-                "Workers": str(getattr(config.option, "numprocesses", None) or 0),
-                "Finished": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+        plugins = sorted(
+            {f"{dist.project_name} {dist.version}" for _, dist in config.pluginmanager.list_plugin_distinfo()}
+        )
+        return {
+            "SWE-Residual": __version__,
+            "Python": f"{platform.python_version()} ({sys.executable})",
+            "Platform": platform.platform(),
+            "pytest": pytest.__version__,
+            "pytest plugins": ", ".join(plugins),
+            "Command": shlex.join(["pytest", *config.invocation_params.args]),
+            "Working dir": str(config.invocation_params.dir),
+            "Run dir": str(self.session.run_dir),
+            "Tracks": ", ".join(sorted(plan.tracks)),
+            "Agents": ", ".join(config.getoption("swe_agents") or ["oracle", "nop"]),
+            "Backend": self.session.backend_name,
+            "Start": config.getoption("swe_start"),
+            "Workers": str(getattr(config.option, "numprocesses", None) or 0),
+            "Finished": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        }
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -507,10 +699,13 @@ class Controller:
         # nop's failures are expected: they leave pytest's FAILURES and short summary (one line
         # each in our section instead) and come back before the final counts line.
         failed = terminalreporter.stats.get("failed")
-        expected = sorted((r for r in failed or () if getattr(r, "swe_residual_expected", None)),
-                          key=lambda r: r.nodeid)
+        expected = sorted(
+            (r for r in failed or () if getattr(r, "swe_residual_expected", None)), key=lambda r: r.nodeid
+        )
         if expected:
-            terminalreporter.stats["failed"] = [r for r in failed if not getattr(r, "swe_residual_expected", None)]
+            terminalreporter.stats["failed"] = [
+                r for r in failed if not getattr(r, "swe_residual_expected", None)
+            ]
         try:
             result = yield
         finally:
@@ -519,14 +714,17 @@ class Controller:
         if self.summary is not None or expected:
             terminalreporter.section("SWE-Residual")
         if expected:
-            terminalreporter.write_line(f"expected failures of the built-in nop agent (it submits the starting state "
-                                        f"unchanged): {len(expected)}")
+            terminalreporter.write_line(
+                f"expected failures of the built-in nop agent (it submits the starting state "
+                f"unchanged): {len(expected)}"
+            )
             for r in expected:
                 terminalreporter.write_line(f"  {case_id_of(r.nodeid)}: {r.swe_residual_expected}")
         if self.summary is not None:
             self._print_summary(terminalreporter, config)
         if self.run_dir_error is not None:
             from swe_residual.report.gates import EXIT_INVALID
+
             terminalreporter.write_line(f"INVALID RUN (exit {EXIT_INVALID}): {self.run_dir_error}", red=True)
         return result
 
@@ -541,14 +739,17 @@ class Controller:
         for line in interrupted_lines(summary):
             tr.write_line(line, yellow=True)
         if cases["missing"]:
-            tr.write_line(f"missing cases (no record): {len(cases['missing'])}: {', '.join(cases['missing'][:5])}",
-                          red=True)
+            tr.write_line(
+                f"missing cases (no record): {len(cases['missing'])}: {', '.join(cases['missing'][:5])}",
+                red=True,
+            )
         if cases["infra_errors"]:
             tr.write_line(f"infra errors (no outcome recorded): {len(cases['infra_errors'])}", yellow=True)
         gates = summary.get("gates")
         if gates is not None:
             from swe_residual.report.gates import check_lines
-            for line in check_lines(gates):     # the numbers behind every verdict, as `swe-residual gate`
+
+            for line in check_lines(gates):  # the numbers behind every verdict, as `swe-residual gate`
                 tr.write_line(line, red=line.startswith(("GATE:", "gates: failed")))
         tr.write_line(f"results: {self.session.run_dir / RESULTS}")
         if self.run_page is not None:
@@ -575,9 +776,9 @@ class _TerminalOut:
         try:
             self.stream = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", errors="replace")
             self._own = True
-        except (AttributeError, OSError, ValueError):   # no real stdout (an embedding runner)
+        except (AttributeError, OSError, ValueError):  # no real stdout (an embedding runner)
             self.stream, self._own = sys.stdout, False
-        self.tw = None      # pytest's terminal writer, once it exists: where its current line ends
+        self.tw = None  # pytest's terminal writer, once it exists: where its current line ends
         self._mark: int | None = None
 
     def write_line(self, text: str) -> None:
@@ -611,8 +812,14 @@ class LiveView:
         self.channel = EventChannel(self.dir / "events.jsonl")
         self.progress = RunProgress(workers=int(getattr(config.option, "numprocesses", 0) or 0))
         self.out = _TerminalOut()
-        self.display = RunDisplay(self.progress, mode, stream=self.out.stream, write_line=self.out.write_line,
-                                  interval=config.getoption("swe_progress_interval"), poll=self.channel.receive)
+        self.display = RunDisplay(
+            self.progress,
+            mode,
+            stream=self.out.stream,
+            write_line=self.out.write_line,
+            interval=config.getoption("swe_progress_interval"),
+            poll=self.channel.receive,
+        )
         session.events = self.progress.apply
         self.shown = False
 
@@ -625,20 +832,22 @@ class LiveView:
     def pytest_runtest_logstart(self, nodeid: str, location) -> None:
         if self.shown:
             return
-        self.shown = True     # the first case starts: pytest's header and xdist's worker lines are out
+        self.shown = True  # the first case starts: pytest's header and xdist's worker lines are out
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         self.out.tw = self.config.get_terminal_writer() if reporter is not None else None
         if self.display.mode == "plain":
             workers = f" on {self.progress.workers} workers" if self.progress.workers else ""
-            self.out.write_line(f"swe-residual: running {self.progress.total} cases{workers}; a progress line "
-                                f"every {self.display.interval:g} s")
+            self.out.write_line(
+                f"swe-residual: running {self.progress.total} cases{workers}; a progress line "
+                f"every {self.display.interval:g} s"
+            )
         self.display.start()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_teststatus(self, report, config):
         result = yield
         if self.display.mode == "live" and self.display.started and result:
-            return result[0], "", ""      # no letter tears the live display; the category is kept
+            return result[0], "", ""  # no letter tears the live display; the category is kept
         return result
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -23,8 +23,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from swe_residual.tracks import suite_dir
 
     suite = suite_dir(args.track)
-    plan = build_plan([suite], agents=["oracle", "nop"], start="both", states_path=Path(args.states),
-                      tasks_dir=args.tasks_dir)
+    plan = build_plan(
+        [suite],
+        agents=["oracle", "nop"],
+        start="both",
+        states_path=Path(args.states),
+        tasks_dir=args.tasks_dir,
+    )
     track = plan.tracks[args.track]
     if track.skip_reason:
         raise InputError(track.skip_reason)
@@ -33,10 +38,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     backend = args.backend or default_backend(args.track)
     check_backend(plan, backend)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="swe-residual-validate-")) / "validate"
-    session = RunSession.open(plan, run_dir, backend=backend, infra_retries=1,
-                              run_id=f"validate-{int(time.time())}")
-    print(f"validating {len(plan.states)} states of {len(track.tasks)} tasks on the {backend} backend "
-          f"(runs: {run_dir})")
+    session = RunSession.open(
+        plan, run_dir, backend=backend, infra_retries=1, run_id=f"validate-{int(time.time())}"
+    )
+    print(
+        f"validating {len(plan.states)} states of {len(track.tasks)} tasks on the {backend} backend "
+        f"(runs: {run_dir})"
+    )
     try:
         checks = validate_track(session, jobs=args.jobs)
     finally:
@@ -50,12 +58,29 @@ def cmd_agents(args: argparse.Namespace) -> int:
     import textwrap
 
     from swe_residual.agents import AgentRegistry
+
     infos = AgentRegistry([Path(p) for p in args.agent_config]).describe()
     if args.format == "json":
-        print(json.dumps([{"name": i.name, "harness": i.harness, "description": i.description, "needs": i.needs,
-                           "ready": i.ready, "problems": i.problems} for i in infos], indent=1))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": i.name,
+                        "harness": i.harness,
+                        "description": i.description,
+                        "needs": i.needs,
+                        "ready": i.ready,
+                        "problems": i.problems,
+                    }
+                    for i in infos
+                ],
+                indent=1,
+            )
+        )
         return 0
-    print("agents for `pytest suites/<track> --agent NAME` (more with --agent-config FILE, in agents.yaml's format):")
+    print(
+        "agents for `pytest suites/<track> --agent NAME` (more with --agent-config FILE, in agents.yaml's format):"
+    )
     for i in infos:
         state = "ready" if i.ready else "not ready: " + "; ".join(i.problems)
         print(f"\n{i.name}  [{i.harness}]  {state}")
@@ -68,12 +93,17 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from swe_residual.states import json_schema
+
     print(json.dumps(json_schema(), indent=2))
     return 0
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from swe_residual.backends.docker.bootstrap import base_images_of, bootstrap_base_images, ensure_docker_daemon
+    from swe_residual.backends.docker.bootstrap import (
+        base_images_of,
+        bootstrap_base_images,
+        ensure_docker_daemon,
+    )
 
     started = ensure_docker_daemon()
     if started is not None:
@@ -84,7 +114,9 @@ def cmd_images(args: argparse.Namespace) -> int:
     for suite in sorted(p for p in (ROOT / "suites").iterdir() if p.is_dir()):
         tdir = suite / "tasks"
         if tdir.is_dir():
-            dockerfiles += sorted(tdir.glob("*/environment/Dockerfile")) + sorted(tdir.glob("*/tests/Dockerfile"))
+            dockerfiles += sorted(tdir.glob("*/environment/Dockerfile")) + sorted(
+                tdir.glob("*/tests/Dockerfile")
+            )
     names = base_images_of(dockerfiles)
     built = bootstrap_base_images(names)
     print(f"base images: {', '.join(names) or 'none'}; built now: {', '.join(built) or 'none (all present)'}")
@@ -106,15 +138,24 @@ def cmd_images_list(args: argparse.Namespace) -> int:
     cache, engine, entries = _image_caches(args)
     engine.close()
     if args.format == "json":
-        print(json.dumps({"cache_dir": str(cache), "engine": engine.problem or "ok", "entries": as_json(entries)},
-                         indent=1))
+        print(
+            json.dumps(
+                {"cache_dir": str(cache), "engine": engine.problem or "ok", "entries": as_json(entries)},
+                indent=1,
+            )
+        )
         return 0
     if engine.problem:
-        print(f"no Docker engine answers ({engine.problem}): whether images still exist is unknown", file=sys.stderr)
+        print(
+            f"no Docker engine answers ({engine.problem}): whether images still exist is unknown",
+            file=sys.stderr,
+        )
     print(f"cache: {cache} ({len(entries)} entries, {sum(e.stale for e in entries)} stale)")
     for e in entries:
-        print(f"{e.state:<10} {e.kind:<14} {age_text(e.age_s):>5}  {e.describes}"
-              f"{'  - ' + e.detail if e.detail else ''}  [{e.path}]")
+        print(
+            f"{e.state:<10} {e.kind:<14} {age_text(e.age_s):>5}  {e.describes}"
+            f"{'  - ' + e.detail if e.detail else ''}  [{e.path}]"
+        )
     return 0
 
 
@@ -124,8 +165,10 @@ def cmd_images_prune(args: argparse.Namespace) -> int:
     cache, engine, entries = _image_caches(args)
     try:
         if engine.problem and not args.all:
-            raise InputError(f"images prune: no Docker engine answers ({engine.problem}): which cached entries "
-                             "describe images that are gone cannot be told; start the engine, or pass --all")
+            raise InputError(
+                f"images prune: no Docker engine answers ({engine.problem}): which cached entries "
+                "describe images that are gone cannot be told; start the engine, or pass --all"
+            )
         removed, failed = prune(entries, engine, everything=args.all, dry_run=args.dry_run)
     finally:
         engine.close()
@@ -135,8 +178,10 @@ def cmd_images_prune(args: argparse.Namespace) -> int:
     for e, why in failed:
         print(f"not removed: {e.kind} {e.describes} [{e.path}]: {why}", file=sys.stderr)
     kept = len(entries) - len(removed) - len(failed)
-    print(f"{verb} {len(removed)} of {len(entries)} entries in {cache}, kept {kept}"
-          + (f", {len(failed)} could not be removed" if failed else ""))
+    print(
+        f"{verb} {len(removed)} of {len(entries)} entries in {cache}, kept {kept}"
+        + (f", {len(failed)} could not be removed" if failed else "")
+    )
     return 1 if failed else 0
 
 
@@ -152,7 +197,9 @@ def cmd_tasks_fetch(args: argparse.Namespace) -> int:
     elif res.previous == res.commit:
         print(f"{res.track}: {res.clone} is up to date with {res.url} ({at})")
     else:
-        print(f"{res.track}: updated {res.clone} from {res.url}: {res.previous} -> {res.commit} ({res.ref or 'default branch'})")
+        print(
+            f"{res.track}: updated {res.clone} from {res.url}: {res.previous} -> {res.commit} ({res.ref or 'default branch'})"
+        )
     print(f"{res.n_tasks} task dirs in {res.tasks_dir}")
     found = tasks_dir_for(suite, None)
     if found is not None and found.resolve() == res.tasks_dir.resolve():
@@ -182,17 +229,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     construction = load_construction(args.run_dirs)
     for path in args.construction:
         construction += load_construction_file(Path(path))
-    report = build_report(records, manifest, construction=construction or None,
-                          n_boot=args.n_boot, seed=args.seed)
+    report = build_report(
+        records, manifest, construction=construction or None, n_boot=args.n_boot, seed=args.seed
+    )
     report["unreadable_lines"] = list(records.bad_lines)  # left out of every number above
     if args.html or args.html_dir:
         from swe_residual.report.html.run_page import write_browser
+
         if not args.html_dir and len(args.run_dirs) > 1:
             raise InputError("--html: several run dirs: pass --html-dir DIR for the merged pages")
         out = Path(args.html_dir or args.run_dirs[0])
         written = write_browser(out, report, records, manifest, [Path(d) for d in args.run_dirs])
-        print(f"report:  {written.run_page.resolve()} ({written.n_pages} case pages in "
-              f"{written.pages_dir.resolve()}, {written.seconds:.1f} s)", file=sys.stderr)
+        print(
+            f"report:  {written.run_page.resolve()} ({written.n_pages} case pages in "
+            f"{written.pages_dir.resolve()}, {written.seconds:.1f} s)",
+            file=sys.stderr,
+        )
     if args.format == "json":
         print(json.dumps(report, indent=1, sort_keys=True))
     elif args.format == "md":
@@ -203,9 +255,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(render_text(report))
     if records.bad_lines:  # the tables stand without these lines, but the run is invalid
         from swe_residual.report.gates import EXIT_INVALID
+
         more = f" (+{len(records.bad_lines) - 1} more)" if len(records.bad_lines) > 1 else ""
-        print(f"INVALID RUN (exit {EXIT_INVALID}): unreadable results line, not counted: {records.bad_lines[0]}{more}",
-              file=sys.stderr)
+        print(
+            f"INVALID RUN (exit {EXIT_INVALID}): unreadable results line, not counted: {records.bad_lines[0]}{more}",
+            file=sys.stderr,
+        )
         return EXIT_INVALID
     return 0
 
@@ -216,13 +271,20 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for d in [*args.run_dirs, *([args.baseline] if args.baseline else [])]:
         if not (Path(d) / "results.jsonl").is_file():
             raise InputError(f"{d}: no results.jsonl (not a run dir)")
-    cfg = GateConfig(min_residual=args.min_residual, max_gap=args.max_gap, max_drop=args.max_drop,
-                     max_infra_fraction=args.max_infra, max_flagged=args.max_flagged)
+    cfg = GateConfig(
+        min_residual=args.min_residual,
+        max_gap=args.max_gap,
+        max_drop=args.max_drop,
+        max_infra_fraction=args.max_infra,
+        max_flagged=args.max_flagged,
+    )
     result = gate_run(args.run_dirs, cfg, [args.baseline] if args.baseline else None)
     from swe_residual.report.gates import check_lines
-    print("\n".join(check_lines(result)))   # every check with its numbers, then the verdict
-    if args.baseline:   # the same page as `swe-residual compare BASELINE RUN`; the verdict stands without it
+
+    print("\n".join(check_lines(result)))  # every check with its numbers, then the verdict
+    if args.baseline:  # the same page as `swe-residual compare BASELINE RUN`; the verdict stands without it
         from swe_residual.report.compare import page_for
+
         try:
             page_for(None, [args.baseline], args.run_dirs, args.html_dir or args.run_dirs[0])
         except InputError as exc:
@@ -234,11 +296,14 @@ def cmd_export_harbor(args: argparse.Namespace) -> int:
     from swe_residual.harbor.export import export_track
 
     out = Path(args.out)
-    exported = export_track(args.track, out, states_path=Path(args.states), tasks_dir=args.tasks_dir,
-                            start=args.start)
+    exported = export_track(
+        args.track, out, states_path=Path(args.states), tasks_dir=args.tasks_dir, start=args.start
+    )
     n_res = sum(e.start == "residual" for e in exported)
-    print(f"{args.track}: exported {len(exported)} Harbor task dirs ({len(exported) - n_res} clean, {n_res} residual) "
-          f"into {out}; index: {out / 'export.json'}")
+    print(
+        f"{args.track}: exported {len(exported)} Harbor task dirs ({len(exported) - n_res} clean, {n_res} residual) "
+        f"into {out}; index: {out / 'export.json'}"
+    )
     return 0
 
 
@@ -258,8 +323,10 @@ def cmd_states_pack(args: argparse.Namespace) -> int:
     res = pack_states(args.states, args.out, track=args.track, tasks_dir=args.tasks_dir)
     commit = res.tasks.get("commit", "unknown")
     checked = "checked against its tasks" if res.tasks_checked else "not checked against tasks (none found)"
-    print(f"{res.track}: packed {_n(res.n_states, 'state')} into {res.out} (digest {res.digest[:16]}; {checked}; "
-          f"task commit {commit})")
+    print(
+        f"{res.track}: packed {_n(res.n_states, 'state')} into {res.out} (digest {res.digest[:16]}; {checked}; "
+        f"task commit {commit})"
+    )
     print(f"install it elsewhere with: swe-residual states fetch {res.out}")
     return 0
 
@@ -269,8 +336,10 @@ def cmd_states_fetch(args: argparse.Namespace) -> int:
     from swe_residual.tracks import states_path_for
 
     got = fetch_states(args.source, track=args.track, ref=args.ref)
-    print(f"{got.track}: installed {_n(got.n_states, 'state')} from {args.source} into {got.path} "
-          f"(checksums ok, digest {got.digest[:16]})")
+    print(
+        f"{got.track}: installed {_n(got.n_states, 'state')} from {args.source} into {got.path} "
+        f"(checksums ok, digest {got.digest[:16]})"
+    )
     for note in got.notes:
         print(f"note: {note}")
     if states_path_for(got.track, None) == got.path / "states.yaml":
@@ -291,8 +360,10 @@ def cmd_states_list(args: argparse.Namespace) -> int:
         at = f" @ {p.source['commit'][:12]}" if isinstance(p.source.get("commit"), str) else ""
         ok = "checksums ok" if p.problem is None else f"BROKEN: {p.problem}"
         tasks = p.info.get("tasks") if isinstance(p.info.get("tasks"), dict) else {}
-        print(f"{p.track}: {_n(p.n_states, 'state')} from {src}{at}, fetched {p.source.get('fetched_at', '?')}, "
-              f"task commit {tasks.get('commit', 'unknown')}, {ok} ({p.path})")
+        print(
+            f"{p.track}: {_n(p.n_states, 'state')} from {src}{at}, fetched {p.source.get('fetched_at', '?')}, "
+            f"task commit {tasks.get('commit', 'unknown')}, {ok} ({p.path})"
+        )
         for note in p.notes:
             print(f"  note: {note}")
     return 1 if any(p.problem for p in packs) else 0
@@ -315,187 +386,416 @@ def _exits(*codes: str) -> str:
     return "exit status: " + "; ".join(codes)
 
 
-def _command(sub: argparse._SubParsersAction, name: str, about: str, *exits: str,
-             more: str = "") -> argparse.ArgumentParser:
+def _command(
+    sub: argparse._SubParsersAction, name: str, about: str, *exits: str, more: str = ""
+) -> argparse.ArgumentParser:
     """A subcommand whose --help says what it does and its exit statuses."""
-    return sub.add_parser(name, help=about, description=about + (f" {more}" if more else ""),
-                          epilog=_exits(*exits))
+    return sub.add_parser(
+        name, help=about, description=about + (f" {more}" if more else ""), epilog=_exits(*exits)
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     from swe_residual.tracks import known_tracks
 
-    p = argparse.ArgumentParser(prog="swe-residual", formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description=f"{__doc__}\n{RUN_HELP.format(tracks=', '.join(known_tracks()))}",
-                                epilog="Each command's --help lists its options and its exit statuses.")
+    p = argparse.ArgumentParser(
+        prog="swe-residual",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=f"{__doc__}\n{RUN_HELP.format(tracks=', '.join(known_tracks()))}",
+        epilog="Each command's --help lists its options and its exit statuses.",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    v = _command(sub, "validate", "prove every residual state of a track is valid (Stage IV): the oracle solves "
-                 "the task from clean and from the state, nop fails it, its failing tests match",
-                 "0 every state valid", "1 some state invalid (one line each says why)",
-                 USAGE_ERROR + ": unknown track, a states file naming an unknown track or task, no tasks, "
-                 "no Docker engine for a track that needs it")
+    v = _command(
+        sub,
+        "validate",
+        "prove every residual state of a track is valid (Stage IV): the oracle solves "
+        "the task from clean and from the state, nop fails it, its failing tests match",
+        "0 every state valid",
+        "1 some state invalid (one line each says why)",
+        USAGE_ERROR + ": unknown track, a states file naming an unknown track or task, no tasks, "
+        "no Docker engine for a track that needs it",
+    )
     v.add_argument("--track", default="demo", help="the track whose states to validate (default: demo)")
-    v.add_argument("--states", default=str(ROOT / "states.yaml"), metavar="PATH",
-                   help="the states file (default: the project's states.yaml, whose states of tasks not in "
-                        "--tasks-dir are left out with a note; any other file must name only known tasks)")
-    v.add_argument("--tasks-dir", default=None, metavar="PATH",
-                   help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)")
-    v.add_argument("--backend", default=None, choices=BACKENDS,
-                   help="default: the track's default backend (suites/<track>/track.toml), else local")
+    v.add_argument(
+        "--states",
+        default=str(ROOT / "states.yaml"),
+        metavar="PATH",
+        help="the states file (default: the project's states.yaml, whose states of tasks not in "
+        "--tasks-dir are left out with a note; any other file must name only known tasks)",
+    )
+    v.add_argument(
+        "--tasks-dir",
+        default=None,
+        metavar="PATH",
+        help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)",
+    )
+    v.add_argument(
+        "--backend",
+        default=None,
+        choices=BACKENDS,
+        help="default: the track's default backend (suites/<track>/track.toml), else local",
+    )
     v.add_argument("--run-dir", default=None, help="keep the validation runs here (default: a temp dir)")
     v.add_argument("-j", "--jobs", type=int, default=2, help="states validated at once (default 2)")
     v.set_defaults(func=cmd_validate)
-    a = _command(sub, "agents", "list every agent name usable with --agent: what it is, what it needs (API key "
-                 "variables, the `agents` extra) and whether it can run now", "0",
-                 USAGE_ERROR + ": an agent config file that does not read")
-    a.add_argument("--agent-config", action="append", default=[], metavar="PATH",
-                   help="also the agents of this file (agents.yaml's format; repeatable)")
+    a = _command(
+        sub,
+        "agents",
+        "list every agent name usable with --agent: what it is, what it needs (API key "
+        "variables, the `agents` extra) and whether it can run now",
+        "0",
+        USAGE_ERROR + ": an agent config file that does not read",
+    )
+    a.add_argument(
+        "--agent-config",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also the agents of this file (agents.yaml's format; repeatable)",
+    )
     a.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
     a.set_defaults(func=cmd_agents)
     s = _command(sub, "states-schema", "print the JSON Schema of states.yaml (= states schema)", "0")
     s.set_defaults(func=cmd_schema)
-    st = _command(sub, "states", "share Residual States: pack a track's states, fetch a pack into the "
-                  "cache, list what is installed", "per subcommand (see its --help)")
+    st = _command(
+        sub,
+        "states",
+        "share Residual States: pack a track's states, fetch a pack into the cache, list what is installed",
+        "per subcommand (see its --help)",
+    )
     stsub = st.add_subparsers(dest="states_command", required=True, metavar="SUBCOMMAND")
-    sp = _command(stsub, "pack", "write one track's states, their patches and trajectories, checksums and "
-                  "provenance into a self-contained pack (a dir, or a deterministic .tar.gz)", "0 packed",
-                  USAGE_ERROR + ": no states of the track, a state that does not load, --out exists")
-    sp.add_argument("--states", required=True, metavar="S", help="the states file (e.g. a work dir's states.yaml)")
+    sp = _command(
+        stsub,
+        "pack",
+        "write one track's states, their patches and trajectories, checksums and "
+        "provenance into a self-contained pack (a dir, or a deterministic .tar.gz)",
+        "0 packed",
+        USAGE_ERROR + ": no states of the track, a state that does not load, --out exists",
+    )
+    sp.add_argument(
+        "--states", required=True, metavar="S", help="the states file (e.g. a work dir's states.yaml)"
+    )
     sp.add_argument("--track", default=None, help="the track to pack (default: the only track in S)")
-    sp.add_argument("--tasks-dir", default=None, help="the tasks to check the states against (default: as runs "
-                    "find them); their commit is recorded")
+    sp.add_argument(
+        "--tasks-dir",
+        default=None,
+        help="the tasks to check the states against (default: as runs find them); their commit is recorded",
+    )
     sp.add_argument("--out", required=True, metavar="PACK", help="a new dir, or PACK.tar.gz")
     sp.set_defaults(func=cmd_states_pack)
-    sf = _command(stsub, "fetch", "install a pack into the cache (next to fetched tasks), where runs of its "
-                  "track find it without --states", "0 installed",
-                  USAGE_ERROR + ", or the pack refused (a checksum that does not match, a hostile archive member, "
-                  "a pack of another --track); nothing is installed then")
-    sf.add_argument("source", metavar="SOURCE", help="a pack dir, a .tar.gz, an http(s) URL of one, or a git URL "
-                    "(URL.git, git+URL, file:///repo)")
+    sf = _command(
+        stsub,
+        "fetch",
+        "install a pack into the cache (next to fetched tasks), where runs of its "
+        "track find it without --states",
+        "0 installed",
+        USAGE_ERROR + ", or the pack refused (a checksum that does not match, a hostile archive member, "
+        "a pack of another --track); nothing is installed then",
+    )
+    sf.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="a pack dir, a .tar.gz, an http(s) URL of one, or a git URL (URL.git, git+URL, file:///repo)",
+    )
     sf.add_argument("--track", default=None, help="refuse a pack of another track")
     sf.add_argument("--ref", default=None, help="git sources: the branch or tag to clone")
     sf.set_defaults(func=cmd_states_fetch)
-    sl = _command(stsub, "list", "the installed packs: track, source, states, checksums checked again",
-                  "0 every pack intact", "1 some pack is broken (its line says why)")
+    sl = _command(
+        stsub,
+        "list",
+        "the installed packs: track, source, states, checksums checked again",
+        "0 every pack intact",
+        "1 some pack is broken (its line says why)",
+    )
     sl.set_defaults(func=cmd_states_list)
     ss = _command(stsub, "schema", "print the JSON Schema of states.yaml", "0")
     ss.set_defaults(func=cmd_schema)
-    r = _command(sub, "report", "recompute every table offline from one or more run dirs (several: merged)",
-                 "0", "11 a results.jsonl line is not a record (named path:line, left out; the tables are still "
-                 "printed)", USAGE_ERROR + ": a dir without results.jsonl")
+    r = _command(
+        sub,
+        "report",
+        "recompute every table offline from one or more run dirs (several: merged)",
+        "0",
+        "11 a results.jsonl line is not a record (named path:line, left out; the tables are still printed)",
+        USAGE_ERROR + ": a dir without results.jsonl",
+    )
     r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run dirs (each holds results.jsonl)")
-    r.add_argument("--construction", action="append", default=[], metavar="PATH",
-                   help="a Residualization work dir's construction.jsonl (or the work dir): Table 5 and "
-                        "Table 2's prior-attempt steps/minutes")
-    r.add_argument("--format", choices=["text", "md", "json", "csv"], default="text",
-                   help="text tables (default), Markdown, the whole report as JSON, or one CSV row per record")
-    r.add_argument("--html", action="store_true", help="also write the run page (RUN_DIR/report.html) and one "
-                   "page per case (RUN_DIR/pages/); the path goes to stderr")
-    r.add_argument("--html-dir", default=None, metavar="DIR", help="write the pages here instead (implies "
-                   "--html; needed for several run dirs)")
+    r.add_argument(
+        "--construction",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a Residualization work dir's construction.jsonl (or the work dir): Table 5 and "
+        "Table 2's prior-attempt steps/minutes",
+    )
+    r.add_argument(
+        "--format",
+        choices=["text", "md", "json", "csv"],
+        default="text",
+        help="text tables (default), Markdown, the whole report as JSON, or one CSV row per record",
+    )
+    r.add_argument(
+        "--html",
+        action="store_true",
+        help="also write the run page (RUN_DIR/report.html) and one "
+        "page per case (RUN_DIR/pages/); the path goes to stderr",
+    )
+    r.add_argument(
+        "--html-dir",
+        default=None,
+        metavar="DIR",
+        help="write the pages here instead (implies --html; needed for several run dirs)",
+    )
     r.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
     r.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default 0)")
     r.set_defaults(func=cmd_report)
-    g = _command(sub, "gate", "check CI gates on run dirs: floors and ceilings per track and agent, and a paired "
-                 "sign-flip test against a baseline run", "0 all gates passed",
-                 "10 regression: a gate was violated (one `GATE:` line each)",
-                 "11 invalid run: more infra errors than --max-infra, cases without a record, an unreadable "
-                 "results.jsonl line", USAGE_ERROR + ": a dir without results.jsonl")
+    g = _command(
+        sub,
+        "gate",
+        "check CI gates on run dirs: floors and ceilings per track and agent, and a paired "
+        "sign-flip test against a baseline run",
+        "0 all gates passed",
+        "10 regression: a gate was violated (one `GATE:` line each)",
+        "11 invalid run: more infra errors than --max-infra, cases without a record, an unreadable "
+        "results.jsonl line",
+        USAGE_ERROR + ": a dir without results.jsonl",
+    )
     g.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="the run dirs to check (several: merged)")
-    g.add_argument("--baseline", metavar="RUN_DIR", help="a baseline run: with --max-drop, fail on a drop "
-                   "against it on shared tasks that the paired sign-flip test puts beyond noise (p < 0.05)")
-    g.add_argument("--min-residual", type=float, metavar="PCT",
-                   help="fail (10) when an agent's Residual success is below PCT %%")
-    g.add_argument("--max-gap", type=float, metavar="PTS", help="fail (10) when an agent's Residual Gap "
-                   "(Clean - Residual) exceeds PTS points")
-    g.add_argument("--max-drop", type=float, metavar="PTS", help="with --baseline: fail (10) on a drop of "
-                   "Residual success beyond PTS points that is beyond noise")
-    g.add_argument("--max-infra", type=float, metavar="FRACTION", help="invalid run (11) when more than "
-                   "FRACTION of the cases have no valid verdict (infra errors)")
-    g.add_argument("--max-flagged", type=int, metavar="N", help="fail (10) when an agent has more than N valid "
-                   "runs with integrity flags (cheat signals) per track")
-    g.add_argument("--html-dir", default=None, metavar="D", help="with --baseline: write the comparison page "
-                   "(compare.html, as `swe-residual compare` writes it) here (default: the first RUN_DIR)")
+    g.add_argument(
+        "--baseline",
+        metavar="RUN_DIR",
+        help="a baseline run: with --max-drop, fail on a drop "
+        "against it on shared tasks that the paired sign-flip test puts beyond noise (p < 0.05)",
+    )
+    g.add_argument(
+        "--min-residual",
+        type=float,
+        metavar="PCT",
+        help="fail (10) when an agent's Residual success is below PCT %%",
+    )
+    g.add_argument(
+        "--max-gap",
+        type=float,
+        metavar="PTS",
+        help="fail (10) when an agent's Residual Gap (Clean - Residual) exceeds PTS points",
+    )
+    g.add_argument(
+        "--max-drop",
+        type=float,
+        metavar="PTS",
+        help="with --baseline: fail (10) on a drop of "
+        "Residual success beyond PTS points that is beyond noise",
+    )
+    g.add_argument(
+        "--max-infra",
+        type=float,
+        metavar="FRACTION",
+        help="invalid run (11) when more than FRACTION of the cases have no valid verdict (infra errors)",
+    )
+    g.add_argument(
+        "--max-flagged",
+        type=int,
+        metavar="N",
+        help="fail (10) when an agent has more than N valid "
+        "runs with integrity flags (cheat signals) per track",
+    )
+    g.add_argument(
+        "--html-dir",
+        default=None,
+        metavar="D",
+        help="with --baseline: write the comparison page "
+        "(compare.html, as `swe-residual compare` writes it) here (default: the first RUN_DIR)",
+    )
     g.set_defaults(func=cmd_gate)
-    t = _command(sub, "tasks", "get the task dirs of tracks that do not ship them", "per subcommand (see its --help)")
+    t = _command(
+        sub, "tasks", "get the task dirs of tracks that do not ship them", "per subcommand (see its --help)"
+    )
     tsub = t.add_subparsers(dest="tasks_command", required=True, metavar="SUBCOMMAND")
-    tf = _command(tsub, "fetch", "clone or update a track's task repository into the cache "
-                  "(shallow; $SWE_RESIDUAL_CACHE, else $XDG_CACHE_HOME/swe-residual, else ~/.cache/swe-residual)",
-                  "0 cloned, updated or up to date", USAGE_ERROR + ", or the fetch failed (git error, no task dirs "
-                  "where the track expects them, a link out of the clone); the previous clone stays usable")
-    tf.add_argument("track", metavar="TRACK", help="the track (e.g. deepswe; its track.toml names the repository)")
-    tf.add_argument("--ref", default=None, help="branch, tag or commit (default: the track's configured ref, "
-                    "else the repository's default branch)")
-    tf.add_argument("--dest", default=None, metavar="DIR", help="clone here instead of <cache>/tasks/<track> "
-                    "(runs then need --tasks-dir)")
-    tf.add_argument("--url", default=None, help="repository to clone instead of the track's (a mirror, file://...)")
+    tf = _command(
+        tsub,
+        "fetch",
+        "clone or update a track's task repository into the cache "
+        "(shallow; $SWE_RESIDUAL_CACHE, else $XDG_CACHE_HOME/swe-residual, else ~/.cache/swe-residual)",
+        "0 cloned, updated or up to date",
+        USAGE_ERROR + ", or the fetch failed (git error, no task dirs "
+        "where the track expects them, a link out of the clone); the previous clone stays usable",
+    )
+    tf.add_argument(
+        "track", metavar="TRACK", help="the track (e.g. deepswe; its track.toml names the repository)"
+    )
+    tf.add_argument(
+        "--ref",
+        default=None,
+        help="branch, tag or commit (default: the track's configured ref, "
+        "else the repository's default branch)",
+    )
+    tf.add_argument(
+        "--dest",
+        default=None,
+        metavar="DIR",
+        help="clone here instead of <cache>/tasks/<track> (runs then need --tasks-dir)",
+    )
+    tf.add_argument(
+        "--url", default=None, help="repository to clone instead of the track's (a mirror, file://...)"
+    )
     tf.set_defaults(func=cmd_tasks_fetch)
     from swe_residual.residualize.cli import add_parser as add_residualize
+
     add_residualize(sub)
     from swe_residual.report.compare import add_parser as add_compare
+
     add_compare(sub)
-    e = _command(sub, "export", "export a track's cases for other harnesses", "per subcommand (see its --help)")
+    e = _command(
+        sub, "export", "export a track's cases for other harnesses", "per subcommand (see its --help)"
+    )
     esub = e.add_subparsers(dest="export_command", required=True, metavar="SUBCOMMAND")
-    eh = _command(esub, "harbor", "one Harbor task dir per (task, start): clean copies and residual "
-                  "starts whose environment applies the state uncommitted; index in export.json", "0 exported",
-                  USAGE_ERROR + ": unknown track, a states file that does not load, --out not empty")
+    eh = _command(
+        esub,
+        "harbor",
+        "one Harbor task dir per (task, start): clean copies and residual "
+        "starts whose environment applies the state uncommitted; index in export.json",
+        "0 exported",
+        USAGE_ERROR + ": unknown track, a states file that does not load, --out not empty",
+    )
     eh.add_argument("--track", required=True, help="the track to export (e.g. demo)")
-    eh.add_argument("--states", default=str(ROOT / "states.yaml"), metavar="PATH",
-                    help="the states file (default: the project's states.yaml)")
-    eh.add_argument("--tasks-dir", default=None, metavar="PATH",
-                    help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)")
-    eh.add_argument("--start", choices=["clean", "residual", "both"], default="both",
-                    help="which starts to export (default both)")
-    eh.add_argument("--out", required=True, metavar="DIR", help="new (or empty) dir to write the task dirs into")
+    eh.add_argument(
+        "--states",
+        default=str(ROOT / "states.yaml"),
+        metavar="PATH",
+        help="the states file (default: the project's states.yaml)",
+    )
+    eh.add_argument(
+        "--tasks-dir",
+        default=None,
+        metavar="PATH",
+        help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)",
+    )
+    eh.add_argument(
+        "--start",
+        choices=["clean", "residual", "both"],
+        default="both",
+        help="which starts to export (default both)",
+    )
+    eh.add_argument(
+        "--out", required=True, metavar="DIR", help="new (or empty) dir to write the task dirs into"
+    )
     eh.set_defaults(func=cmd_export_harbor)
-    im = _command(sub, "import", "import runs made by other harnesses into a run dir", "per subcommand (see its --help)")
+    im = _command(
+        sub, "import", "import runs made by other harnesses into a run dir", "per subcommand (see its --help)"
+    )
     imsub = im.add_subparsers(dest="import_command", required=True, metavar="SUBCOMMAND")
-    ih = _command(imsub, "harbor-job", "Harbor / Pier job dirs of exported tasks -> results.jsonl, "
-                  "artifacts and manifest.json, so report and gate work on them",
-                  "0 every trial imported (or there already)", "1 some trials could not be (one line each)",
-                  USAGE_ERROR + ", before anything is written")
-    ih.add_argument("jobs", nargs="+", metavar="JOB_DIR", help="a job dir, a dir of job dirs or one trial dir")
-    ih.add_argument("--run-dir", required=True, metavar="RUN", help="new or existing run dir to add the trials to")
-    ih.add_argument("--export", action="append", default=[], metavar="DIR",
-                    help="the dir `swe-residual export harbor` wrote (repeatable; default: the one each "
-                         "trial's config.json task path is in)")
-    ih.add_argument("--agent", default=None, metavar="NAME", help="record every trial under this agent name (as "
-                    "given to pytest --agent) instead of <harbor agent>@<model>")
-    ih.add_argument("--append", action="store_true", help="add trials of cases the run dir already has records "
-                    "of, as further attempts")
+    ih = _command(
+        imsub,
+        "harbor-job",
+        "Harbor / Pier job dirs of exported tasks -> results.jsonl, "
+        "artifacts and manifest.json, so report and gate work on them",
+        "0 every trial imported (or there already)",
+        "1 some trials could not be (one line each)",
+        USAGE_ERROR + ", before anything is written",
+    )
+    ih.add_argument(
+        "jobs", nargs="+", metavar="JOB_DIR", help="a job dir, a dir of job dirs or one trial dir"
+    )
+    ih.add_argument(
+        "--run-dir", required=True, metavar="RUN", help="new or existing run dir to add the trials to"
+    )
+    ih.add_argument(
+        "--export",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="the dir `swe-residual export harbor` wrote (repeatable; default: the one each "
+        "trial's config.json task path is in)",
+    )
+    ih.add_argument(
+        "--agent",
+        default=None,
+        metavar="NAME",
+        help="record every trial under this agent name (as "
+        "given to pytest --agent) instead of <harbor agent>@<model>",
+    )
+    ih.add_argument(
+        "--append",
+        action="store_true",
+        help="add trials of cases the run dir already has records of, as further attempts",
+    )
     ih.set_defaults(func=cmd_import_harbor_job)
     i = _command(sub, "images", "manage Docker images", "per subcommand (see its --help)")
     isub = i.add_subparsers(dest="images_command", required=True, metavar="SUBCOMMAND")
-    b = _command(isub, "bootstrap", "build the base images bundled tasks name, offline (debootstrap); as root, "
-                 "start dockerd when no engine answers", "0 every base image present or built",
-                 "1 a base image could not be built (no engine and not root, debootstrap missing or failing: "
-                 "the error says which)")
+    b = _command(
+        isub,
+        "bootstrap",
+        "build the base images bundled tasks name, offline (debootstrap); as root, "
+        "start dockerd when no engine answers",
+        "0 every base image present or built",
+        "1 a base image could not be built (no engine and not root, debootstrap missing or failing: "
+        "the error says which)",
+    )
     b.set_defaults(func=cmd_images)
     for name, func, about in (
-            ("list", cmd_images_list, "list what the harness keeps between runs about the engine's images (probed "
-             "image facts, images it built, build logs, machine snapshots, CRIU probes; with --run-dir, a run's "
-             "reference checks): what each describes, its age and whether that still exists (exit 0)"),
-            ("prune", cmd_images_prune, "remove the kept entries whose image (or tag, or snapshot) no longer exists, "
-             "or were written by an older probe; with --all every entry and the images the harness built. Exit 0 "
-             "when all went, 1 when some could not be removed (an image in use), 2 when no engine answers "
-             "(without --all)")):
-        ip = isub.add_parser(name, help=about, description=about,
-                             epilog=_exits("0 listed") if name == "list" else
-                             _exits("0 all went", "1 some could not be removed", "2 no engine answers (without "
-                                    "--all), or a usage error"))
-        ip.add_argument("--cache-dir", default=None, metavar="DIR", help="the harness's Docker cache "
-                        "(default: $SWE_RESIDUAL_DOCKER_CACHE, else <tmp>/swe-residual-docker)")
-        ip.add_argument("--run-dir", action="append", default=[], metavar="RUN",
-                        help="also the reference checks cached in this run dir (repeatable)")
-        ip.add_argument("--task", action="append", default=[], metavar="ID",
-                        help="only the images (and image facts) of this task (repeatable)")
+        (
+            "list",
+            cmd_images_list,
+            "list what the harness keeps between runs about the engine's images (probed "
+            "image facts, images it built, build logs, machine snapshots, CRIU probes; with --run-dir, a run's "
+            "reference checks): what each describes, its age and whether that still exists (exit 0)",
+        ),
+        (
+            "prune",
+            cmd_images_prune,
+            "remove the kept entries whose image (or tag, or snapshot) no longer exists, "
+            "or were written by an older probe; with --all every entry and the images the harness built. Exit 0 "
+            "when all went, 1 when some could not be removed (an image in use), 2 when no engine answers "
+            "(without --all)",
+        ),
+    ):
+        ip = isub.add_parser(
+            name,
+            help=about,
+            description=about,
+            epilog=_exits("0 listed")
+            if name == "list"
+            else _exits(
+                "0 all went",
+                "1 some could not be removed",
+                "2 no engine answers (without --all), or a usage error",
+            ),
+        )
+        ip.add_argument(
+            "--cache-dir",
+            default=None,
+            metavar="DIR",
+            help="the harness's Docker cache "
+            "(default: $SWE_RESIDUAL_DOCKER_CACHE, else <tmp>/swe-residual-docker)",
+        )
+        ip.add_argument(
+            "--run-dir",
+            action="append",
+            default=[],
+            metavar="RUN",
+            help="also the reference checks cached in this run dir (repeatable)",
+        )
+        ip.add_argument(
+            "--task",
+            action="append",
+            default=[],
+            metavar="ID",
+            help="only the images (and image facts) of this task (repeatable)",
+        )
         if name == "list":
-            ip.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
+            ip.add_argument(
+                "--format", choices=["text", "json"], default="text", help="output format (default text)"
+            )
         else:
-            ip.add_argument("--all", action="store_true", help="every entry, the harness's images included "
-                            "(children before parents; use it while no run uses the engine); base images and "
-                            "locks are never touched")
-            ip.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
+            ip.add_argument(
+                "--all",
+                action="store_true",
+                help="every entry, the harness's images included "
+                "(children before parents; use it while no run uses the engine); base images and "
+                "locks are never touched",
+            )
+            ip.add_argument(
+                "--dry-run", action="store_true", help="print what would be removed, remove nothing"
+            )
         ip.set_defaults(func=func)
     return p
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from swe_residual.trajectory import Trajectory
 
 MAX_COMMAND_CHARS = 300
-MAX_COMMANDS = 80                    # first and last half of them when there are more
+MAX_COMMANDS = 80  # first and last half of them when there are more
 MAX_MESSAGE_CHARS = 4000
 
 
@@ -36,16 +36,26 @@ def elide(items: list[str], keep: int = MAX_COMMANDS) -> list[str]:
     return items[:half] + [f"... {len(items) - 2 * half} more commands ..."] + items[-half:]
 
 
-def digest_lines(traj: Trajectory | None, files: list[str], final: str | None, steps: int | None,
-                 why_not: str | None = None) -> list[str]:
+def digest_lines(
+    traj: Trajectory | None,
+    files: list[str],
+    final: str | None,
+    steps: int | None,
+    why_not: str | None = None,
+) -> list[str]:
     """Steps, files touched, commands in order (elided past MAX_COMMANDS), first and final message."""
     commands = commands_of(traj)
     first = next((s.message for s in traj.steps if s.message and s.message.strip()), None) if traj else None
     lines = [f"Trajectory: {why_not}."] if why_not else []
-    lines.append(f"Steps: {steps if steps is not None else 'unknown'}"
-                 + (f" (exit status {traj.exit_status})" if traj is not None and traj.exit_status else ""))
-    lines.append(f"Files touched ({len(files)}): " + (", ".join(files[:50]) or "none")
-                 + (f", ... {len(files) - 50} more" if len(files) > 50 else ""))
+    lines.append(
+        f"Steps: {steps if steps is not None else 'unknown'}"
+        + (f" (exit status {traj.exit_status})" if traj is not None and traj.exit_status else "")
+    )
+    lines.append(
+        f"Files touched ({len(files)}): "
+        + (", ".join(files[:50]) or "none")
+        + (f", ... {len(files) - 50} more" if len(files) > 50 else "")
+    )
     lines.append(f"Commands run, in order ({len(commands)}):")
     lines += [f"  {c}" for c in elide(commands)] or ["  none"]
     if first:
@@ -54,8 +64,16 @@ def digest_lines(traj: Trajectory | None, files: list[str], final: str | None, s
     return lines
 
 
-def trace_text(traj: Trajectory | None, final: str | None, limit: int, *, why_not: str | None = None,
-               message_chars: int = 1500, command_chars: int = 500, output_chars: int = 300) -> str:
+def trace_text(
+    traj: Trajectory | None,
+    final: str | None,
+    limit: int,
+    *,
+    why_not: str | None = None,
+    message_chars: int = 1500,
+    command_chars: int = 500,
+    output_chars: int = 300,
+) -> str:
     """The trajectory step by step (messages, commands, exit codes, outputs), its middle elided
     past `limit` characters."""
     if traj is None:
@@ -76,5 +94,9 @@ def trace_text(traj: Trajectory | None, final: str | None, limit: int, *, why_no
     text = "\n\n".join(parts)
     if len(text) > limit:
         half = limit // 2
-        text = text[:half] + f"\n\n[... {len(text) - 2 * half} characters of the middle elided ...]\n\n" + text[-half:]
+        text = (
+            text[:half]
+            + f"\n\n[... {len(text) - 2 * half} characters of the middle elided ...]\n\n"
+            + text[-half:]
+        )
     return text

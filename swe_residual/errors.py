@@ -28,23 +28,36 @@ if TYPE_CHECKING:
 class Rule:
     name: str
     cause: str
-    counted: bool          # the run has an outcome (0/1) and enters the denominator
-    retried: bool          # the case runs again from a fresh instance
+    counted: bool  # the run has an outcome (0/1) and enters the denominator
+    retried: bool  # the case runs again from a fresh instance
 
 
-RULES: dict[str, Rule] = {r.name: r for r in (
-    Rule("verdict", "the verifier gave a valid verdict on the agent's final state", True, False),
-    Rule("agent_error", "the agent failed on its own (non-zero exit, its own code raised)", True, False),
-    Rule("context_exhausted", "the model's context window or max tokens ran out", True, False),
-    Rule("budget", "the wall-time or step budget was used up", True, False),
-    Rule("storage_limit", "the agent's commands wrote more than the task's storage_mb: stopped", True, False),
-    Rule("verifier_agent_caused", "the verifier failed twice on the agent's state but works on the "
-         "reference solution's state: the agent's code broke the tests", True, False),
-    Rule("infra_verifier", "the verifier fails on the reference solution's state too", False, True),
-    Rule("infra_model_service", "model service error: 5xx, rate limit, timeout, connection", False, True),
-    Rule("infra_harness", "harness, backend or engine error (never the agent's)", False, True),
-    Rule("infra_crash", "the process running the case died", False, True),
-)}
+RULES: dict[str, Rule] = {
+    r.name: r
+    for r in (
+        Rule("verdict", "the verifier gave a valid verdict on the agent's final state", True, False),
+        Rule("agent_error", "the agent failed on its own (non-zero exit, its own code raised)", True, False),
+        Rule("context_exhausted", "the model's context window or max tokens ran out", True, False),
+        Rule("budget", "the wall-time or step budget was used up", True, False),
+        Rule(
+            "storage_limit",
+            "the agent's commands wrote more than the task's storage_mb: stopped",
+            True,
+            False,
+        ),
+        Rule(
+            "verifier_agent_caused",
+            "the verifier failed twice on the agent's state but works on the "
+            "reference solution's state: the agent's code broke the tests",
+            True,
+            False,
+        ),
+        Rule("infra_verifier", "the verifier fails on the reference solution's state too", False, True),
+        Rule("infra_model_service", "model service error: 5xx, rate limit, timeout, connection", False, True),
+        Rule("infra_harness", "harness, backend or engine error (never the agent's)", False, True),
+        Rule("infra_crash", "the process running the case died", False, True),
+    )
+}
 
 
 class InfraError(Exception):
@@ -109,7 +122,7 @@ class InputError(ValueError):
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """"did you mean 'x'? " for the closest of `known` (difflib), else ""."""
+    """ "did you mean 'x'? " for the closest of `known` (difflib), else ""."""
     match = difflib.get_close_matches(name, [k for k in known if k != name], n=1, cutoff=0.6)
     return f"did you mean {match[0]!r}? " if match else ""
 
@@ -122,7 +135,7 @@ def names_list(names: Iterable[str], limit: int = 12) -> str:
 
 
 def unknown_name(what: str, name: str, known: Iterable[str]) -> str:
-    """"unknown agent 'kimii' (did you mean 'kimi'? known: a, b, kimi)"."""
+    """ "unknown agent 'kimii' (did you mean 'kimi'? known: a, b, kimi)"."""
     known = list(known)
     return f"unknown {what} {name!r} ({did_you_mean(name, known)}known: {names_list(known)})"
 
@@ -169,7 +182,8 @@ def _type_at(model: Any, loc: tuple) -> Any:
             tp = args[1]
         elif isinstance(tp, type) and issubclass(tp, BaseModel):
             field = tp.model_fields.get(str(part)) or next(
-                (f for f in tp.model_fields.values() if f.alias == part), None)
+                (f for f in tp.model_fields.values() if f.alias == part), None
+            )
             if field is None:
                 return None
             tp = field.annotation
@@ -198,14 +212,29 @@ def _literal_choices(model: Any, loc: tuple) -> list:
 CONTEXT_ERRORS = {"ContextWindowExceededError"}
 # LiteLLM reports a refused or dropped connection as InternalServerError; a bad key or model
 # name (AuthenticationError, NotFoundError, ...) is no fault of the agent either.
-SERVICE_ERRORS = {"APIConnectionError", "APITimeoutError", "Timeout", "ServiceUnavailableError",
-                  "InternalServerError", "BadGatewayError", "RateLimitError", "MidStreamFallbackError",
-                  "ConnectError", "ConnectTimeout", "ReadTimeout", "RemoteProtocolError", "TimeoutException",
-                  "AuthenticationError", "PermissionDeniedError", "NotFoundError", "PaymentRequiredError"}
+SERVICE_ERRORS = {
+    "APIConnectionError",
+    "APITimeoutError",
+    "Timeout",
+    "ServiceUnavailableError",
+    "InternalServerError",
+    "BadGatewayError",
+    "RateLimitError",
+    "MidStreamFallbackError",
+    "ConnectError",
+    "ConnectTimeout",
+    "ReadTimeout",
+    "RemoteProtocolError",
+    "TimeoutException",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "PaymentRequiredError",
+}
 
 
 def classify_model_error(exc: BaseException) -> str | None:
-    """"context" for a context-window overflow, "service" for a model-service failure, else None."""
+    """ "context" for a context-window overflow, "service" for a model-service failure, else None."""
     seen = 0
     while exc is not None and seen < 10:
         names = {c.__name__ for c in type(exc).__mro__}

@@ -33,10 +33,10 @@ from swe_residual.errors import InputError
 from swe_residual.safe_read import valid_json, valid_text
 
 FILE_NAME = "interactions.jsonl"
-MAX_BYTES = 64 << 20            # an interactions file is read up to this size
-MAX_LINE = 1 << 20              # one input
+MAX_BYTES = 64 << 20  # an interactions file is read up to this size
+MAX_LINE = 1 << 20  # one input
 MAX_INTERACTIONS = 100_000
-DEFAULT_KEYS_WAIT = 1.0         # Terminus-2's default duration when a command gives none
+DEFAULT_KEYS_WAIT = 1.0  # Terminus-2's default duration when a command gives none
 MAX_WAIT = 600.0
 
 
@@ -44,8 +44,12 @@ class Interaction(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["command", "keys"] = "command"
     input: str = Field(max_length=MAX_LINE)
-    wait: float | None = Field(default=None, ge=0, le=MAX_WAIT,
-                               description="keys: seconds waited after sending them (None: until the shell is idle)")
+    wait: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WAIT,
+        description="keys: seconds waited after sending them (None: until the shell is idle)",
+    )
     timeout: float | None = Field(default=None, gt=0, description="command: the time limit it ran under")
     exit_status: int | None = None
     output_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
@@ -69,8 +73,9 @@ def dumps(items: Iterable[Interaction]) -> bytes:
     try:
         return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
     except UnicodeEncodeError:
-        return "".join(json.dumps(valid_json(r), sort_keys=True, ensure_ascii=False) + "\n"
-                       for r in rows).encode("utf-8")
+        return "".join(
+            json.dumps(valid_json(r), sort_keys=True, ensure_ascii=False) + "\n" for r in rows
+        ).encode("utf-8")
 
 
 def write_interactions(path: Path, items: Iterable[Interaction]) -> None:
@@ -166,13 +171,20 @@ def from_atif(data: dict) -> list[Interaction]:
             if not isinstance(args, dict):
                 continue
             if isinstance(args.get("keystrokes"), str):
-                mine.append(Interaction(kind="keys", input=_input(args["keystrokes"]),
-                                        wait=_wait(args.get("duration", DEFAULT_KEYS_WAIT))))
+                mine.append(
+                    Interaction(
+                        kind="keys",
+                        input=_input(args["keystrokes"]),
+                        wait=_wait(args.get("duration", DEFAULT_KEYS_WAIT)),
+                    )
+                )
             else:
                 cmd = args.get("command", args.get("cmd"))
                 if isinstance(cmd, str) and cmd.strip():
                     mine.append(Interaction(kind="command", input=_input(cmd)))
-        contents = [r.get("content") for r in results if isinstance(r, dict) and isinstance(r.get("content"), str)]
+        contents = [
+            r.get("content") for r in results if isinstance(r, dict) and isinstance(r.get("content"), str)
+        ]
         if mine and contents:
             mine[-1].output_sha256 = output_digest(contents[-1])
         out.extend(mine)
@@ -200,7 +212,11 @@ def from_tb1_commands(text: str, where: str) -> list[Interaction]:
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise InputError(f"{where}:{n}: not a Python string or list of strings")
         for k in keys:
-            out.append(Interaction(kind="keys", input="\n" if k in ("Enter", "C-m", "KPEnter") else _input(k), wait=None))
+            out.append(
+                Interaction(
+                    kind="keys", input="\n" if k in ("Enter", "C-m", "KPEnter") else _input(k), wait=None
+                )
+            )
         if len(out) > MAX_INTERACTIONS:
             raise InputError(f"{where}: more than {MAX_INTERACTIONS} terminal inputs")
     return _merge_enter(out)
@@ -210,8 +226,13 @@ def _merge_enter(items: list[Interaction]) -> list[Interaction]:
     """['ls', 'Enter'] as one `ls\\n` input (how Terminus records it), so replay waits once."""
     out: list[Interaction] = []
     for it in items:
-        if it.input == "\n" and out and out[-1].kind == "keys" and not out[-1].input.endswith("\n") \
-                and not _is_key_name(out[-1].input):
+        if (
+            it.input == "\n"
+            and out
+            and out[-1].kind == "keys"
+            and not out[-1].input.endswith("\n")
+            and not _is_key_name(out[-1].input)
+        ):
             out[-1] = out[-1].model_copy(update={"input": out[-1].input + "\n"})
         else:
             out.append(it)
@@ -219,7 +240,9 @@ def _merge_enter(items: list[Interaction]) -> list[Interaction]:
 
 
 def _is_key_name(text: str) -> bool:
-    return len(text) <= 12 and (text.startswith(("C-", "M-")) or text in ("Escape", "Tab", "BSpace", "Up", "Down"))
+    return len(text) <= 12 and (
+        text.startswith(("C-", "M-")) or text in ("Escape", "Tab", "BSpace", "Up", "Down")
+    )
 
 
 def from_trajectory_actions(steps) -> list[Interaction]:
@@ -228,7 +251,13 @@ def from_trajectory_actions(steps) -> list[Interaction]:
     for step in steps:
         for a in step.actions:
             if a.kind == "shell" and a.command.strip():
-                out.append(Interaction(kind="command", input=_input(a.command), exit_status=a.exit_code,
-                                       output_sha256=output_digest(a.output) if a.output else None,
-                                       duration_s=a.duration_s))
+                out.append(
+                    Interaction(
+                        kind="command",
+                        input=_input(a.command),
+                        exit_status=a.exit_code,
+                        output_sha256=output_digest(a.output) if a.output else None,
+                        duration_s=a.duration_s,
+                    )
+                )
     return out

@@ -68,7 +68,7 @@ GIT_TIMEOUT_S = 900.0
 HTTP_TIMEOUT_S = 120.0
 _TAR_SUFFIXES = (".tar.gz", ".tgz")
 _CHECKSUM_LINE = re.compile(r"([0-9a-f]{64})  (.+)")
-_HEADER_DATA_BYTES = 1 << 20        # a pax or GNU long-name header's own data (names, attributes)
+_HEADER_DATA_BYTES = 1 << 20  # a pax or GNU long-name header's own data (names, attributes)
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,9 @@ class PackResult:
     out: Path
     track: str
     n_states: int
-    digest: str                 # sha256 of checksums.sha256: one value names the pack's content
+    digest: str  # sha256 of checksums.sha256: one value names the pack's content
     tasks: dict[str, Any]
-    tasks_checked: bool         # the entries were cross-checked against the track's tasks
+    tasks_checked: bool  # the entries were cross-checked against the track's tasks
 
 
 @dataclass
@@ -110,8 +110,9 @@ class Installed:
 # -- pack ------------------------------------------------------------------------------------------
 
 
-def pack_states(states_path: Path | str, out: Path | str, *, track: str | None = None,
-                tasks_dir: str | None = None) -> PackResult:
+def pack_states(
+    states_path: Path | str, out: Path | str, *, track: str | None = None, tasks_dir: str | None = None
+) -> PackResult:
     """Write the pack of `track`'s states (the only track of the file when None) to `out`: a new
     or empty directory, or a .tar.gz file (replaced when it exists)."""
     states_path = Path(states_path).absolute()
@@ -126,8 +127,10 @@ def pack_states(states_path: Path | str, out: Path | str, *, track: str | None =
         raise InputError(f"states pack: {states_path} lists no states of track {track!r}; nothing to pack")
     tarball = out.name.endswith(_TAR_SUFFIXES)
     if not tarball and (out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir())))):
-        raise InputError(f"states pack: --out {out}: exists and is not an empty directory; choose a new path "
-                         "(or one ending in .tar.gz for a tarball)")
+        raise InputError(
+            f"states pack: --out {out}: exists and is not an empty directory; choose a new path "
+            "(or one ending in .tar.gz for a tarball)"
+        )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -147,7 +150,7 @@ def pack_states(states_path: Path | str, out: Path | str, *, track: str | None =
                 tmp.unlink(missing_ok=True)
         else:
             if out.is_dir():
-                out.rmdir()                 # empty (checked above)
+                out.rmdir()  # empty (checked above)
             os.rename(partial, out)
     except OSError as exc:
         raise InputError(f"states pack: --out {out}: cannot be written ({exc.strerror or exc})") from None
@@ -157,20 +160,25 @@ def pack_states(states_path: Path | str, out: Path | str, *, track: str | None =
 
 
 def _only_track(states_path: Path) -> str:
-    load_states(states_path, None, tracks=set())        # schema and ids only: reads no artifact
+    load_states(states_path, None, tracks=set())  # schema and ids only: reads no artifact
     found = sorted({str(e["track"]) for e in read_yaml(states_path, "states file").get("states") or []})
     if len(found) != 1:
         which = f"states of {len(found)} tracks ({', '.join(map(str, found))})" if found else "no states"
-        raise InputError(f"states pack: {states_path} holds {which}; pass --track TRACK (a pack holds one track)")
+        raise InputError(
+            f"states pack: {states_path} holds {which}; pass --track TRACK (a pack holds one track)"
+        )
     return str(found[0])
 
 
 def _artifact_name(state: LoadedState) -> str:
-    return f"artifacts/{state.id}.patch" if state.kind == "patch" else f"artifacts/{state.id}.interactions.jsonl"
+    return (
+        f"artifacts/{state.id}.patch" if state.kind == "patch" else f"artifacts/{state.id}.interactions.jsonl"
+    )
 
 
-def _write_tree(root: Path, states: list[LoadedState], track: str, states_path: Path,
-                tasks: dict[str, Any]) -> str:
+def _write_tree(
+    root: Path, states: list[LoadedState], track: str, states_path: Path, tasks: dict[str, Any]
+) -> str:
     """The pack's files in `root`; returns the pack digest."""
     entries = []
     for s in states:
@@ -183,16 +191,27 @@ def _write_tree(root: Path, states: list[LoadedState], track: str, states_path: 
             _copy_file(s.trajectory_path, root / traj)
             entry["artifact"]["trajectory"] = traj
         entries.append(entry)
-    header = (f"# Residual States of track {track!r}, from a states pack ({INFO_FILE} says where from).\n"
-              "# Paths are relative to this file.\n")
-    (root / STATES_FILE).write_text(header + yaml.dump({"states": entries}, Dumper=_NoAliases, sort_keys=False,
-                                                       allow_unicode=True, width=120), encoding="utf-8")
+    header = (
+        f"# Residual States of track {track!r}, from a states pack ({INFO_FILE} says where from).\n"
+        "# Paths are relative to this file.\n"
+    )
+    (root / STATES_FILE).write_text(
+        header
+        + yaml.dump({"states": entries}, Dumper=_NoAliases, sort_keys=False, allow_unicode=True, width=120),
+        encoding="utf-8",
+    )
     work_dir = states_path.parent if (states_path.parent / "stage1.jsonl").is_file() else None
-    info = {"format": FORMAT, "track": track, "n_states": len(states), "states": [s.id for s in states],
-            "created_at": _now(), "created_by": _author(),
-            "harness": {"name": "swe-residual", "version": __version__, "commit": _git_head(PROJECT)},
-            "source": {"states_file": str(states_path), "work_dir": str(work_dir) if work_dir else None},
-            "tasks": tasks}
+    info = {
+        "format": FORMAT,
+        "track": track,
+        "n_states": len(states),
+        "states": [s.id for s in states],
+        "created_at": _now(),
+        "created_by": _author(),
+        "harness": {"name": "swe-residual", "version": __version__, "commit": _git_head(PROJECT)},
+        "source": {"states_file": str(states_path), "work_dir": str(work_dir) if work_dir else None},
+        "tasks": tasks,
+    }
     (root / INFO_FILE).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     lines = "".join(f"{sha256_file(root / rel)}  {rel}\n" for rel in files)
@@ -216,8 +235,11 @@ def write_tarball(root: Path, out: Path) -> None:
     """root's files as a .tar.gz that is the same bytes for the same files: sorted names, fixed
     mtime, owner and modes, no gzip name or time."""
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-    with open(out, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
+    with (
+        open(out, "wb") as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf,
+    ):
         for rel in files:
             info = tarfile.TarInfo(rel)
             info.size = (root / rel).stat().st_size
@@ -239,18 +261,35 @@ def _tasks_origin(track: str, tdir: Path | None) -> dict[str, Any]:
     rel = str(tdir.relative_to(top_path)) if tdir != top_path else "."
     record = read_source(top_path)
     if record is not None and isinstance(record.get("commit"), str):
-        return {"commit": record["commit"], "url": record.get("url"), "ref": record.get("ref"), "subdir": rel,
-                "from": "tasks fetch record"}
+        return {
+            "commit": record["commit"],
+            "url": record.get("url"),
+            "ref": record.get("ref"),
+            "subdir": rel,
+            "from": "tasks fetch record",
+        }
     head = _git_out(top_path, "rev-parse", "HEAD")
     dirty = bool(_git_out(top_path, "status", "--porcelain", "--", rel))
-    return {"commit": head or "unknown", "url": _git_out(top_path, "remote", "get-url", "origin"), "subdir": rel,
-            "dirty": dirty, "from": "git checkout"}
+    return {
+        "commit": head or "unknown",
+        "url": _git_out(top_path, "remote", "get-url", "origin"),
+        "subdir": rel,
+        "dirty": dirty,
+        "from": "git checkout",
+    }
 
 
 def _git_out(cwd: Path, *args: str) -> str | None:
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
-                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -280,8 +319,9 @@ def _now() -> str:
 # -- fetch -----------------------------------------------------------------------------------------
 
 
-def fetch_states(source: str, *, track: str | None = None, ref: str | None = None,
-                 limits: Limits = LIMITS) -> Installed:
+def fetch_states(
+    source: str, *, track: str | None = None, ref: str | None = None, limits: Limits = LIMITS
+) -> Installed:
     """Install the pack at `source` (dir, .tar.gz, http(s) URL of one, git URL) into the cache."""
     if not source or source.startswith("-"):
         raise InputError(f"states fetch: {source!r} is no pack source (a dir, a .tar.gz, a URL or a git URL)")
@@ -316,8 +356,9 @@ def fetch_states(source: str, *, track: str | None = None, ref: str | None = Non
         pack = _pack_root(unpacked, source)
         info, n = verify_pack(pack, label=source)
         if track is not None and info["track"] != track:
-            raise InputError(f"states fetch: {source}: the pack holds states of track {info['track']!r}, "
-                             f"not {track!r}")
+            raise InputError(
+                f"states fetch: {source}: the pack holds states of track {info['track']!r}, not {track!r}"
+            )
         track = info["track"]
         suite_dir(track)
         digest = hashlib.sha256((pack / CHECKSUMS).read_bytes()).hexdigest()
@@ -326,8 +367,9 @@ def fetch_states(source: str, *, track: str | None = None, ref: str | None = Non
         dest = states_cache_dir(track)
         _install(pack, dest)
     except OSError as exc:
-        raise InputError(f"states fetch: {source}: cannot be installed into {root} "
-                         f"({exc.strerror or exc})") from None
+        raise InputError(
+            f"states fetch: {source}: cannot be installed into {root} ({exc.strerror or exc})"
+        ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Installed(track, dest, record, info, n, digest, notes=_tasks_notes(track, info))
@@ -337,7 +379,7 @@ def classify_source(source: str) -> tuple[str, str]:
     """(kind, where): kind dir | tarball (a local file) | url (http(s) of a tarball) | git."""
     if source.startswith("git+"):
         return "git", source[4:]
-    if re.match(r"^[\w.-]+@[\w.-]+:", source):                     # scp-like: git@host:owner/repo
+    if re.match(r"^[\w.-]+@[\w.-]+:", source):  # scp-like: git@host:owner/repo
         return "git", source
     parsed = urllib.parse.urlparse(source)
     scheme = parsed.scheme.lower()
@@ -349,28 +391,34 @@ def classify_source(source: str) -> tuple[str, str]:
             return "url", source
         if path.endswith(".git"):
             return "git", source
-        raise InputError(f"states fetch: {source}: a URL must name a .tar.gz (a pack tarball) or end in .git "
-                         "(a git repository; or write git+URL)")
+        raise InputError(
+            f"states fetch: {source}: a URL must name a .tar.gz (a pack tarball) or end in .git "
+            "(a git repository; or write git+URL)"
+        )
     if scheme == "file":
         local = Path(urllib.request.url2pathname(parsed.path))
         if local.is_dir() and _is_git_repo(local):
             return "git", source
         return _local(local, source)
     if scheme and len(scheme) > 1:
-        raise InputError(f"states fetch: {source}: unsupported URL scheme {scheme!r} (http, https, file, git, ssh)")
+        raise InputError(
+            f"states fetch: {source}: unsupported URL scheme {scheme!r} (http, https, file, git, ssh)"
+        )
     return _local(Path(source).expanduser().absolute(), source)
 
 
 def _local(path: Path, source: str) -> tuple[str, str]:
     if path.is_dir():
         if not (path / INFO_FILE).exists() and _is_git_repo(path) and not (path / ".git").exists():
-            return "git", str(path)                                 # a bare repository
+            return "git", str(path)  # a bare repository
         return "dir", str(path)
     if path.is_file():
         if path.name.endswith((*_TAR_SUFFIXES, ".tar")):
             return "tarball", str(path)
-        raise InputError(f"states fetch: {source}: not a .tar.gz (a file pack is the tarball `states pack "
-                         "--out PACK.tar.gz` writes)")
+        raise InputError(
+            f"states fetch: {source}: not a .tar.gz (a file pack is the tarball `states pack "
+            "--out PACK.tar.gz` writes)"
+        )
     raise InputError(f"states fetch: {source}: no such file or directory")
 
 
@@ -385,8 +433,10 @@ def _pack_root(unpacked: Path, source: str) -> Path:
     children = list(unpacked.iterdir()) if unpacked.is_dir() else []
     if len(children) == 1 and children[0].is_dir() and (children[0] / INFO_FILE).is_file():
         return children[0]
-    raise InputError(f"states fetch: {source}: no {INFO_FILE} at its top: not a states pack (make one with "
-                     "`swe-residual states pack --states S --out PACK`)")
+    raise InputError(
+        f"states fetch: {source}: no {INFO_FILE} at its top: not a states pack (make one with "
+        "`swe-residual states pack --states S --out PACK`)"
+    )
 
 
 def _install(pack: Path, dest: Path) -> None:
@@ -395,8 +445,9 @@ def _install(pack: Path, dest: Path) -> None:
         if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
             raise InputError(f"states fetch: {dest} is not a directory; remove it")
         if dest.is_dir() and not (dest / PACK_SOURCE).is_file() and any(dest.iterdir()):
-            raise InputError(f"states fetch: {dest} exists and was not made by `swe-residual states fetch`; "
-                             "remove it")
+            raise InputError(
+                f"states fetch: {dest} exists and was not made by `swe-residual states fetch`; remove it"
+            )
         old = dest.parent / f".{dest.name}.old-{os.getpid()}"
         if dest.is_dir():
             os.rename(dest, old)
@@ -418,11 +469,15 @@ def _tasks_notes(track: str, info: dict[str, Any]) -> list[str]:
         return []
     have = read_source(clone_dir(track))
     if have is None:
-        return [f"the tasks of track {track!r} are not fetched yet: `swe-residual tasks fetch {track}`"
-                + (f" (the states were checked against commit {want}: add --ref {want})" if want else "")]
+        return [
+            f"the tasks of track {track!r} are not fetched yet: `swe-residual tasks fetch {track}`"
+            + (f" (the states were checked against commit {want}: add --ref {want})" if want else "")
+        ]
     if want and have.get("commit") != want:
-        return [f"the states were checked against task commit {want}; your fetched tasks are at "
-                f"{have.get('commit')} (`swe-residual tasks fetch {track} --ref {want}` pins them)"]
+        return [
+            f"the states were checked against task commit {want}; your fetched tasks are at "
+            f"{have.get('commit')} (`swe-residual tasks fetch {track} --ref {want}` pins them)"
+        ]
     return []
 
 
@@ -445,7 +500,9 @@ class _Budget:
         if self.members > self.limits.max_members:
             raise self.refuse(name, f"more than {self.limits.max_members} members")
         if size > self.limits.max_member_bytes:
-            raise self.refuse(name, f"{size} bytes, over the {self.limits.max_member_bytes} bytes a member may have")
+            raise self.refuse(
+                name, f"{size} bytes, over the {self.limits.max_member_bytes} bytes a member may have"
+            )
         self.total += size
         if self.total > self.limits.max_total_bytes:
             raise self.refuse(name, f"the pack grows past {self.limits.max_total_bytes} bytes in all")
@@ -464,8 +521,9 @@ def _clean_name(name: str, budget: _Budget) -> str:
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise budget.refuse(name.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
-                            "a name that is not UTF-8") from None
+        raise budget.refuse(
+            name.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "a name that is not UTF-8"
+        ) from None
     return "/".join(parts)
 
 
@@ -507,7 +565,9 @@ def copy_tree(src: Path, dest: Path, limits: Limits = LIMITS, *, label: str) -> 
         try:
             entries = sorted(os.scandir(here), key=lambda e: e.name)
         except OSError as exc:
-            raise InputError(f"states fetch: {label}: {here}: cannot be read ({exc.strerror or exc})") from None
+            raise InputError(
+                f"states fetch: {label}: {here}: cannot be read ({exc.strerror or exc})"
+            ) from None
         for e in entries:
             name = f"{rel}/{e.name}" if rel else e.name
             if not rel and e.name == ".git":
@@ -515,7 +575,9 @@ def copy_tree(src: Path, dest: Path, limits: Limits = LIMITS, *, label: str) -> 
             _clean_name(name, budget)
             st = e.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                raise budget.refuse(name, f"a symlink (-> {os.readlink(e.path)}); a states pack holds only files")
+                raise budget.refuse(
+                    name, f"a symlink (-> {os.readlink(e.path)}); a states pack holds only files"
+                )
             if stat.S_ISDIR(st.st_mode):
                 budget.member(name)
                 if name.count("/") + 1 > limits.max_depth:
@@ -532,8 +594,15 @@ def copy_tree(src: Path, dest: Path, limits: Limits = LIMITS, *, label: str) -> 
 
 
 def _kind(mode: int) -> str:
-    return ("fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
-            else "device file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file")
+    return (
+        "fifo"
+        if stat.S_ISFIFO(mode)
+        else "socket"
+        if stat.S_ISSOCK(mode)
+        else "device file"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "special file"
+    )
 
 
 class _CappedReader:
@@ -549,8 +618,9 @@ class _CappedReader:
         data = self.inner.read(n)
         self.seen += len(data)
         if self.seen > self.cap:
-            raise InputError(f"states fetch: {self.label}: the archive expands past {self.cap} bytes; "
-                             "nothing installed")
+            raise InputError(
+                f"states fetch: {self.label}: the archive expands past {self.cap} bytes; nothing installed"
+            )
         return data
 
 
@@ -559,10 +629,20 @@ class _BoundedInfo(tarfile.TarInfo):
     would read it whole into memory) and sparse members."""
 
     def _proc_member(self, tarfile_):
-        if self.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
-                         tarfile.GNUTYPE_LONGLINK) and self.size > _HEADER_DATA_BYTES:
-            raise InputError(f"states fetch: member {self.name!r}: a {self.size} byte extended header; "
-                             "nothing installed")
+        if (
+            self.type
+            in (
+                tarfile.XHDTYPE,
+                tarfile.XGLTYPE,
+                tarfile.SOLARIS_XHDTYPE,
+                tarfile.GNUTYPE_LONGNAME,
+                tarfile.GNUTYPE_LONGLINK,
+            )
+            and self.size > _HEADER_DATA_BYTES
+        ):
+            raise InputError(
+                f"states fetch: member {self.name!r}: a {self.size} byte extended header; nothing installed"
+            )
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise InputError(f"states fetch: member {self.name!r}: a sparse file; nothing installed")
         return super()._proc_member(tarfile_)
@@ -587,7 +667,9 @@ def extract_tarball(path: Path, dest: Path, limits: Limits = LIMITS, *, label: s
                     rel = _clean_name(m.name, budget)
                     if m.issym() or m.islnk():
                         what = "symlink" if m.issym() else "hard link"
-                        raise budget.refuse(m.name, f"a {what} (-> {m.linkname}); a states pack holds only files")
+                        raise budget.refuse(
+                            m.name, f"a {what} (-> {m.linkname}); a states pack holds only files"
+                        )
                     if m.ischr() or m.isblk():
                         raise budget.refuse(m.name, "a device file; a states pack holds only files")
                     if m.isfifo():
@@ -603,7 +685,9 @@ def extract_tarball(path: Path, dest: Path, limits: Limits = LIMITS, *, label: s
                     if not m.isreg():
                         raise budget.refuse(m.name, "not a regular file or directory")
                     if not rel or rel in seen:
-                        raise budget.refuse(m.name, "a file name given twice" if rel else "a file without a name")
+                        raise budget.refuse(
+                            m.name, "a file name given twice" if rel else "a file without a name"
+                        )
                     budget.member(m.name, m.size)
                     seen.add(rel)
                     target = _safe_dest(dest, rel, budget, m.name)
@@ -612,8 +696,10 @@ def extract_tarball(path: Path, dest: Path, limits: Limits = LIMITS, *, label: s
                     fh = tf.extractfile(m)
                     _write_member(fh, target, m.size, budget, m.name)
         except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            raise InputError(f"states fetch: {label}: not a readable tarball ({' '.join(str(exc).split())[:200]}); "
-                             "nothing installed") from None
+            raise InputError(
+                f"states fetch: {label}: not a readable tarball ({' '.join(str(exc).split())[:200]}); "
+                "nothing installed"
+            ) from None
         except InputError as exc:
             msg = str(exc)
             if not msg.startswith(f"states fetch: {label}"):
@@ -627,21 +713,25 @@ def _download(url: str, dest: Path, limits: Limits) -> None:
         with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp, open(dest, "wb") as out:
             length = resp.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > limits.max_total_bytes:
-                raise InputError(f"states fetch: {url}: {length} bytes, over the {limits.max_total_bytes} bytes "
-                                 "a pack may have; nothing installed")
+                raise InputError(
+                    f"states fetch: {url}: {length} bytes, over the {limits.max_total_bytes} bytes "
+                    "a pack may have; nothing installed"
+                )
             total = 0
             while chunk := resp.read(1 << 20):
                 total += len(chunk)
                 if total > limits.max_total_bytes:
-                    raise InputError(f"states fetch: {url}: more than {limits.max_total_bytes} bytes; "
-                                     "nothing installed")
+                    raise InputError(
+                        f"states fetch: {url}: more than {limits.max_total_bytes} bytes; nothing installed"
+                    )
                 out.write(chunk)
     except urllib.error.HTTPError as exc:
         raise InputError(f"states fetch: {url}: HTTP {exc.code} {exc.reason}; check the URL") from None
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
-        raise InputError(f"states fetch: {url}: cannot be downloaded ({reason}); check the URL and your "
-                         "network") from None
+        raise InputError(
+            f"states fetch: {url}: cannot be downloaded ({reason}); check the URL and your network"
+        ) from None
 
 
 def _git_clone(url: str, dest: Path, ref: str | None) -> str:
@@ -649,14 +739,28 @@ def _git_clone(url: str, dest: Path, ref: str | None) -> str:
     if url.startswith("-") or (ref is not None and (not ref.strip() or ref.startswith("-"))):
         raise InputError(f"states fetch: {url} {ref or ''}: not a repository URL and ref")
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    cmd = ["git", "clone", "-q", "--depth", "1", "--no-tags", *(["--branch", ref] if ref else []), "--", url,
-           str(dest)]
+    cmd = [
+        "git",
+        "clone",
+        "-q",
+        "--depth",
+        "1",
+        "--no-tags",
+        *(["--branch", ref] if ref else []),
+        "--",
+        url,
+        str(dest),
+    ]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, env=env, check=False)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, env=env, check=False
+        )
     except FileNotFoundError:
         raise InputError("states fetch: git is not installed; install it (apt-get install git)") from None
     except subprocess.TimeoutExpired:
-        raise InputError(f"states fetch: `git clone {url}` did not finish within {GIT_TIMEOUT_S:.0f} s") from None
+        raise InputError(
+            f"states fetch: `git clone {url}` did not finish within {GIT_TIMEOUT_S:.0f} s"
+        ) from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         why = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else "")
@@ -678,18 +782,22 @@ def verify_pack(root: Path, *, label: str) -> tuple[dict[str, Any], int]:
     text = (root / STATES_FILE).read_text(encoding="utf-8", errors="replace")
     try:
         if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise InputError(f"states fetch: {label}: {STATES_FILE} uses YAML aliases (a states pack never does); "
-                             "nothing installed")
+            raise InputError(
+                f"states fetch: {label}: {STATES_FILE} uses YAML aliases (a states pack never does); "
+                "nothing installed"
+            )
     except yaml.YAMLError:
-        pass                                       # load_states names the line
+        pass  # load_states names the line
     try:
         states = load_states(root / STATES_FILE, None)
     except InputError as exc:
         raise InputError(f"states fetch: {label}: {exc}; nothing installed") from None
     others = sorted({s.track for s in states} - {info["track"]})
     if others:
-        raise InputError(f"states fetch: {label}: {STATES_FILE} holds states of track {others[0]!r}, but "
-                         f"{INFO_FILE} says the pack is of track {info['track']!r}; nothing installed")
+        raise InputError(
+            f"states fetch: {label}: {STATES_FILE} holds states of track {others[0]!r}, but "
+            f"{INFO_FILE} says the pack is of track {info['track']!r}; nothing installed"
+        )
     if not states:
         raise InputError(f"states fetch: {label}: {STATES_FILE} lists no states; nothing installed")
     return info, len(states)
@@ -702,11 +810,15 @@ def _read_info(root: Path, label: str) -> dict[str, Any]:
     except Unsafe as exc:
         raise InputError(f"states fetch: {label}: {exc}; nothing installed") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:
-        raise InputError(f"states fetch: {label}: {INFO_FILE}: format is not {FORMAT!r} (not a states pack of "
-                         "this version); nothing installed")
+        raise InputError(
+            f"states fetch: {label}: {INFO_FILE}: format is not {FORMAT!r} (not a states pack of "
+            "this version); nothing installed"
+        )
     track = info.get("track")
     if not isinstance(track, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", track):
-        raise InputError(f"states fetch: {label}: {INFO_FILE}: track: {track!r} is no track name; nothing installed")
+        raise InputError(
+            f"states fetch: {label}: {INFO_FILE}: track: {track!r} is no track name; nothing installed"
+        )
     return info
 
 
@@ -766,6 +878,16 @@ def installed_packs() -> list[Installed]:
         problem = None if src else f"no {PACK_SOURCE} (an install that did not complete)"
         problem = problem or checksum_problem(d)
         n = src.get("n_states") if isinstance(src.get("n_states"), int) else 0
-        out.append(Installed(d.name, d, src, info, n, str(src.get("digest", "")), problem=problem,
-                             notes=_tasks_notes(d.name, info) if (SUITES_ROOT / d.name).is_dir() else []))
+        out.append(
+            Installed(
+                d.name,
+                d,
+                src,
+                info,
+                n,
+                str(src.get("digest", "")),
+                problem=problem,
+                notes=_tasks_notes(d.name, info) if (SUITES_ROOT / d.name).is_dir() else [],
+            )
+        )
     return out

@@ -32,8 +32,11 @@ class FileDiff:
 
     def body(self) -> str:
         """The section without its index line (blob ids), to compare two patches' versions of a file."""
-        return "\n".join(line for line, kind in zip(self.lines, self.kinds)
-                         if not (kind == HEAD and line.startswith("index ")))
+        return "\n".join(
+            line
+            for line, kind in zip(self.lines, self.kinds)
+            if not (kind == HEAD and line.startswith("index "))
+        )
 
 
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -58,7 +61,7 @@ def git_header_path(rest: str) -> str:
         m = re.match(r'("(?:[^"\\]|\\.)*")\s+(.*)$', rest)
         return strip_prefix(m.group(2)) if m else strip_prefix(rest)
     half = (len(rest) - 1) // 2
-    if len(rest) % 2 == 1 and rest[half] == " " and rest[2:half] == rest[half + 3:]:
+    if len(rest) % 2 == 1 and rest[half] == " " and rest[2:half] == rest[half + 3 :]:
         return rest[2:half]
     m = re.match(r"a/(.+?) b/(.+)$", rest)
     return m.group(2) if m else rest
@@ -96,7 +99,7 @@ def _read(patch: bytes | str, keep: bool) -> tuple[dict[str, FileDiff], list[Fil
         return fd
 
     lines = text.split("\n")
-    if lines[-1] == "":   # the end of the last line, not a line
+    if lines[-1] == "":  # the end of the last line, not a line
         lines.pop()
     for line in lines:
         kind = HEAD
@@ -120,7 +123,7 @@ def _read(patch: bytes | str, keep: bool) -> tuple[dict[str, FileDiff], list[Fil
                 old_left = new_left = 0  # malformed hunk: read the line as a header
         if kind == HEAD:
             if line.startswith("diff --git "):
-                path = git_header_path(line[len("diff --git "):])
+                path = git_header_path(line[len("diff --git ") :])
                 cur = start(path, path)
             elif line.startswith("--- "):
                 old = line[4:]
@@ -138,11 +141,13 @@ def _read(patch: bytes | str, keep: bool) -> tuple[dict[str, FileDiff], list[Fil
                     files[path] = cur
             elif line.startswith("rename to ") and cur is not None:
                 files.pop(cur.path, None)
-                cur.path = _unquote(line[len("rename to "):])
+                cur.path = _unquote(line[len("rename to ") :])
                 files[cur.path] = cur
             elif line.startswith("rename from ") and cur is not None:
-                cur.old_path = _unquote(line[len("rename from "):])
-            elif (line.startswith("GIT binary patch") or line.startswith("Binary files ")) and cur is not None:
+                cur.old_path = _unquote(line[len("rename from ") :])
+            elif (
+                line.startswith("GIT binary patch") or line.startswith("Binary files ")
+            ) and cur is not None:
                 cur.binary = True
             elif line.startswith("@@") and cur is not None:
                 kind = HUNK

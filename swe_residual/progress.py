@@ -58,8 +58,17 @@ class Progress:
 
     live: None decides from `stream.isatty()`. clock: injectable for tests."""
 
-    def __init__(self, total: int | None, what: str = "items", *, label: str = "", stream: TextIO | None = None,
-                 live: bool | None = None, interval: float = 10.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        total: int | None,
+        what: str = "items",
+        *,
+        label: str = "",
+        stream: TextIO | None = None,
+        live: bool | None = None,
+        interval: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.total, self.what, self.label = total, what, label
         self.stream = stream if stream is not None else sys.stderr
         if live is None:
@@ -188,6 +197,7 @@ class Progress:
 
 # -- a suite run: what its processes report, and the display on the controller -------------------
 
+
 class EventChannel:
     """Events of a run's worker processes for the controller's display: one JSON object per line,
     appended with a single write (O_APPEND keeps lines of concurrent writers whole) and read back
@@ -258,13 +268,15 @@ class RunProgress:
     `flagged` (valid runs with integrity flags) and the case running longest."""
 
     total: int = 0
-    kept: int = 0           # --resume: cases with a valid verdict already, not run again
+    kept: int = 0  # --resume: cases with a valid verdict already, not run again
     workers: int = 0
     clock: Callable[[], float] = time.monotonic
     first_start: float | None = None
     running: dict[str, tuple[float, str]] = field(default_factory=dict)
     ended: set[str] = field(default_factory=set)
-    outcomes: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # case -> agent, start kind, outcome
+    outcomes: dict[str, tuple[str, str, int]] = field(
+        default_factory=dict
+    )  # case -> agent, start kind, outcome
     infra: int = 0
     flagged: set[str] = field(default_factory=set)
     preparing: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
@@ -370,8 +382,10 @@ class RunProgress:
         return text
 
     def agent_texts(self) -> list[str]:
-        return [f"{agent}: Residual {t['residual'].text()}, Clean {t['clean'].text()}"
-                for agent, t in self.tallies().items()]
+        return [
+            f"{agent}: Residual {t['residual'].text()}, Clean {t['clean'].text()}"
+            for agent, t in self.tallies().items()
+        ]
 
     def problems_text(self) -> str:
         text = f"infra {self.infra}, flagged {len(self.flagged)}"
@@ -393,8 +407,11 @@ class RunProgress:
     def final_line(self) -> str:
         """The line after the last case: how many ran, in how long, the running rates."""
         with self._lock:
-            parts = [f"{self.done}/{self.total} cases done in {duration(self.elapsed)}", *self.agent_texts(),
-                     f"infra {self.infra}, flagged {len(self.flagged)}"]
+            parts = [
+                f"{self.done}/{self.total} cases done in {duration(self.elapsed)}",
+                *self.agent_texts(),
+                f"infra {self.infra}, flagged {len(self.flagged)}",
+            ]
             return "swe-residual: " + "; ".join(parts)
 
     def renderable(self, width: int = 100):
@@ -410,10 +427,14 @@ class RunProgress:
             if phases:
                 head.append(f"   {phases}")
             grid = Table.grid(padding=(0, 1))
-            grid.add_row(ProgressBar(total=max(self.total, 1), completed=self.done, width=min(40, width // 3)),
-                         Text(self.counts_text(), no_wrap=True, overflow="ellipsis"))
+            grid.add_row(
+                ProgressBar(total=max(self.total, 1), completed=self.done, width=min(40, width // 3)),
+                Text(self.counts_text(), no_wrap=True, overflow="ellipsis"),
+            )
             lines = [Text("  " + t, no_wrap=True, overflow="ellipsis") for t in self.agent_texts()]
-            tail = Text(self.problems_text(), style="yellow" if self.infra else "", no_wrap=True, overflow="ellipsis")
+            tail = Text(
+                self.problems_text(), style="yellow" if self.infra else "", no_wrap=True, overflow="ellipsis"
+            )
             head.no_wrap, head.overflow = True, "ellipsis"
             return Group(head, grid, *lines, tail)
 
@@ -424,9 +445,16 @@ class RunDisplay:
     sent; `write_line` prints a plain line. Both modes stop with `stop()` (the live display is erased,
     the final line follows from the caller)."""
 
-    def __init__(self, progress: RunProgress, mode: str, *, stream: TextIO | None = None,
-                 write_line: Callable[[str], None] | None = None, interval: float = 30.0,
-                 poll: Callable[[], list[dict[str, Any]]] | None = None):
+    def __init__(
+        self,
+        progress: RunProgress,
+        mode: str,
+        *,
+        stream: TextIO | None = None,
+        write_line: Callable[[str], None] | None = None,
+        interval: float = 30.0,
+        poll: Callable[[], list[dict[str, Any]]] | None = None,
+    ):
         self.progress, self.mode = progress, mode
         self.stream = stream if stream is not None else sys.stdout
         self.write_line = write_line or (lambda text: (self.stream.write(text + "\n"), self.stream.flush()))
@@ -451,14 +479,20 @@ class RunDisplay:
             try:
                 from rich.console import Console
                 from rich.live import Live
-            except ImportError:      # rich is a dependency; an install without it still shows plain lines
+            except ImportError:  # rich is a dependency; an install without it still shows plain lines
                 self.mode = "plain"
                 self.started = False
                 return self.start()
 
             console = Console(file=self.stream, force_terminal=True)
-            self._live = Live(console=console, refresh_per_second=4, transient=True, redirect_stdout=False,
-                              redirect_stderr=False, get_renderable=self._render)
+            self._live = Live(
+                console=console,
+                refresh_per_second=4,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+                get_renderable=self._render,
+            )
             self._live.start()
         else:
             self._thread = threading.Thread(target=self._plain, name="swe-residual-progress", daemon=True)

@@ -28,10 +28,10 @@ from swe_residual.safe_read import valid_json, valid_text
 
 RESULTS = "results.jsonl"
 MANIFEST = "manifest.json"
-RUN_PAGE = "report.html"          # the run page (report/html/run_page.py)
-STARTS = ("clean", "residual")     # the protocol's starting conditions (a handoff view adds "+<view>")
+RUN_PAGE = "report.html"  # the run page (report/html/run_page.py)
+STARTS = ("clean", "residual")  # the protocol's starting conditions (a handoff view adds "+<view>")
 SUMMARY = "summary.json"
-MAX_TEXT = 100_000                 # characters of any one string of a record as written
+MAX_TEXT = 100_000  # characters of any one string of a record as written
 
 #: residual+summary / residual+trace: a residual start whose request also shows the predecessor's
 #: trajectory (--handoff-view); never mixed with the blind residual start of the paper
@@ -65,7 +65,9 @@ class Record(BaseModel):
     declared_complete: bool | None = None
     termination: Termination | None = None
     steps: int | None = None
-    prompt_tokens: int | None = Field(default=None, description="model tokens of the run, where the harness reports them")
+    prompt_tokens: int | None = Field(
+        default=None, description="model tokens of the run, where the harness reports them"
+    )
     completion_tokens: int | None = None
     cost_usd: float | None = None
     duration_s: float | None = None
@@ -74,12 +76,18 @@ class Record(BaseModel):
     backend: str | None = None
     host: str | None = Field(default=None, description="the Docker engine the attempt ran on")
     error: str | None = None
-    rule: str | None = Field(default=None, description="the taxonomy rule that decided the record (docs/errors.md)")
+    rule: str | None = Field(
+        default=None, description="the taxonomy rule that decided the record (docs/errors.md)"
+    )
     verdict_note: str | None = None
-    integrity: list[str] = Field(default_factory=list, description="integrity signals of the final state "
-                                 "(swe_residual/run/integrity/)")
-    integrity_notes: list[str] = Field(default_factory=list, description="integrity notes of the final state: "
-                                       "honest-looking test infrastructure, not counted (run/integrity/)")
+    integrity: list[str] = Field(
+        default_factory=list, description="integrity signals of the final state (swe_residual/run/integrity/)"
+    )
+    integrity_notes: list[str] = Field(
+        default_factory=list,
+        description="integrity notes of the final state: "
+        "honest-looking test infrastructure, not counted (run/integrity/)",
+    )
     artifacts: dict[str, str] = Field(default_factory=dict, description="paths relative to the run dir")
     finished_at: float = Field(default_factory=time.time)
 
@@ -114,8 +122,15 @@ def append_lines(path: Path, records: Sequence[BaseModel | dict[str, Any]]) -> N
 
     if not records:
         return
-    data = "".join(json.dumps(valid_json(r.model_dump(mode="json") if isinstance(r, BaseModel) else r, MAX_TEXT),
-                              sort_keys=True, separators=(",", ":")) + "\n" for r in records).encode("utf-8")
+    data = "".join(
+        json.dumps(
+            valid_json(r.model_dump(mode="json") if isinstance(r, BaseModel) else r, MAX_TEXT),
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        + "\n"
+        for r in records
+    ).encode("utf-8")
     path = Path(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -131,7 +146,7 @@ def append_lines(path: Path, records: Sequence[BaseModel | dict[str, Any]]) -> N
                     view = view[n:]
                 os.fsync(fd)
             except OSError:
-                os.ftruncate(fd, size)   # all of them or nothing
+                os.ftruncate(fd, size)  # all of them or nothing
                 raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -180,7 +195,7 @@ def bad_line(path: Path, n: int, line: str | bytes, exc: Exception) -> str:
         else:
             why = f"{type(exc).__name__}: {exc}"
     except UnicodeEncodeError as enc:
-        why = f"not valid UTF-8 (byte {len(line[:enc.start].encode('utf-8', 'surrogateescape'))})"
+        why = f"not valid UTF-8 (byte {len(line[: enc.start].encode('utf-8', 'surrogateescape'))})"
     return valid_text(f"{path}:{n}: {why}", 500)
 
 
@@ -258,7 +273,7 @@ class _Shared:
         r.task = get(r.task, r.task)
         r.state = get(r.state, r.state)
         r.rule = get(r.rule, r.rule)
-        r.backend = get(r.backend, r.backend)   # termination is a Literal: msgspec shares it
+        r.backend = get(r.backend, r.backend)  # termination is a Literal: msgspec shares it
         tests = r.tests
         if tests:
             r.tests = get(("tests", *tests.items()), tests)
@@ -274,7 +289,9 @@ class _Shared:
         return r
 
 
-def read_rows(run_dir: Path, bad: list[str] | None = None, limit: int | None = None) -> list[RecordRow | Record]:
+def read_rows(
+    run_dir: Path, bad: list[str] | None = None, limit: int | None = None
+) -> list[RecordRow | Record]:
     """Every complete line of results.jsonl, as iter_records reads it (same values, the same lines
     named in `bad`, a torn last line skipped), decoded by msgspec a chunk at a time; lines it does
     not take as they are go through Record.model_validate_json. `limit`: only the file's first
@@ -289,7 +306,9 @@ def read_rows(run_dir: Path, bad: list[str] | None = None, limit: int | None = N
     with open(path, "rb") as fh:
         head = fh.read(_CHUNK if left < 0 else min(_CHUNK, left))
         if head.startswith(codecs.BOM_UTF8):
-            return list(iter_records(run_dir, bad, limit))  # text mode keeps the BOM: leave it all to pydantic
+            return list(
+                iter_records(run_dir, bad, limit)
+            )  # text mode keeps the BOM: leave it all to pydantic
         tail = b""
         block = head
         offset = 0  # of this chunk's complete lines in the file
@@ -359,9 +378,15 @@ class RunRecords(Sequence):
     for 1M objects.
     """
 
-    def __init__(self, rows: list[RecordRow | Record] | None = None, bad_lines: list[str] | None = None, *,
-                 load_rows: Callable[[], list[RecordRow | Record]] | None = None, columns: Any = None,
-                 n: int | None = None):
+    def __init__(
+        self,
+        rows: list[RecordRow | Record] | None = None,
+        bad_lines: list[str] | None = None,
+        *,
+        load_rows: Callable[[], list[RecordRow | Record]] | None = None,
+        columns: Any = None,
+        n: int | None = None,
+    ):
         self._rows = rows
         self._load_rows = load_rows
         #: the columnar form of the same lines (None: build it from the rows when needed)
@@ -444,8 +469,11 @@ class Manifest(BaseModel):
 
     def merged(self, other: Manifest) -> Manifest:
         """This manifest plus what `other` adds (a resumed run may select more cases)."""
-        return Manifest(cases=list(dict.fromkeys(self.cases + other.cases)), tasks={**self.tasks, **other.tasks},
-                        states={**self.states, **other.states})
+        return Manifest(
+            cases=list(dict.fromkeys(self.cases + other.cases)),
+            tasks={**self.tasks, **other.tasks},
+            states={**self.states, **other.states},
+        )
 
     def write(self, run_dir: Path) -> None:
         tmp = Path(run_dir) / (MANIFEST + ".tmp")

@@ -60,7 +60,9 @@ def valid_json(value: Any, limit: int | None = None) -> Any:
     if isinstance(value, str):
         return valid_text(value, limit)
     if isinstance(value, dict):
-        return {valid_text(k, limit) if isinstance(k, str) else k: valid_json(v, limit) for k, v in value.items()}
+        return {
+            valid_text(k, limit) if isinstance(k, str) else k: valid_json(v, limit) for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [valid_json(v, limit) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
@@ -76,14 +78,20 @@ def parse_json(raw: bytes | str, where: object, *, position: bool = True) -> Any
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        pos = f" (line {exc.lineno} column {exc.colno})" if position and isinstance(exc, json.JSONDecodeError) else ""
+        pos = (
+            f" (line {exc.lineno} column {exc.colno})"
+            if position and isinstance(exc, json.JSONDecodeError)
+            else ""
+        )
         raise Unsafe(f"{where}: invalid JSON{pos}: {getattr(exc, 'msg', exc)}") from None
     except RecursionError:
         raise Unsafe(f"{where}: invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep") from None
     if not isinstance(data, (dict, list)):
         return valid_text(data) if isinstance(data, str) else data
     raw_bytes = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    repair = (b"\\u" in raw_bytes or b"\xed" in raw_bytes) and _SURROGATE_IN_JSON.search(raw_bytes) is not None
+    repair = (b"\\u" in raw_bytes or b"\xed" in raw_bytes) and _SURROGATE_IN_JSON.search(
+        raw_bytes
+    ) is not None
     _walk(data, where, repair)
     return data
 
@@ -140,7 +148,7 @@ def _open(root: Path, rel: str, flags: int) -> int | None:
             except FileNotFoundError:
                 return None
             except OSError as exc:
-                where = root / Path(*parts[:i + 1])
+                where = root / Path(*parts[: i + 1])
                 if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(part, dfd):
                     raise Unsafe(f"{where}: a symlink; not followed") from None
                 if exc.errno == errno.ENOTDIR:
@@ -228,8 +236,15 @@ def list_dir(root: Path, rel: str = "") -> list[tuple[str, str]]:
     try:
         with os.scandir(fd) as it:
             for e in it:
-                kind = ("symlink" if e.is_symlink() else "dir" if e.is_dir(follow_symlinks=False)
-                        else "file" if e.is_file(follow_symlinks=False) else "other")
+                kind = (
+                    "symlink"
+                    if e.is_symlink()
+                    else "dir"
+                    if e.is_dir(follow_symlinks=False)
+                    else "file"
+                    if e.is_file(follow_symlinks=False)
+                    else "other"
+                )
                 out.append((e.name, kind))
     finally:
         os.close(fd)

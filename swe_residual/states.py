@@ -12,10 +12,10 @@ the file, the entry and the field.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -50,21 +50,32 @@ class LiveProcess(BaseModel):
 
 class Artifact(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    patch: str | None = Field(default=None, min_length=1,
-                              description="repository state: path of the binary-safe patch, relative to states.yaml")
-    interactions: str | None = Field(default=None, min_length=1,
-                                     description="machine state: path of its interactions.jsonl, relative to "
-                                                 "states.yaml")
+    patch: str | None = Field(
+        default=None,
+        min_length=1,
+        description="repository state: path of the binary-safe patch, relative to states.yaml",
+    )
+    interactions: str | None = Field(
+        default=None,
+        min_length=1,
+        description="machine state: path of its interactions.jsonl, relative to states.yaml",
+    )
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="of the patch or interactions file")
-    trajectory: str | None = Field(default=None, description="the predecessor's trajectory "
-                                   "(swe-residual-trajectory-1 JSON), relative to states.yaml: what "
-                                   "--handoff-view summary|trace shows the continuation")
-    volatile_paths: list[str] = Field(default_factory=list,
-                                      description="machine state: globs of paths whose content may differ between "
-                                                  "two replays (logs, caches); ignored by the determinism check")
-    live_processes: list[LiveProcess] = Field(default_factory=list,
-                                              description="machine state: processes that must run (and answer on "
-                                                          "their ports) after every restore")
+    trajectory: str | None = Field(
+        default=None,
+        description="the predecessor's trajectory "
+        "(swe-residual-trajectory-1 JSON), relative to states.yaml: what "
+        "--handoff-view summary|trace shows the continuation",
+    )
+    volatile_paths: list[str] = Field(
+        default_factory=list,
+        description="machine state: globs of paths whose content may differ between "
+        "two replays (logs, caches); ignored by the determinism check",
+    )
+    live_processes: list[LiveProcess] = Field(
+        default_factory=list,
+        description="machine state: processes that must run (and answer on their ports) after every restore",
+    )
 
     @model_validator(mode="after")
     def _one_artifact(self) -> Artifact:
@@ -82,9 +93,11 @@ class Artifact(BaseModel):
 class InitialVerdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
     failing_tests: list[str] = Field(min_length=1, description="hidden tests failing on the state")
-    passing_tests: list[str] = Field(default_factory=list,
-                                     description="hidden tests passing on it (tasks without a graded test list, e.g. "
-                                                 "machine tasks: with failing_tests, the tests a pass rate counts)")
+    passing_tests: list[str] = Field(
+        default_factory=list,
+        description="hidden tests passing on it (tasks without a graded test list, e.g. "
+        "machine tasks: with failing_tests, the tests a pass rate counts)",
+    )
 
 
 class ResidualState(BaseModel):
@@ -168,15 +181,24 @@ class StatesRead:
     left_out: list[ResidualState] = field(default_factory=list)
 
 
-def load_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | None,
-                tracks: set[str] | None = None, **options: Any) -> list[LoadedState]:
+def load_states(
+    path: Path,
+    tasks_by_track: Mapping[str, Mapping[str, Task]] | None,
+    tracks: set[str] | None = None,
+    **options: Any,
+) -> list[LoadedState]:
     """Load and cross-check states.yaml (read_states, without what it left out)."""
     return read_states(path, tasks_by_track, tracks, **options).states
 
 
-def read_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | None,
-                tracks: set[str] | None = None, *, known_tracks: Collection[str] | None = None,
-                missing_tasks: str = "error") -> StatesRead:
+def read_states(
+    path: Path,
+    tasks_by_track: Mapping[str, Mapping[str, Task]] | None,
+    tracks: set[str] | None = None,
+    *,
+    known_tracks: Collection[str] | None = None,
+    missing_tasks: str = "error",
+) -> StatesRead:
     """Load and cross-check states.yaml; only entries of `tracks` (all when None) are checked.
     With tasks_by_track None the tasks are not consulted (a states pack checked where its tasks
     are not fetched yet): schema, ids and artifacts are still checked.
@@ -190,8 +212,10 @@ def read_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | N
     if not isinstance(raw, dict) or not isinstance(raw.get("states", []), list):
         raise InputError(f"{path}: top level must be a mapping with a 'states' list")
     for key in sorted(set(raw) - set(StatesFile.model_fields)):
-        raise InputError(f"{path}: {key}: unknown field ({did_you_mean(str(key), ['states'])}the top level "
-                         "holds only states: [...])")
+        raise InputError(
+            f"{path}: {key}: unknown field ({did_you_mean(str(key), ['states'])}the top level "
+            "holds only states: [...])"
+        )
     seen: set[str] = set()
     loaded: list[LoadedState] = []
     left_out: list[ResidualState] = []
@@ -217,12 +241,16 @@ def read_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | N
                 continue
             _check_task(path, label, entry, tasks_by_track, machine, field_name)
         art_path = _artifact_path(path, label, field_name.removeprefix("artifact."), entry.artifact.path)
-        trajectory_path = (_artifact_path(path, label, "trajectory", entry.artifact.trajectory)
-                           if entry.artifact.trajectory else None)
+        trajectory_path = (
+            _artifact_path(path, label, "trajectory", entry.artifact.trajectory)
+            if entry.artifact.trajectory
+            else None
+        )
         actual = sha256_file(art_path)
         if actual != entry.artifact.sha256:
-            raise InputError(f"{path}: {label}: artifact.sha256: does not match {entry.artifact.path} "
-                             f"(file has {actual})")
+            raise InputError(
+                f"{path}: {label}: artifact.sha256: does not match {entry.artifact.path} (file has {actual})"
+            )
         if machine:
             try:
                 if not read_interactions(art_path):
@@ -230,28 +258,43 @@ def read_states(path: Path, tasks_by_track: Mapping[str, Mapping[str, Task]] | N
             except InputError as exc:
                 raise InputError(f"{path}: {label}: {field_name}: {exc}") from None
         elif not parse_patch(art_path.read_bytes()):
-            raise InputError(f"{path}: {label}: artifact.patch: {entry.artifact.path} is not a git patch "
-                             "(no file diff in it; make it with git diff --binary)")
+            raise InputError(
+                f"{path}: {label}: artifact.patch: {entry.artifact.path} is not a git patch "
+                "(no file diff in it; make it with git diff --binary)"
+            )
         loaded.append(LoadedState(entry, art_path, trajectory_path))
     return StatesRead(loaded, left_out)
 
 
-def _check_task(path: Path, label: str, entry: ResidualState, tasks_by_track: Mapping[str, Mapping[str, Task]],
-                machine: bool, field: str) -> None:
+def _check_task(
+    path: Path,
+    label: str,
+    entry: ResidualState,
+    tasks_by_track: Mapping[str, Mapping[str, Task]],
+    machine: bool,
+    field: str,
+) -> None:
     """The entry names a loaded track and task, and its artifact is the kind that task's states hold."""
     track_tasks = tasks_by_track.get(entry.track)
     if track_tasks is None:
         raise InputError(f"{path}: {label}: track: {unknown_name('track', entry.track, tasks_by_track)}")
     if entry.task not in track_tasks:
         where = next((f" in {t.path.parent}" for t in track_tasks.values()), "")
-        raise InputError(f"{path}: {label}: task: unknown task {entry.task!r}: no such task of track "
-                         f"{entry.track!r}{where} ({did_you_mean(entry.task, track_tasks)}"
-                         f"tasks: {names_list(track_tasks)})")
+        raise InputError(
+            f"{path}: {label}: task: unknown task {entry.task!r}: no such task of track "
+            f"{entry.track!r}{where} ({did_you_mean(entry.task, track_tasks)}"
+            f"tasks: {names_list(track_tasks)})"
+        )
     kind = track_tasks[entry.task].kind
     if machine != (kind == "machine"):
-        raise InputError(f"{path}: {label}: {field}: task {entry.task!r} is a {kind} task; its states need "
-                         + ("artifact.interactions (the replayed terminal interactions)" if kind == "machine"
-                            else "artifact.patch (a git patch)"))
+        raise InputError(
+            f"{path}: {label}: {field}: task {entry.task!r} is a {kind} task; its states need "
+            + (
+                "artifact.interactions (the replayed terminal interactions)"
+                if kind == "machine"
+                else "artifact.patch (a git patch)"
+            )
+        )
 
 
 def _artifact_path(path: Path, label: str, field: str, rel: str) -> Path:
@@ -259,8 +302,10 @@ def _artifact_path(path: Path, label: str, field: str, rel: str) -> Path:
     base = path.parent.resolve()
     resolved = (base / rel).resolve()
     if base not in resolved.parents:
-        raise InputError(f"{path}: {label}: artifact.{field}: {rel} is outside {base} "
-                         "(artifacts must stay in the states file's directory)")
+        raise InputError(
+            f"{path}: {label}: artifact.{field}: {rel} is outside {base} "
+            "(artifacts must stay in the states file's directory)"
+        )
     if not resolved.is_file():
         raise InputError(f"{path}: {label}: artifact.{field}: file {resolved} does not exist")
     return resolved

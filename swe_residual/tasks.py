@@ -64,7 +64,7 @@ class EnvironmentConfig(_Open):
     storage_mb: int | None = Field(default=None, gt=0)
     build_timeout_sec: float = Field(default=600.0, gt=0)
     network_mode: Literal["public", "no-network", "allowlist"] = "public"
-    workdir: str | None = None          # where commands run (machine tasks), else the image's WORKDIR
+    workdir: str | None = None  # where commands run (machine tasks), else the image's WORKDIR
 
     @model_validator(mode="before")
     @classmethod
@@ -119,7 +119,9 @@ def pydantic_error_line(path: Path, exc: ValidationError, prefix: str = "") -> s
 REPORT_KINDS = ("ctrf", "junit", "reward")
 _REPORT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.xml")
 # pytest's --junitxml / --junit-xml naming a file in the verifier's logs dir ($LOGS_DIR or /logs/verifier)
-_JUNIT_ARG = re.compile(r"--junit-?xml[= ]\s*[\"']?(?:\$\{?LOGS_DIR\}?|/logs/verifier)/([A-Za-z0-9_][A-Za-z0-9_.-]*\.xml)")
+_JUNIT_ARG = re.compile(
+    r"--junit-?xml[= ]\s*[\"']?(?:\$\{?LOGS_DIR\}?|/logs/verifier)/([A-Za-z0-9_][A-Za-z0-9_.-]*\.xml)"
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ class Task:
     track: str
     path: Path
     config: TaskConfig = field(compare=False, repr=False)
-    kind: str = "repository"        # repository | machine (from the track's track.toml)
+    kind: str = "repository"  # repository | machine (from the track's track.toml)
 
     @property
     def verify_mode(self) -> Literal["fresh", "separate", "in_place"]:
@@ -183,13 +185,18 @@ class Task:
         declared = (self.config.verifier.model_extra or {}).get("reports")
         if declared is not None:
             if not isinstance(declared, list) or not declared or set(declared) - set(REPORT_KINDS):
-                raise InputError(f"{self.path / 'task.toml'}: verifier.reports: a non-empty list of "
-                                 f"{', '.join(REPORT_KINDS)}")
+                raise InputError(
+                    f"{self.path / 'task.toml'}: verifier.reports: a non-empty list of "
+                    f"{', '.join(REPORT_KINDS)}"
+                )
             return frozenset(declared)
         text = ""
         for p in sorted(self.tests_dir.rglob("*")) if self.tests_dir.is_dir() else []:
-            if p.is_file() and p.suffix in ("", ".sh", ".py", ".js", ".ts", ".json", ".toml", ".yaml", ".yml") \
-                    and p.stat().st_size < (1 << 20):
+            if (
+                p.is_file()
+                and p.suffix in ("", ".sh", ".py", ".js", ".ts", ".json", ".toml", ".yaml", ".yml")
+                and p.stat().st_size < (1 << 20)
+            ):
                 text += p.read_text(encoding="utf-8", errors="replace").lower()
         return frozenset(k for k in REPORT_KINDS if k in text) or frozenset(REPORT_KINDS)
 
@@ -200,15 +207,23 @@ class Task:
         logs dir, else junit.xml. Never a glob: an extra XML file written there is not read."""
         declared = (self.config.verifier.model_extra or {}).get("junit_reports")
         if declared is not None:
-            if not (isinstance(declared, list) and declared and all(
-                    isinstance(n, str) and _REPORT_NAME.fullmatch(n) for n in declared)):
-                raise InputError(f"{self.path / 'task.toml'}: verifier.junit_reports: a non-empty list of file "
-                                 "names in the logs dir (e.g. [\"junit.xml\"])")
+            if not (
+                isinstance(declared, list)
+                and declared
+                and all(isinstance(n, str) and _REPORT_NAME.fullmatch(n) for n in declared)
+            ):
+                raise InputError(
+                    f"{self.path / 'task.toml'}: verifier.junit_reports: a non-empty list of file "
+                    'names in the logs dir (e.g. ["junit.xml"])'
+                )
             return tuple(dict.fromkeys(declared))
         names: dict[str, None] = {}
         for p in sorted(self.tests_dir.rglob("*")) if self.tests_dir.is_dir() else []:
-            if p.is_file() and p.suffix in ("", ".sh", ".py", ".toml", ".cfg", ".ini") \
-                    and p.stat().st_size < (1 << 20):
+            if (
+                p.is_file()
+                and p.suffix in ("", ".sh", ".py", ".toml", ".cfg", ".ini")
+                and p.stat().st_size < (1 << 20)
+            ):
                 for m in _JUNIT_ARG.finditer(p.read_text(encoding="utf-8", errors="replace")):
                     names[m.group(1)] = None
         return tuple(names) or ("junit.xml",)
@@ -217,8 +232,10 @@ class Task:
         """InputError when task.toml names a base commit other than the one the environment has."""
         expected = self.config.metadata.base_commit_hash
         if expected and actual and expected != actual:
-            raise InputError(f"{self.path / 'task.toml'}: metadata.base_commit_hash: {expected} does not match "
-                             f"{where} ({actual})")
+            raise InputError(
+                f"{self.path / 'task.toml'}: metadata.base_commit_hash: {expected} does not match "
+                f"{where} ({actual})"
+            )
 
     @cached_property
     def solution_files(self) -> list[str]:
@@ -251,12 +268,13 @@ def load_task(path: Path, track: str, kind: str | None = None) -> Task:
     kind = kind or track_kind(track)
     if kind not in KINDS:
         raise InputError(f"{toml_path}: kind {kind!r} is no task kind (choose from {', '.join(KINDS)})")
-    task = Task(id=config.metadata.task_id or path.name, track=track, path=path.resolve(), config=config, kind=kind)
+    task = Task(
+        id=config.metadata.task_id or path.name, track=track, path=path.resolve(), config=config, kind=kind
+    )
     repo = task.repository_dir
     if repo is not None and not repo.is_dir():
         raise InputError(f"{toml_path}: metadata.repository_dir: {repo} is not a directory")
-    task.grading  # validate config.json and the declared reports early
-    task.reports
+    _ = task.grading, task.reports  # validate config.json and the declared reports early
     return task
 
 

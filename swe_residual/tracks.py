@@ -45,11 +45,11 @@ _TASK_KEYS = {"bundled", "url", "ref", "subdir"}
 class TrackConfig:
     track: str
     default_backend: str = "local"
-    backend_reason: str = ""           # why the default backend: said when it cannot run
-    tasks_url: str | None = None       # git repository holding the task dirs (`swe-residual tasks fetch`)
-    tasks_ref: str | None = None       # branch, tag or commit; None: the repository's default branch
-    tasks_subdir: str = ""             # where the Harbor task dirs are inside that repository
-    kind: str = "repository"           # repository | machine: what a state of this track is
+    backend_reason: str = ""  # why the default backend: said when it cannot run
+    tasks_url: str | None = None  # git repository holding the task dirs (`swe-residual tasks fetch`)
+    tasks_ref: str | None = None  # branch, tag or commit; None: the repository's default branch
+    tasks_subdir: str = ""  # where the Harbor task dirs are inside that repository
+    kind: str = "repository"  # repository | machine: what a state of this track is
 
 
 def _string(path: Path, field: str, value: object) -> str:
@@ -69,23 +69,31 @@ def load_track_config(suite: Path) -> TrackConfig:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({' '.join(str(exc).split())}); fix the file") from None
     for key in sorted(set(data) - _TOP_KEYS):
-        raise InputError(f"{path}: {key}: unknown field ({did_you_mean(key, _TOP_KEYS)}known: "
-                         f"{', '.join(sorted(_TOP_KEYS))})")
+        raise InputError(
+            f"{path}: {key}: unknown field ({did_you_mean(key, _TOP_KEYS)}known: "
+            f"{', '.join(sorted(_TOP_KEYS))})"
+        )
     backend = _string(path, "default_backend", data.get("default_backend", "local"))
     if backend not in BACKENDS:
-        raise InputError(f"{path}: default_backend: {backend!r} is no backend (choose from {', '.join(BACKENDS)})")
+        raise InputError(
+            f"{path}: default_backend: {backend!r} is no backend (choose from {', '.join(BACKENDS)})"
+        )
     kind = _string(path, "kind", data.get("kind", "repository"))
     if kind not in KINDS:
         raise InputError(f"{path}: kind: {kind!r} is no track kind (choose from {', '.join(KINDS)})")
     if kind == "machine" and backend != "docker":
-        raise InputError(f"{path}: default_backend: a machine track needs \"docker\" (the local backend cannot "
-                         "hold machine states: installed software, configuration and live processes)")
+        raise InputError(
+            f'{path}: default_backend: a machine track needs "docker" (the local backend cannot '
+            "hold machine states: installed software, configuration and live processes)"
+        )
     tasks = data.get("tasks", {})
     if not isinstance(tasks, dict):
         raise InputError(f"{path}: tasks: must be a table ([tasks])")
     for key in sorted(set(tasks) - _TASK_KEYS):
-        raise InputError(f"{path}: tasks.{key}: unknown field ({did_you_mean(key, _TASK_KEYS)}known: "
-                         f"{', '.join(sorted(_TASK_KEYS))})")
+        raise InputError(
+            f"{path}: tasks.{key}: unknown field ({did_you_mean(key, _TASK_KEYS)}known: "
+            f"{', '.join(sorted(_TASK_KEYS))})"
+        )
     url = _string(path, "tasks.url", tasks["url"]) if "url" in tasks else None
     if url is not None and (not url or url.startswith("-")):
         raise InputError(f"{path}: tasks.url: {url!r} is no repository URL")
@@ -99,13 +107,19 @@ def load_track_config(suite: Path) -> TrackConfig:
     if subdir.startswith("/") or ".." in parts or "\\" in subdir:
         raise InputError(f"{path}: tasks.subdir: {subdir!r} must be a relative path inside the repository")
     ref = _string(path, "tasks.ref", tasks["ref"]) if "ref" in tasks else None
-    return TrackConfig(track, default_backend=backend,
-                       backend_reason=_string(path, "backend_reason", data.get("backend_reason", "")),
-                       tasks_url=url, tasks_ref=ref or None, tasks_subdir="/".join(parts), kind=kind)
+    return TrackConfig(
+        track,
+        default_backend=backend,
+        backend_reason=_string(path, "backend_reason", data.get("backend_reason", "")),
+        tasks_url=url,
+        tasks_ref=ref or None,
+        tasks_subdir="/".join(parts),
+        kind=kind,
+    )
 
 
 def track_kind(track: str) -> str:
-    """"machine" or "repository" for a track of this project (repository when it has no suite)."""
+    """ "machine" or "repository" for a track of this project (repository when it has no suite)."""
     suite = SUITES_ROOT / track
     return load_track_config(suite).kind if suite.is_dir() else "repository"
 
@@ -118,7 +132,9 @@ def suite_dir(track: str) -> Path:
     path = SUITES_ROOT / track
     if not path.is_dir() or track.startswith(("_", ".")) or "/" in track:
         known = known_tracks()
-        raise InputError(f"--track {track}: unknown track ({did_you_mean(track, known)}known: {', '.join(known)})")
+        raise InputError(
+            f"--track {track}: unknown track ({did_you_mean(track, known)}known: {', '.join(known)})"
+        )
     return path
 
 
@@ -142,7 +158,7 @@ def tasks_dir_for(suite_dir: Path, override: str | None) -> Path | None:
 
 
 BUNDLED_STATES = SUITES_ROOT.parent / "states.yaml"
-PACK_SOURCE = "swe-residual-source.json"       # in an installed states pack: where it was fetched from
+PACK_SOURCE = "swe-residual-source.json"  # in an installed states pack: where it was fetched from
 
 
 def states_cache_dir(track: str) -> Path:
@@ -174,8 +190,8 @@ def states_path_for(track: str, override: str | Path | None) -> Path:
 
 
 CACHE_ENV = "SWE_RESIDUAL_CACHE"
-SOURCE_RECORD = "swe-residual-source.json"     # in the clone's .git dir: what was fetched, at which commit
-UPDATING = "swe-residual-updating"             # in .git while a checkout is replaced: the tasks are not usable
+SOURCE_RECORD = "swe-residual-source.json"  # in the clone's .git dir: what was fetched, at which commit
+UPDATING = "swe-residual-updating"  # in .git while a checkout is replaced: the tasks are not usable
 GIT_TIMEOUT_S = 1800.0
 MAX_RECORD_BYTES = 64 << 10
 
@@ -223,24 +239,33 @@ def fetched_tasks_dir(cfg: TrackConfig) -> Path | None:
 class FetchResult:
     track: str
     url: str
-    ref: str | None          # None: the repository's default branch
+    ref: str | None  # None: the repository's default branch
     commit: str
     clone: Path
     tasks_dir: Path
     n_tasks: int
-    previous: str | None     # the commit before an update; None for a new clone
+    previous: str | None  # the commit before an update; None for a new clone
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
-        proc = subprocess.run(["git", *args], check=False, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S)
+        proc = subprocess.run(
+            ["git", *args],
+            check=False,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+        )
     except FileNotFoundError:
         raise InputError("tasks fetch: git is not installed; install it (apt-get install git)") from None
     except subprocess.TimeoutExpired:
-        raise InputError(f"tasks fetch: `git {args[0]}` did not finish within {GIT_TIMEOUT_S:.0f} s; "
-                         "check your network or use --url with a closer mirror") from None
+        raise InputError(
+            f"tasks fetch: `git {args[0]}` did not finish within {GIT_TIMEOUT_S:.0f} s; "
+            "check your network or use --url with a closer mirror"
+        ) from None
     if check and proc.returncode != 0:
         raise InputError(f"tasks fetch: `git {' '.join(args[:2])}` failed in {cwd}: {_why(proc)}")
     return proc
@@ -260,20 +285,39 @@ def _fetch(repo: Path, url: str, ref: str | None) -> str:
     # Not every server serves one commit shallowly (dumb HTTP; an abbreviated hash is no ref at
     # all): fetch the whole history and resolve the ref locally.
     what = f"{ref or 'the default branch'} of {url}"
-    unshallow = ["--unshallow"] if _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true" else []
-    full = _git(repo, "fetch", "-q", *unshallow, "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*",
-                check=False)
+    unshallow = (
+        ["--unshallow"] if _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true" else []
+    )
+    full = _git(
+        repo,
+        "fetch",
+        "-q",
+        *unshallow,
+        "--tags",
+        "origin",
+        "+refs/heads/*:refs/remotes/origin/*",
+        check=False,
+    )
     if full.returncode != 0:
-        raise InputError(f"tasks fetch: cannot fetch {what}: {_why(shallow)}; check the URL and your network "
-                         "(--url takes a mirror)")
+        raise InputError(
+            f"tasks fetch: cannot fetch {what}: {_why(shallow)}; check the URL and your network "
+            "(--url takes a mirror)"
+        )
     if ref is None:
         head = _git(repo, "fetch", "-q", "origin", "HEAD", check=False)
         if head.returncode != 0:
             raise InputError(f"tasks fetch: cannot fetch {what}: {_why(head)}")
         return _git(repo, "rev-parse", "FETCH_HEAD^{commit}").stdout.strip()
     for candidate in (f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref):
-        found = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}",
-                     check=False)
+        found = _git(
+            repo,
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            f"{candidate}^{{commit}}",
+            check=False,
+        )
         if found.returncode == 0:
             return found.stdout.strip()
     raise InputError(f"tasks fetch: --ref {ref}: no branch, tag or commit of that name in {url}")
@@ -295,17 +339,23 @@ def _check_tree(clone: Path, cfg: TrackConfig, url: str, commit: str) -> tuple[P
         if meta.startswith("120000 "):
             link = clone / rel
             if not _inside(Path(os.path.realpath(link)), root):
-                raise InputError(f"tasks fetch: {where}: {rel} links outside the repository "
-                                 f"(-> {os.readlink(link)}); these tasks are not used")
+                raise InputError(
+                    f"tasks fetch: {where}: {rel} links outside the repository "
+                    f"(-> {os.readlink(link)}); these tasks are not used"
+                )
     sub = cfg.tasks_subdir
     tdir = clone / sub if sub else clone
     if tdir.is_symlink() or not tdir.is_dir():
-        raise InputError(f"tasks fetch: {where} has no {sub or '.'}/ (where the task dirs of track "
-                         f"{cfg.track!r} are); check --url and --ref")
+        raise InputError(
+            f"tasks fetch: {where} has no {sub or '.'}/ (where the task dirs of track "
+            f"{cfg.track!r} are); check --url and --ref"
+        )
     n = sum(1 for c in tdir.iterdir() if c.is_dir() and not c.is_symlink() and (c / "task.toml").is_file())
     if n == 0:
-        raise InputError(f"tasks fetch: {where}: no task dirs (folders holding task.toml) in {sub or '.'}/; "
-                         "check --url and --ref")
+        raise InputError(
+            f"tasks fetch: {where}: no task dirs (folders holding task.toml) in {sub or '.'}/; "
+            "check --url and --ref"
+        )
     return tdir, n
 
 
@@ -326,13 +376,16 @@ def _write_record(clone: Path, record: dict) -> None:
     os.replace(tmp, clone / ".git" / SOURCE_RECORD)
 
 
-def fetch_tasks(cfg: TrackConfig, *, ref: str | None = None, dest: Path | str | None = None,
-                url: str | None = None) -> FetchResult:
+def fetch_tasks(
+    cfg: TrackConfig, *, ref: str | None = None, dest: Path | str | None = None, url: str | None = None
+) -> FetchResult:
     """Clone (or update) the track's task repository at `ref` into `dest` (default: the cache)."""
     url = url or cfg.tasks_url
     if not url:
-        raise InputError(f"tasks fetch {cfg.track}: the track names no task repository (suites/{cfg.track}/"
-                         "track.toml [tasks] url); pass --url URL")
+        raise InputError(
+            f"tasks fetch {cfg.track}: the track names no task repository (suites/{cfg.track}/"
+            "track.toml [tasks] url); pass --url URL"
+        )
     if url.startswith("-"):
         raise InputError(f"tasks fetch: --url {url}: not a repository URL")
     ref = ref or cfg.tasks_ref
@@ -348,10 +401,12 @@ def fetch_tasks(cfg: TrackConfig, *, ref: str | None = None, dest: Path | str | 
             raise InputError(f"tasks fetch: {dest} is not a directory; remove it or choose another --dest")
         old = read_source(dest) if dest.is_dir() else None
         if dest.is_dir() and old is None and any(dest.iterdir()):
-            raise InputError(f"tasks fetch: {dest} exists and was not made by `swe-residual tasks fetch`; "
-                             "remove it or choose another --dest")
+            raise InputError(
+                f"tasks fetch: {dest} exists and was not made by `swe-residual tasks fetch`; "
+                "remove it or choose another --dest"
+            )
         record = {"track": cfg.track, "url": url, "ref": ref, "subdir": cfg.tasks_subdir}
-        if old is not None:                       # update in place
+        if old is not None:  # update in place
             _git(dest, "remote", "set-url", "origin", url)
             commit = _fetch(dest, url, ref)
             marker = dest / ".git" / UPDATING
@@ -372,7 +427,7 @@ def fetch_tasks(cfg: TrackConfig, *, ref: str | None = None, dest: Path | str | 
             _, n = _check_tree(partial, cfg, url, commit)
             _write_record(partial, {**record, "commit": commit, "n_tasks": n, "fetched_at": _now()})
             if dest.is_dir():
-                dest.rmdir()                       # empty (checked above)
+                dest.rmdir()  # empty (checked above)
             os.rename(partial, dest)
         finally:
             shutil.rmtree(partial, ignore_errors=True)

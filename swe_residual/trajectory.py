@@ -21,7 +21,7 @@ from swe_residual.safe_read import valid_json
 
 FORMAT = "swe-residual-trajectory-1"
 MAX_OUTPUT_CHARS = 200_000
-MAX_TEXT_CHARS = 1_000_000   # any string of a trajectory written the careful way (Trajectory.write)
+MAX_TEXT_CHARS = 1_000_000  # any string of a trajectory written the careful way (Trajectory.write)
 
 
 class Action(BaseModel):
@@ -31,8 +31,11 @@ class Action(BaseModel):
     duration_s: float | None = None
     kind: Literal["shell", "view", "edit", "tool"] = "shell"
     path: str | None = Field(default=None, description="file shown or edited, for view/edit actions")
-    cwd: str | None = Field(default=None, description="the shell's working directory when the command started, "
-                            "where the harness keeps one shell session across steps (None: the repository root)")
+    cwd: str | None = Field(
+        default=None,
+        description="the shell's working directory when the command started, "
+        "where the harness keeps one shell session across steps (None: the repository root)",
+    )
 
 
 class Step(BaseModel):
@@ -55,27 +58,43 @@ class Trajectory(BaseModel):
     exit_status: str | None = None
     submission: str | None = None
 
-    def add_step(self, message: str | None = None, actions: list[Action] | None = None,
-                 started_at: float | None = None, duration_s: float | None = None) -> Step:
-        step = Step(index=len(self.steps), message=message, actions=actions or [],
-                    started_at=started_at, duration_s=duration_s)
+    def add_step(
+        self,
+        message: str | None = None,
+        actions: list[Action] | None = None,
+        started_at: float | None = None,
+        duration_s: float | None = None,
+    ) -> Step:
+        step = Step(
+            index=len(self.steps),
+            message=message,
+            actions=actions or [],
+            started_at=started_at,
+            duration_s=duration_s,
+        )
         self.steps.append(step)
         return step
 
     def usage(self) -> tuple[int | None, int | None, float | None]:
         """Prompt tokens, completion tokens and cost summed over the steps that report them (None
         when no step does)."""
+
         def total(values):
             known = [v for v in values if v is not None]
             return sum(known) if known else None
-        return (total(s.prompt_tokens for s in self.steps), total(s.completion_tokens for s in self.steps),
-                total(s.cost_usd for s in self.steps))
+
+        return (
+            total(s.prompt_tokens for s in self.steps),
+            total(s.completion_tokens for s in self.steps),
+            total(s.cost_usd for s in self.steps),
+        )
 
     def write(self, path: Path) -> None:
         """The trajectory as JSON, secrets redacted. A string that is not valid Unicode (a lone
         surrogate from an agent's output, message or file name) is escaped as text and every
         string is bounded (safe_read.valid_text), so the file always reads back."""
         from swe_residual.redact import redact
+
         try:
             text = self.model_dump_json(indent=1)
         except PydanticSerializationError:  # a lone surrogate somewhere: the careful way
@@ -145,10 +164,14 @@ def clip(text: str) -> str:
 def usage_numbers(counts: dict, cost) -> tuple[int | None, int | None, float | None]:
     """(prompt_tokens, completion_tokens, cost) from what a harness reported; anything that is not a
     non-negative number is unknown."""
+
     def count(key):
         v = counts.get(key)
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-    cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
+
+    cost = (
+        float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
+    )
     return count("prompt_tokens"), count("completion_tokens"), cost
 
 

@@ -21,8 +21,14 @@ from swe_residual.errors import VerifierError
 from swe_residual.tasks import Task
 
 _CTRF_BUCKET = re.compile(r"^\[(f2p|p2p)\] ")
-_CTRF_STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "pending": "skipped",
-                "other": "failed", "error": "failed"}
+_CTRF_STATUS = {
+    "passed": "passed",
+    "failed": "failed",
+    "skipped": "skipped",
+    "pending": "skipped",
+    "other": "failed",
+    "error": "failed",
+}
 
 
 class Verdict(BaseModel):
@@ -116,13 +122,18 @@ def _report(path: Path) -> Path | None:
     return path
 
 
-def read_statuses(logs_dir: Path, kinds: frozenset[str] = frozenset({"ctrf", "junit"}),
-                  junit_names: tuple[str, ...] = ("junit.xml",)) -> dict[str, str] | None:
+def read_statuses(
+    logs_dir: Path,
+    kinds: frozenset[str] = frozenset({"ctrf", "junit"}),
+    junit_names: tuple[str, ...] = ("junit.xml",),
+) -> dict[str, str] | None:
     """Per-test statuses from ctrf.json, else from the task's declared JUnit files (in the order
     declared); None if none. Only the kinds and files the task declares are read, never a glob."""
     if "ctrf" in kinds and (ctrf := _report(logs_dir / "ctrf.json")) is not None:
         return parse_ctrf(ctrf)
-    xmls = [x for x in (_report(logs_dir / n) for n in junit_names) if x is not None] if "junit" in kinds else []
+    xmls = (
+        [x for x in (_report(logs_dir / n) for n in junit_names) if x is not None] if "junit" in kinds else []
+    )
     if not xmls:
         return None
     statuses: dict[str, str] = {}
@@ -134,7 +145,9 @@ def read_statuses(logs_dir: Path, kinds: frozenset[str] = frozenset({"ctrf", "ju
 def grade(task: Task, logs_dir: Path, exit_code: int | None = None) -> Verdict:
     reward = read_reward(logs_dir, task.reports)
     if reward is not None and reward < 0:
-        raise VerifierError(f"verifier of task {task.id} reported reward {reward:g} (verification itself failed)")
+        raise VerifierError(
+            f"verifier of task {task.id} reported reward {reward:g} (verification itself failed)"
+        )
     statuses = read_statuses(logs_dir, task.reports, task.junit_reports)
     grading = task.grading
     if grading is not None and grading.required:
@@ -144,8 +157,10 @@ def grade(task: Task, logs_dir: Path, exit_code: int | None = None) -> Verdict:
             tests = {} if outcome else {t: "failed" for t in grading.required}
             return Verdict(outcome=outcome, tests=tests, missing=list(tests), reward=reward)
         if statuses is None:
-            raise VerifierError(f"verifier of task {task.id} wrote no test report (junit xml or ctrf.json) "
-                             f"in {logs_dir.name}/ (exit code {exit_code})")
+            raise VerifierError(
+                f"verifier of task {task.id} wrote no test report (junit xml or ctrf.json) "
+                f"in {logs_dir.name}/ (exit code {exit_code})"
+            )
         tests: dict[str, str] = {}
         missing: list[str] = []
         for test_id in grading.required:
@@ -160,4 +175,6 @@ def grade(task: Task, logs_dir: Path, exit_code: int | None = None) -> Verdict:
         return Verdict(outcome=int(reward >= 1.0), tests=statuses or {}, reward=reward)
     if statuses:
         return Verdict(outcome=int(all(s == "passed" for s in statuses.values())), tests=statuses)
-    raise VerifierError(f"verifier of task {task.id} produced no reward and no test report (exit code {exit_code})")
+    raise VerifierError(
+        f"verifier of task {task.id} produced no reward and no test report (exit code {exit_code})"
+    )

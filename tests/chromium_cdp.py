@@ -29,11 +29,28 @@ class Browser:
             os.dup2(from_child_w, 4)
 
         self.proc = subprocess.Popen(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-             "--no-proxy-server", "--disable-quic", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--disable-extensions", f"--user-data-dir={user_data_dir}", "about:blank"],
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                "--no-first-run",
+                "--no-proxy-server",
+                "--disable-quic",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-extensions",
+                f"--user-data-dir={user_data_dir}",
+                "about:blank",
+            ],
             preexec_fn=fds,  # noqa: PLW1509  (only async-signal-safe dup2 calls)
-            pass_fds=(3, 4), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            pass_fds=(3, 4),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""
@@ -57,8 +74,9 @@ class Browser:
             else:
                 self.events.append(msg)
 
-    def call(self, method: str, params: dict | None = None, session: str | None = None,
-             timeout: float = 30) -> dict:
+    def call(
+        self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30
+    ) -> dict:
         self._next += 1
         msg: dict = {"id": self._next, "method": method, "params": params or {}}
         if session:
@@ -110,8 +128,11 @@ class Page:
         self.browser, self.session = browser, session
 
     def _forget_loads(self) -> None:
-        self.browser.events = [e for e in self.browser.events
-                               if not (e.get("sessionId") == self.session and e.get("method") == "Page.loadEventFired")]
+        self.browser.events = [
+            e
+            for e in self.browser.events
+            if not (e.get("sessionId") == self.session and e.get("method") == "Page.loadEventFired")
+        ]
 
     def goto(self, url: str) -> None:
         self._forget_loads()
@@ -119,7 +140,9 @@ class Page:
         self.browser.wait_event("Page.loadEventFired", self.session)
 
     def eval(self, expression: str):
-        res = self.browser.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session)
+        res = self.browser.call(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session
+        )
         if "exceptionDetails" in res:
             raise CDPError(f"{expression}: {res['exceptionDetails']}")
         return res["result"].get("value")
@@ -127,12 +150,17 @@ class Page:
     def click(self, selector: str, navigates: bool = False) -> None:
         """A mouse click in the middle of the element (pressed and released, like a user)."""
         self._forget_loads()
-        box = self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
-                        " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
-                        " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = self.eval(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
-            self.browser.call("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1],
-                                                           "button": "left", "clickCount": 1}, self.session)
+            self.browser.call(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1},
+                self.session,
+            )
         if navigates:
             self.browser.wait_event("Page.loadEventFired", self.session)
 

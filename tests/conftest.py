@@ -12,6 +12,7 @@ def backend(request) -> str:
     test_docker_backend.py has its own `backend` fixture: a DockerBackend instance."""
     if request.param == "docker":
         from .docker_helpers import require_docker
+
         require_docker()
         request.getfixturevalue("bookworm_image")
     return request.param
@@ -21,5 +22,7 @@ def backend(request) -> str:
 def require_bwrap():
     if shutil.which("bwrap") is None:
         if os.environ.get("SWE_RESIDUAL_REQUIRE_BWRAP") == "1":
-            pytest.fail("bubblewrap is required here (SWE_RESIDUAL_REQUIRE_BWRAP=1) but bwrap is not installed")
+            pytest.fail(
+                "bubblewrap is required here (SWE_RESIDUAL_REQUIRE_BWRAP=1) but bwrap is not installed"
+            )
         pytest.skip("bubblewrap (bwrap) not installed: sandbox isolation cannot be tested")

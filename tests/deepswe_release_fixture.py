@@ -54,7 +54,7 @@ MORE_TASKS = FIXTURES / "more-tasks"
 ATTEMPTS = FIXTURES / "release" / "attempts"
 RELEASE_ID = "v1.1"
 PREFIX = f"{RELEASE_ID}/trial-artifacts"
-CDN_BASE = "https://d3ujjcmjq6o8v6.cloudfront.net"   # as published; the server rewrites it to itself
+CDN_BASE = "https://d3ujjcmjq6o8v6.cloudfront.net"  # as published; the server rewrites it to itself
 PATTERNS = {
     "trajectory": f"{PREFIX}/{{trial_name}}/agent/trajectory.json",
     "model_patch": f"{PREFIX}/{{trial_name}}/artifacts/model.patch",
@@ -63,16 +63,21 @@ PATTERNS = {
     "verifier_file": f"{PREFIX}/{{trial_name}}/verifier/{{file}}",
 }
 VERIFIER_FILES = ["ctrf.json", "junit.xml", "reward.json", "run.log", "test-stdout.txt"]
-MAX_VERIFIER_FILE = 16 << 20   # swe_residual.sources.deepswe_release.MAX_VERIFIER_FILE
-BASE_IDENTITY = {"GIT_AUTHOR_NAME": "swe-residual", "GIT_AUTHOR_EMAIL": "tasks@swe-residual.invalid",
-                 "GIT_COMMITTER_NAME": "swe-residual", "GIT_COMMITTER_EMAIL": "tasks@swe-residual.invalid",
-                 "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+00:00", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+00:00"}
+MAX_VERIFIER_FILE = 16 << 20  # swe_residual.sources.deepswe_release.MAX_VERIFIER_FILE
+BASE_IDENTITY = {
+    "GIT_AUTHOR_NAME": "swe-residual",
+    "GIT_AUTHOR_EMAIL": "tasks@swe-residual.invalid",
+    "GIT_COMMITTER_NAME": "swe-residual",
+    "GIT_COMMITTER_EMAIL": "tasks@swe-residual.invalid",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+00:00",
+}
 
 WORDSTATS = "wordstats-top-words"
 UNITS = "configkit-parse-duration-strings-with-units"
 FRACTIONS = "configkit-parse-duration-strings-with-fractions"
 TASKS = (WORDSTATS, UNITS, FRACTIONS)
-UNKNOWN_TASK = "configkit-parse-duration-strings-with-locales"   # not a task of the track
+UNKNOWN_TASK = "configkit-parse-duration-strings-with-locales"  # not a task of the track
 
 
 def task_dirs() -> dict[str, Path]:
@@ -92,9 +97,9 @@ def copy_tasks(dest: Path) -> Path:
 
 CONFIGKIT_BASE = {
     "README.md": "# configkit\n\nSmall helpers for reading configuration values: `parse_duration(text)` turns a "
-                 "duration string\ninto seconds.\n",
+    "duration string\ninto seconds.\n",
     "configkit/__init__.py": '"""Helpers for configuration values."""\n\nfrom .durations import parse_duration\n\n'
-                             '__all__ = ["parse_duration"]\n',
+    '__all__ = ["parse_duration"]\n',
     "configkit/durations.py": '''"""Duration strings in configuration files."""
 
 import re
@@ -112,7 +117,7 @@ def parse_duration(text):
     return int(m.group(1))
 ''',
     "tests/__init__.py": "",
-    "tests/test_durations.py": '''import pytest
+    "tests/test_durations.py": """import pytest
 from configkit import parse_duration
 
 
@@ -127,10 +132,13 @@ def test_seconds_suffix():
 def test_not_a_string():
     with pytest.raises(TypeError):
         parse_duration(5)
-''',
+""",
 }
-OLD_TESTS = ["tests.test_durations.test_plain_seconds", "tests.test_durations.test_seconds_suffix",
-             "tests.test_durations.test_not_a_string"]
+OLD_TESTS = [
+    "tests.test_durations.test_plain_seconds",
+    "tests.test_durations.test_seconds_suffix",
+    "tests.test_durations.test_not_a_string",
+]
 
 NEW_TASKS = {
     UNITS: {
@@ -146,7 +154,9 @@ after other parts (`"1h30"`), an empty string - raises `ValueError`. Non-strings
 
 IMPORTANT: Please work on this in a new branch from main and commit everything when you are done.
 """,
-        "hidden": ("tests/test_units.py", '''import pytest
+        "hidden": (
+            "tests/test_units.py",
+            """import pytest
 
 from configkit import parse_duration
 
@@ -176,13 +186,20 @@ def test_units_are_case_insensitive():
 def test_invalid_durations_are_rejected(text):
     with pytest.raises(ValueError):
         parse_duration(text)
-'''),
+""",
+        ),
         # fail on the base commit (the feature is missing) -> f2p; pass on it already -> p2p
-        "f2p": ["tests.test_units.test_hours_and_minutes", "tests.test_units.test_days",
-                "tests.test_units.test_parts_may_be_separated_by_spaces",
-                "tests.test_units.test_units_are_case_insensitive"],
-        "p2p": OLD_TESTS + [f"tests.test_units.test_invalid_durations_are_rejected[{i}]"
-                            for i in ("unknown-unit", "unit-without-number", "number-without-unit", "empty")],
+        "f2p": [
+            "tests.test_units.test_hours_and_minutes",
+            "tests.test_units.test_days",
+            "tests.test_units.test_parts_may_be_separated_by_spaces",
+            "tests.test_units.test_units_are_case_insensitive",
+        ],
+        "p2p": OLD_TESTS
+        + [
+            f"tests.test_units.test_invalid_durations_are_rejected[{i}]"
+            for i in ("unknown-unit", "unit-without-number", "number-without-unit", "empty")
+        ],
     },
     FRACTIONS: {
         "title": "Fractional values in parse_duration",
@@ -195,7 +212,9 @@ whole number (`"90"`) still means seconds; non-strings still raise `TypeError`.
 
 IMPORTANT: Please work on this in a new branch from main and commit everything when you are done.
 """,
-        "hidden": ("tests/test_fractions.py", '''import pytest
+        "hidden": (
+            "tests/test_fractions.py",
+            """import pytest
 
 from configkit import parse_duration
 
@@ -226,26 +245,39 @@ def test_fraction_of_a_second_is_rejected():
 def test_invalid_values_are_rejected(text):
     with pytest.raises(ValueError):
         parse_duration(text)
-'''),
-        "f2p": ["tests.test_fractions.test_fractional_hours", "tests.test_fractions.test_fractional_minutes",
-                "tests.test_fractions.test_whole_units"],
-        "p2p": OLD_TESTS + ["tests.test_fractions.test_fraction_of_a_second_is_rejected"]
-        + [f"tests.test_fractions.test_invalid_values_are_rejected[{i}]"
-           for i in ("not-whole-seconds", "two-dots", "no-number")],
+""",
+        ),
+        "f2p": [
+            "tests.test_fractions.test_fractional_hours",
+            "tests.test_fractions.test_fractional_minutes",
+            "tests.test_fractions.test_whole_units",
+        ],
+        "p2p": OLD_TESTS
+        + ["tests.test_fractions.test_fraction_of_a_second_is_rejected"]
+        + [
+            f"tests.test_fractions.test_invalid_values_are_rejected[{i}]"
+            for i in ("not-whole-seconds", "two-dots", "no-number")
+        ],
     },
 }
 
 _DURATIONS_HEAD = '"""Duration strings in configuration files."""\n\n'
-_TYPE_CHECK = ('    if not isinstance(text, str):\n'
-               '        raise TypeError(f"a duration is a string, got {type(text).__name__}")\n')
-_WORDSTATS_INIT = ('"""Word statistics for plain text."""\n\nfrom .counting import count_words, tokenize, top_words\n\n'
-                   '__all__ = ["count_words", "tokenize", "top_words"]\n')
-_COUNTING = (FIXTURES / WORDSTATS / "environment" / "repo" / "wordstats" / "counting.py")
+_TYPE_CHECK = (
+    "    if not isinstance(text, str):\n"
+    '        raise TypeError(f"a duration is a string, got {type(text).__name__}")\n'
+)
+_WORDSTATS_INIT = (
+    '"""Word statistics for plain text."""\n\nfrom .counting import count_words, tokenize, top_words\n\n'
+    '__all__ = ["count_words", "tokenize", "top_words"]\n'
+)
+_COUNTING = FIXTURES / WORDSTATS / "environment" / "repo" / "wordstats" / "counting.py"
 
 
 def _counting(extra: str) -> dict[str, str]:
-    return {"wordstats/__init__.py": _WORDSTATS_INIT,
-            "wordstats/counting.py": _COUNTING.read_text(encoding="utf-8") + "\n\n" + extra}
+    return {
+        "wordstats/__init__.py": _WORDSTATS_INIT,
+        "wordstats/counting.py": _COUNTING.read_text(encoding="utf-8") + "\n\n" + extra,
+    }
 
 
 def _durations(body: str, imports: str = "import re\n") -> dict[str, str]:
@@ -279,13 +311,16 @@ ATTEMPT_FILES: dict[str, dict[str, dict[str, str | bytes]]] = {
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
 '''),
         # splits on whitespace, case-sensitive: fails test_top_words_case_insensitive (1 of 9)
-        "case-sensitive": {**_counting('''def top_words(text, n=3):
+        "case-sensitive": {
+            **_counting('''def top_words(text, n=3):
     """The `n` most frequent words of `text` as (word, count)."""
     if n < 1:
         raise ValueError("n must be positive")
     counts = Counter(text.split())
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
-'''), "NOTES.md": "# Notes\n\n- top_words added and exported; ties are alphabetical.\n"},
+'''),
+            "NOTES.md": "# Notes\n\n- top_words added and exported; ties are alphabetical.\n",
+        },
         # returns n + 1 words: fails most_frequent_first, case_insensitive, ties_are_alphabetical (3 of 9)
         "off-by-one": _counting('''def top_words(text, n=3):
     """The `n` most frequent words of `text` as (word, count)."""
@@ -368,11 +403,14 @@ def parse_duration(text):
     return sum(int(n) * _UNITS[u.lower()] for n, u in _PART.findall(stripped))
 '''),
         # only a byte-compiled cache file and a log: nothing substantive (Stage II: no_change)
-        "incidental-only": {"configkit/__pycache__/durations.cpython-311.pyc": bytes(range(256)) * 4,
-                            "debug.log": "parse_duration('1h30m') -> ValueError\n"},
+        "incidental-only": {
+            "configkit/__pycache__/durations.cpython-311.pyc": bytes(range(256)) * 4,
+            "debug.log": "parse_duration('1h30m') -> ValueError\n",
+        },
     },
     FRACTIONS: {
-        "reference": _durations('''
+        "reference": _durations(
+            '''
 _VALUE = re.compile(r"^\\s*(\\d+(?:\\.\\d+)?)\\s*([smh]?)\\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
 
@@ -388,7 +426,9 @@ def parse_duration(text):
     if value.denominator != 1:
         raise ValueError(f"invalid duration: {text!r} is not a whole number of seconds")
     return int(value)
-''', imports="import re\nfrom fractions import Fraction\n"),
+''',
+            imports="import re\nfrom fractions import Fraction\n",
+        ),
         # rounds: fails test_fraction_of_a_second_is_rejected, [not-whole-seconds] (2 of 10)
         "rounds": _durations('''
 _VALUE = re.compile(r"^\\s*(\\d+(?:\\.\\d+)?)\\s*([smh]?)\\s*$")
@@ -418,7 +458,8 @@ def parse_duration(text):
     return int(float(m.group(1)) * _SECONDS[m.group(2)])
 '''),
         # forgets minutes: fails test_fractional_minutes, test_whole_units (2 of 10)
-        "no-minutes": _durations('''
+        "no-minutes": _durations(
+            '''
 _VALUE = re.compile(r"^\\s*(\\d+(?:\\.\\d+)?)\\s*([sh]?)\\s*$")
 _UNITS = {"": 1, "s": 1, "h": 3600}
 
@@ -433,7 +474,9 @@ def parse_duration(text):
     if value.denominator != 1:
         raise ValueError(f"invalid duration: {text!r} is not a whole number of seconds")
     return int(value)
-''', imports="import re\nfrom fractions import Fraction\n"),
+''',
+            imports="import re\nfrom fractions import Fraction\n",
+        ),
     },
 }
 
@@ -442,8 +485,13 @@ def parse_duration(text):
 
 
 def _git(cwd: Path, *args: str, env: dict | None = None) -> str:
-    return subprocess.run(["git", "-c", "core.autocrlf=false", *args], cwd=cwd, check=True, capture_output=True,
-                          env={**os.environ, **BASE_IDENTITY, **(env or {})}).stdout.decode()
+    return subprocess.run(
+        ["git", "-c", "core.autocrlf=false", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env={**os.environ, **BASE_IDENTITY, **(env or {})},
+    ).stdout.decode()
 
 
 def _write(root: Path, files: dict[str, str | bytes]) -> None:
@@ -467,9 +515,12 @@ def _attempt_patch(repo: Path, base: str, files: dict[str, str | bytes]) -> byte
     _git(repo, "checkout", "-q", "-B", "attempt", base)
     _write(repo, files)
     _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "Attempt", env={"GIT_AUTHOR_NAME": "agent", "GIT_COMMITTER_NAME": "agent"})
-    patch = subprocess.run(["git", "diff", "--binary", base, "HEAD"], cwd=repo, check=True,
-                           capture_output=True).stdout
+    _git(
+        repo, "commit", "-q", "-m", "Attempt", env={"GIT_AUTHOR_NAME": "agent", "GIT_COMMITTER_NAME": "agent"}
+    )
+    patch = subprocess.run(
+        ["git", "diff", "--binary", base, "HEAD"], cwd=repo, check=True, capture_output=True
+    ).stdout
     _git(repo, "checkout", "-q", "main")
     return patch
 
@@ -491,8 +542,14 @@ def grade(task_dir: Path, patch: bytes, work: Path) -> dict[str, bytes]:
     cfg["grade"]["reports"] = [str(logs / "junit.xml")]
     (tests / "config.json").write_text(json.dumps(cfg, indent=2))
     (arts / "model.patch").write_bytes(patch)
-    env = {**os.environ, "APP_DIR": str(app), "TESTS_DIR": str(tests), "VERIFIER_DIR": str(logs),
-           "ARTIFACTS_DIR": str(arts), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "APP_DIR": str(app),
+        "TESTS_DIR": str(tests),
+        "VERIFIER_DIR": str(logs),
+        "ARTIFACTS_DIR": str(arts),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     out = []
 
     def run(cmd: list[str]) -> int:
@@ -502,9 +559,23 @@ def grade(task_dir: Path, patch: bytes, work: Path) -> dict[str, bytes]:
 
     run([sys.executable, str(tests / "grader.py"), "prepare"])
     if not (logs / "reward.json").is_file():
-        rc = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-o",
-                  "junit_family=xunit1", "--continue-on-collection-errors", f"--junitxml={logs / 'junit.xml'}",
-                  "tests"])
+        rc = run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                "-q",
+                "-o",
+                "junit_family=xunit1",
+                "--continue-on-collection-errors",
+                f"--junitxml={logs / 'junit.xml'}",
+                "tests",
+            ]
+        )
         (logs / "run.log").write_text(out[-1])
         out.append(f"[verifier] pytest rc={rc}\n")
         run([sys.executable, str(tests / "grader.py"), "grade"])
@@ -522,11 +593,16 @@ def _task_toml(task: str, base: str, spec: dict) -> str:
     toml = (FIXTURES / WORDSTATS / "task.toml").read_text(encoding="utf-8")
     old_base = "491efc2f74f356d3bcee86f64cf0a65bcec8acdd"
     out = toml.replace(old_base, base).replace(WORDSTATS, task)
-    for old, new in (('display_title = "Add top_words to wordstats"', f'display_title = "{spec["title"]}"'),
-                     ('original_title = "Most frequent words helper"', f'original_title = "{spec["title"]}"'),
-                     ('display_description = "Return the n most frequent words with deterministic tie-breaking '
-                      'and validation of n."', f'display_description = "{spec["description"]}"'),
-                     ("swe-residual/wordstats\"", "swe-residual/configkit\"")):
+    for old, new in (
+        ('display_title = "Add top_words to wordstats"', f'display_title = "{spec["title"]}"'),
+        ('original_title = "Most frequent words helper"', f'original_title = "{spec["title"]}"'),
+        (
+            'display_description = "Return the n most frequent words with deterministic tie-breaking '
+            'and validation of n."',
+            f'display_description = "{spec["description"]}"',
+        ),
+        ('swe-residual/wordstats"', 'swe-residual/configkit"'),
+    ):
         assert old in out, old
         out = out.replace(old, new)
     return out
@@ -549,7 +625,8 @@ def regenerate() -> None:
                 shutil.copy(ws / "tests" / name, d / "tests" / name)
             shutil.copymode(ws / "tests" / "test.sh", d / "tests" / "test.sh")
             (d / "tests" / "Dockerfile").write_text(
-                (ws / "tests" / "Dockerfile").read_text().replace(f"swr-{WORDSTATS}", f"swr-{task}"))
+                (ws / "tests" / "Dockerfile").read_text().replace(f"swr-{WORDSTATS}", f"swr-{task}")
+            )
             (d / "solution").mkdir()
             shutil.copy(ws / "solution" / "solve.sh", d / "solution" / "solve.sh")
             shutil.copymode(ws / "solution" / "solve.sh", d / "solution" / "solve.sh")
@@ -560,7 +637,8 @@ def regenerate() -> None:
             hidden_rel, hidden = spec["hidden"]
             (d / "tests" / "test.patch").write_bytes(_attempt_patch(repo, base, {hidden_rel: hidden}))
             (d / "solution" / "solution.patch").write_bytes(
-                _attempt_patch(repo, base, ATTEMPT_FILES[task]["reference"]))
+                _attempt_patch(repo, base, ATTEMPT_FILES[task]["reference"])
+            )
             (d / "task.toml").write_text(_task_toml(task, base, spec))
             cfg = json.loads((ws / "tests" / "config.json").read_text())
             cfg.update(base_commit=base, f2p_node_ids=spec["f2p"], p2p_node_ids=spec["p2p"])
@@ -579,15 +657,22 @@ def regenerate() -> None:
                 for fname, data in grade(tdir, patch, work / "grade").items():
                     (out / "verifier" / fname).write_bytes(data)
                 reward = json.loads((out / "verifier" / "reward.json").read_text())
-                print(f"{task}/{name}: reward {reward['reward']}, f2p {reward['f2p_passed']}/{reward['f2p_total']}, "
-                      f"p2p {reward['p2p_passed']}/{reward['p2p_total']}")
+                print(
+                    f"{task}/{name}: reward {reward['reward']}, f2p {reward['f2p_passed']}/{reward['f2p_total']}, "
+                    f"p2p {reward['p2p_passed']}/{reward['p2p_total']}"
+                )
 
 
 # -- the release ----------------------------------------------------------------------------------
 
 MODELS = {  # model -> provider (the row's `provider`), family by the built-in table
-    "claude-sonnet-4-5": "anthropic", "gpt-5": "openai", "gemini-2.5-pro": "google", "kimi-k2-instruct": "moonshot",
-    "qwen3-coder-480b": "alibaba", "deepseek-v3.1": "deepseek", "glm-4.6": "zhipu",
+    "claude-sonnet-4-5": "anthropic",
+    "gpt-5": "openai",
+    "gemini-2.5-pro": "google",
+    "kimi-k2-instruct": "moonshot",
+    "qwen3-coder-480b": "alibaba",
+    "deepseek-v3.1": "deepseek",
+    "glm-4.6": "zhipu",
 }
 
 
@@ -597,20 +682,22 @@ class TrialSpec:
     (None: not imported at all)."""
 
     task: str
-    attempt: str | None          # None: the trial has no patch (has_model_patch false)
+    attempt: str | None  # None: the trial has no patch (has_model_patch false)
     model: str
     expect: str | None
     config: str = "default"
-    submitted: bool = True       # the trajectory ends with mini-swe-agent's submit command
+    submitted: bool = True  # the trajectory ends with mini-swe-agent's submit command
     error_category: str | None = None
     errored: bool | None = None  # default: error_category is not None
-    forbidden: tuple[str, ...] = ()    # files the CDN does not hold (403): model.patch, trajectory.json, verifier/x
-    empty: tuple[str, ...] = ()        # files published empty
-    truncated: tuple[str, ...] = ()    # files cut in the middle (invalid JSON)
-    oversized: tuple[str, ...] = ()    # files over their bound
-    reward: float | None = None        # overrides reward.json's reward (e.g. -1: the verifier failed)
-    extra_verifier_files: tuple[str, ...] = ()   # hostile names in verifier_files
-    row: dict = field(default_factory=dict)      # overrides of row fields
+    forbidden: tuple[
+        str, ...
+    ] = ()  # files the CDN does not hold (403): model.patch, trajectory.json, verifier/x
+    empty: tuple[str, ...] = ()  # files published empty
+    truncated: tuple[str, ...] = ()  # files cut in the middle (invalid JSON)
+    oversized: tuple[str, ...] = ()  # files over their bound
+    reward: float | None = None  # overrides reward.json's reward (e.g. -1: the verifier failed)
+    extra_verifier_files: tuple[str, ...] = ()  # hostile names in verifier_files
+    row: dict = field(default_factory=dict)  # overrides of row fields
     why: str = ""
     index: int = 0
 
@@ -637,20 +724,69 @@ DEFAULT_TRIALS: list[TrialSpec] = [
     T(WORDSTATS, "off-by-one", "claude-sonnet-4-5", "candidate", config="high"),
     T(WORDSTATS, "first-seen-ties", "kimi-k2-instruct", "duplicate", why="same patch as row 3"),
     T(WORDSTATS, None, "qwen3-coder-480b", "no_change", why="no model.patch (has_model_patch false)"),
-    T(WORDSTATS, "no-validation", "deepseek-v3.1", "not_submitted", submitted=False,
-      why="the trajectory ends without the submit command (a step limit)"),
-    T(WORDSTATS, "first-seen-ties", "kimi-k2-instruct", "infra_error", config="high", error_category="provider_timeout",
-      submitted=False, why="infra_model_service, though a patch and a reward were recorded"),
+    T(
+        WORDSTATS,
+        "no-validation",
+        "deepseek-v3.1",
+        "not_submitted",
+        submitted=False,
+        why="the trajectory ends without the submit command (a step limit)",
+    ),
+    T(
+        WORDSTATS,
+        "first-seen-ties",
+        "kimi-k2-instruct",
+        "infra_error",
+        config="high",
+        error_category="provider_timeout",
+        submitted=False,
+        why="infra_model_service, though a patch and a reward were recorded",
+    ),
     T(WORDSTATS, None, "glm-4.6", "infra_error", error_category="rate_limit", submitted=False),
-    T(WORDSTATS, "no-validation", "glm-4.6", "duplicate", config="high", forbidden=("trajectory.json",),
-      why="trajectory 403: completion from the row"),
-    T(WORDSTATS, "case-sensitive", "deepseek-v3.1", "duplicate", config="high", empty=("verifier/reward.json",),
-      why="reward.json empty: the verdict from the row"),
-    T(WORDSTATS, "off-by-one", "qwen3-coder-480b", "duplicate", truncated=("verifier/ctrf.json",),
-      why="ctrf.json truncated: failing tests from test-stdout.txt"),
-    T(WORDSTATS, None, "gemini-2.5-pro", "infra_error", config="high", errored=True, submitted=False,
-      why="errored, no error_category: infra_harness"),
-    T(WORDSTATS, "first-seen-ties", "claude-sonnet-4-5", None, config="low", row={"included_in_score": False}),
+    T(
+        WORDSTATS,
+        "no-validation",
+        "glm-4.6",
+        "duplicate",
+        config="high",
+        forbidden=("trajectory.json",),
+        why="trajectory 403: completion from the row",
+    ),
+    T(
+        WORDSTATS,
+        "case-sensitive",
+        "deepseek-v3.1",
+        "duplicate",
+        config="high",
+        empty=("verifier/reward.json",),
+        why="reward.json empty: the verdict from the row",
+    ),
+    T(
+        WORDSTATS,
+        "off-by-one",
+        "qwen3-coder-480b",
+        "duplicate",
+        truncated=("verifier/ctrf.json",),
+        why="ctrf.json truncated: failing tests from test-stdout.txt",
+    ),
+    T(
+        WORDSTATS,
+        None,
+        "gemini-2.5-pro",
+        "infra_error",
+        config="high",
+        errored=True,
+        submitted=False,
+        why="errored, no error_category: infra_harness",
+    ),
+    T(
+        WORDSTATS,
+        "first-seen-ties",
+        "claude-sonnet-4-5",
+        None,
+        config="low",
+        row={"included_in_score": False},
+    ),
     # -- configkit-parse-duration-strings-with-units: 15 rows
     T(UNITS, "reference", "claude-sonnet-4-5", "passed"),
     T(UNITS, "no-days-lowercase", "claude-sonnet-4-5", "candidate"),
@@ -658,20 +794,62 @@ DEFAULT_TRIALS: list[TrialSpec] = [
     T(UNITS, "no-spaces", "gemini-2.5-pro", "candidate"),
     T(UNITS, "no-days-lowercase", "kimi-k2-instruct", "duplicate"),
     T(UNITS, "incidental-only", "qwen3-coder-480b", "no_change", why="only __pycache__/*.pyc and debug.log"),
-    T(UNITS, "no-spaces", "gpt-5", "no_change", config="high", forbidden=("model.patch",),
-      why="has_model_patch true but the CDN answers 403: no patch"),
+    T(
+        UNITS,
+        "no-spaces",
+        "gpt-5",
+        "no_change",
+        config="high",
+        forbidden=("model.patch",),
+        why="has_model_patch true but the CDN answers 403: no patch",
+    ),
     T(UNITS, None, "deepseek-v3.1", "infra_error", error_category="model_routing_404", submitted=False),
-    T(UNITS, "no-spaces", "claude-sonnet-4-5", "infra_error", config="high", error_category="verifier_timeout",
-      why="infra_verifier"),
-    T(UNITS, "ignores-garbage", "gpt-5", "infra_error", config="low", error_category="unclassified_exception",
-      submitted=False, why="infra_harness"),
-    T(UNITS, "no-spaces", "gemini-2.5-pro", "infra_error", config="high", reward=-1.0,
-      why="reward.json -1: the verifier's own test patch failed (infra_verifier)"),
-    T(UNITS, "ignores-garbage", "deepseek-v3.1", "duplicate", config="high", oversized=("verifier/run.log",),
-      why="run.log over 16 MiB: noted, not kept"),
-    T(UNITS, "no-spaces", "kimi-k2-instruct", "duplicate", config="high",
-      extra_verifier_files=("../../../../etc/passwd", "/etc/hostname", "reports/../../x.xml"),
-      why="hostile names in verifier_files: refused, the rest imported"),
+    T(
+        UNITS,
+        "no-spaces",
+        "claude-sonnet-4-5",
+        "infra_error",
+        config="high",
+        error_category="verifier_timeout",
+        why="infra_verifier",
+    ),
+    T(
+        UNITS,
+        "ignores-garbage",
+        "gpt-5",
+        "infra_error",
+        config="low",
+        error_category="unclassified_exception",
+        submitted=False,
+        why="infra_harness",
+    ),
+    T(
+        UNITS,
+        "no-spaces",
+        "gemini-2.5-pro",
+        "infra_error",
+        config="high",
+        reward=-1.0,
+        why="reward.json -1: the verifier's own test patch failed (infra_verifier)",
+    ),
+    T(
+        UNITS,
+        "ignores-garbage",
+        "deepseek-v3.1",
+        "duplicate",
+        config="high",
+        oversized=("verifier/run.log",),
+        why="run.log over 16 MiB: noted, not kept",
+    ),
+    T(
+        UNITS,
+        "no-spaces",
+        "kimi-k2-instruct",
+        "duplicate",
+        config="high",
+        extra_verifier_files=("../../../../etc/passwd", "/etc/hostname", "reports/../../x.xml"),
+        why="hostile names in verifier_files: refused, the rest imported",
+    ),
     T(UNITS, "reference", "claude-sonnet-4-5", None, config="low", row={"eval_scope": "subset"}),
     T(UNITS, "no-days-lowercase", "glm-4.6", "not_submitted", submitted=False),
     # -- configkit-parse-duration-strings-with-fractions: 13 rows
@@ -680,19 +858,58 @@ DEFAULT_TRIALS: list[TrialSpec] = [
     T(FRACTIONS, "rounds", "claude-sonnet-4-5", "candidate"),
     T(FRACTIONS, "truncates", "deepseek-v3.1", "candidate", config="high"),
     T(FRACTIONS, "no-minutes", "gpt-5", "candidate", config="high"),
-    T(FRACTIONS, "rounds", "gemini-2.5-pro", "duplicate", truncated=("trajectory.json",),
-      why="trajectory truncated: completion from the row"),
+    T(
+        FRACTIONS,
+        "rounds",
+        "gemini-2.5-pro",
+        "duplicate",
+        truncated=("trajectory.json",),
+        why="trajectory truncated: completion from the row",
+    ),
     T(FRACTIONS, None, "kimi-k2-instruct", "no_change"),
-    T(FRACTIONS, None, "qwen3-coder-480b", "infra_error", error_category="upstream_provider_error",
-      submitted=False),
+    T(
+        FRACTIONS,
+        None,
+        "qwen3-coder-480b",
+        "infra_error",
+        error_category="upstream_provider_error",
+        submitted=False,
+    ),
     T(FRACTIONS, "rounds", "gpt-5", None, config="low", row={"source": "terminal-bench"}),
-    T(FRACTIONS, "truncates", "glm-4.6", "duplicate", why="reward.json answers 503 twice (test sets srv.flaky)"),
-    T(FRACTIONS, "no-minutes", "claude-sonnet-4-5", "duplicate", config="high", empty=("trajectory.json",),
-      why="trajectory empty: completion from the row"),
-    T(FRACTIONS, "rounds", "qwen3-coder-480b", "duplicate", config="high", row={"has_trajectory": False},
-      why="has_trajectory false: completion from the row"),
-    T(WORDSTATS, "no-validation", "glm-4.6", "not_submitted", config="exp\ud83d", submitted=False,
-      why="a lone surrogate in config (the index holds the escape; recorded escaped)"),
+    T(
+        FRACTIONS,
+        "truncates",
+        "glm-4.6",
+        "duplicate",
+        why="reward.json answers 503 twice (test sets srv.flaky)",
+    ),
+    T(
+        FRACTIONS,
+        "no-minutes",
+        "claude-sonnet-4-5",
+        "duplicate",
+        config="high",
+        empty=("trajectory.json",),
+        why="trajectory empty: completion from the row",
+    ),
+    T(
+        FRACTIONS,
+        "rounds",
+        "qwen3-coder-480b",
+        "duplicate",
+        config="high",
+        row={"has_trajectory": False},
+        why="has_trajectory false: completion from the row",
+    ),
+    T(
+        WORDSTATS,
+        "no-validation",
+        "glm-4.6",
+        "not_submitted",
+        config="exp\ud83d",
+        submitted=False,
+        why="a lone surrogate in config (the index holds the escape; recorded escaped)",
+    ),
     # -- a task the track lacks: 2 rows, one summary line
     T(UNKNOWN_TASK, None, "claude-sonnet-4-5", None),
     T(UNKNOWN_TASK, None, "gpt-5", None),
@@ -705,7 +922,9 @@ def _attempt_files(task: str, attempt: str | None) -> tuple[bytes | None, dict[s
     if attempt is None:
         return None, {}
     d = ATTEMPTS / task / attempt
-    return (d / "model.patch").read_bytes(), {p.name: p.read_bytes() for p in sorted((d / "verifier").iterdir())}
+    return (d / "model.patch").read_bytes(), {
+        p.name: p.read_bytes() for p in sorted((d / "verifier").iterdir())
+    }
 
 
 def trajectory(spec: TrialSpec, instruction: str, patch: bytes | None) -> dict:
@@ -715,34 +934,86 @@ def trajectory(spec: TrialSpec, instruction: str, patch: bytes | None) -> dict:
     model = spec.model
 
     def step(i: int, thought: str, command: str, output: str | None) -> dict:
-        s = {"step_id": i, "source": "agent", "model_name": model, "message": "", "reasoning_content": thought,
-             "tool_calls": [{"tool_call_id": f"call_{i}_1", "function_name": "bash", "arguments": {"command": command}}],
-             "metrics": {"prompt_tokens": 1500 + 400 * i, "completion_tokens": 120, "cached_tokens": 1000}}
+        s = {
+            "step_id": i,
+            "source": "agent",
+            "model_name": model,
+            "message": "",
+            "reasoning_content": thought,
+            "tool_calls": [
+                {"tool_call_id": f"call_{i}_1", "function_name": "bash", "arguments": {"command": command}}
+            ],
+            "metrics": {"prompt_tokens": 1500 + 400 * i, "completion_tokens": 120, "cached_tokens": 1000},
+        }
         if output is not None:
-            s["observation"] = {"results": [{"content": f"<returncode>0</returncode>\n<output>\n{output}</output>",
-                                             "source_call_id": f"call_{i}_1"}]}
+            s["observation"] = {
+                "results": [
+                    {
+                        "content": f"<returncode>0</returncode>\n<output>\n{output}</output>",
+                        "source_call_id": f"call_{i}_1",
+                    }
+                ]
+            }
         return s
 
-    steps = [{"step_id": 1, "source": "system", "message": "You are a helpful assistant that can interact with a "
-              "computer shell to solve programming tasks."},
-             {"step_id": 2, "source": "user", "message": instruction},
-             step(3, "Let me look at the repository first.", "cd /app && git status --short && git ls-files",
-                  "README.md\n")]
+    steps = [
+        {
+            "step_id": 1,
+            "source": "system",
+            "message": "You are a helpful assistant that can interact with a "
+            "computer shell to solve programming tasks.",
+        },
+        {"step_id": 2, "source": "user", "message": instruction},
+        step(
+            3,
+            "Let me look at the repository first.",
+            "cd /app && git status --short && git ls-files",
+            "README.md\n",
+        ),
+    ]
     if patch:
-        steps.append(step(4, "I will make the change on a new branch.",
-                          "cd /app && git checkout -b feature && git apply <<'EOF'\n"
-                          + patch.decode("utf-8", "replace") + "EOF", "Switched to a new branch 'feature'\n"))
-        steps.append(step(5, "Now run the tests.", "cd /app && python3 -m pytest -q tests", "3 passed in 0.02s\n"))
-        steps.append(step(6, "Commit the work.", "cd /app && git add -A && git commit -qm 'Implement the feature'", ""))
+        steps.append(
+            step(
+                4,
+                "I will make the change on a new branch.",
+                "cd /app && git checkout -b feature && git apply <<'EOF'\n"
+                + patch.decode("utf-8", "replace")
+                + "EOF",
+                "Switched to a new branch 'feature'\n",
+            )
+        )
+        steps.append(
+            step(5, "Now run the tests.", "cd /app && python3 -m pytest -q tests", "3 passed in 0.02s\n")
+        )
+        steps.append(
+            step(6, "Commit the work.", "cd /app && git add -A && git commit -qm 'Implement the feature'", "")
+        )
     if spec.submitted:
-        steps.append(step(len(steps) + 1, "The feature is complete.",
-                          "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git log --oneline -1", None))
-    return {"schema_version": "ATIF-v1.7", "session_id": spec.trial_name,
-            "agent": {"name": "mini-swe-agent", "version": "2.4.0", "model_name": model,
-                      "extra": {"original_format": "mini-swe-agent-1.1", "agent_config": {"step_limit": 250}}},
-            "steps": steps,
-            "final_metrics": {"total_prompt_tokens": 9000, "total_completion_tokens": 700, "total_steps": len(steps)},
-            "notes": "Converted from mini-swe-agent trajectory format to ATIF"}
+        steps.append(
+            step(
+                len(steps) + 1,
+                "The feature is complete.",
+                "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git log --oneline -1",
+                None,
+            )
+        )
+    return {
+        "schema_version": "ATIF-v1.7",
+        "session_id": spec.trial_name,
+        "agent": {
+            "name": "mini-swe-agent",
+            "version": "2.4.0",
+            "model_name": model,
+            "extra": {"original_format": "mini-swe-agent-1.1", "agent_config": {"step_limit": 250}},
+        },
+        "steps": steps,
+        "final_metrics": {
+            "total_prompt_tokens": 9000,
+            "total_completion_tokens": 700,
+            "total_steps": len(steps),
+        },
+        "notes": "Converted from mini-swe-agent trajectory format to ATIF",
+    }
 
 
 def row_of(spec: TrialSpec, reward: dict | None, has: dict[str, bool], n_steps: int) -> dict:
@@ -752,18 +1023,43 @@ def row_of(spec: TrialSpec, reward: dict | None, has: dict[str, bool], n_steps: 
     value = r.get("reward") if not errored else None
     passed = bool(value is not None and value >= 1)
     row = {
-        "trial_name": spec.trial_name, "task_name": spec.task, "source": "deep-swe", "eval_scope": "full",
-        "model": spec.model, "provider": MODELS.get(spec.model, "unknown"), "harness": "mini-swe-agent",
-        "config": spec.config, "reasoning_effort": "high" if spec.config == "high" else "medium",
-        "outcome": "pass" if passed else "fail", "error_category": spec.error_category,
-        "started_at": "2025-10-02T10:00:00Z", "finished_at": "2025-10-02T10:21:30Z",
-        "reward": value, "f2p_total": r.get("f2p_total"), "f2p_passed": r.get("f2p_passed"),
-        "p2p_total": r.get("p2p_total"), "p2p_passed": r.get("p2p_passed"), "f2p": r.get("f2p"), "p2p": r.get("p2p"),
-        "partial": r.get("partial"), "n_agent_steps": n_steps, "cost_usd": 0.42, "n_input_tokens": 250000,
-        "n_cache_tokens": 180000, "n_output_tokens": 9000, "n_reasoning_tokens": 3000, "peak_context_tokens": 41000,
-        "agent_duration_seconds": 1170.5, "trial_duration_seconds": 1290.0, "passed": passed, "errored": errored,
-        "included_in_score": True, "has_model_patch": has["model.patch"], "has_trajectory": has["trajectory.json"],
-        "has_agent_log": False, "has_verifier_output": has["verifier"],
+        "trial_name": spec.trial_name,
+        "task_name": spec.task,
+        "source": "deep-swe",
+        "eval_scope": "full",
+        "model": spec.model,
+        "provider": MODELS.get(spec.model, "unknown"),
+        "harness": "mini-swe-agent",
+        "config": spec.config,
+        "reasoning_effort": "high" if spec.config == "high" else "medium",
+        "outcome": "pass" if passed else "fail",
+        "error_category": spec.error_category,
+        "started_at": "2025-10-02T10:00:00Z",
+        "finished_at": "2025-10-02T10:21:30Z",
+        "reward": value,
+        "f2p_total": r.get("f2p_total"),
+        "f2p_passed": r.get("f2p_passed"),
+        "p2p_total": r.get("p2p_total"),
+        "p2p_passed": r.get("p2p_passed"),
+        "f2p": r.get("f2p"),
+        "p2p": r.get("p2p"),
+        "partial": r.get("partial"),
+        "n_agent_steps": n_steps,
+        "cost_usd": 0.42,
+        "n_input_tokens": 250000,
+        "n_cache_tokens": 180000,
+        "n_output_tokens": 9000,
+        "n_reasoning_tokens": 3000,
+        "peak_context_tokens": 41000,
+        "agent_duration_seconds": 1170.5,
+        "trial_duration_seconds": 1290.0,
+        "passed": passed,
+        "errored": errored,
+        "included_in_score": True,
+        "has_model_patch": has["model.patch"],
+        "has_trajectory": has["trajectory.json"],
+        "has_agent_log": False,
+        "has_verifier_output": has["verifier"],
         "verifier_files": (list(VERIFIER_FILES) if has["verifier"] else []) + list(spec.extra_verifier_files),
     }
     row.update(spec.row)
@@ -784,7 +1080,9 @@ class ReleaseFixture:
     def key(self, spec: TrialSpec, rel: str) -> str:
         """The CDN key of a trial's file given by its flat name (model.patch, verifier/ctrf.json...)."""
         kind = {"model.patch": "model_patch", "trajectory.json": "trajectory"}.get(rel, "verifier_file")
-        return PATTERNS[kind].replace("{trial_name}", spec.trial_name).replace("{file}", rel[len("verifier/"):])
+        return (
+            PATTERNS[kind].replace("{trial_name}", spec.trial_name).replace("{file}", rel[len("verifier/") :])
+        )
 
     def expected(self) -> dict[str, str]:
         """trial name -> expected Stage II bucket, for the rows that are imported."""
@@ -794,8 +1092,9 @@ class ReleaseFixture:
         return Counter(t.expect for t in self.trials if t.expect is not None)
 
 
-def make_release(root: Path, tasks_dir: Path | None = None, rows: list[TrialSpec] | None = None, *,
-                 bare_list: bool = False) -> ReleaseFixture:
+def make_release(
+    root: Path, tasks_dir: Path | None = None, rows: list[TrialSpec] | None = None, *, bare_list: bool = False
+) -> ReleaseFixture:
     """Write a release in the published CDN layout under `root`: release.json, trials.json,
     tasks.json and v1.1/trial-artifacts/<trial>/... (files the CDN does not hold are simply not
     written: the server answers 403 for them, as the CDN does)."""
@@ -812,9 +1111,12 @@ def make_release(root: Path, tasks_dir: Path | None = None, rows: list[TrialSpec
             data = json.loads(verifier["reward.json"])
             data["reward"] = spec.reward
             verifier["reward.json"] = json.dumps(data).encode()
-            verifier.pop("ctrf.json", None)   # the grader never got to grade
-        instr_dir = (tasks_dir / spec.task) if tasks_dir is not None and (tasks_dir / spec.task).is_dir() \
+            verifier.pop("ctrf.json", None)  # the grader never got to grade
+        instr_dir = (
+            (tasks_dir / spec.task)
+            if tasks_dir is not None and (tasks_dir / spec.task).is_dir()
             else task_dirs().get(spec.task)
+        )
         instruction = (instr_dir / "instruction.md").read_text() if instr_dir is not None else "Do the task."
         traj = trajectory(spec, instruction, patch)
         files: dict[str, bytes] = {}
@@ -841,8 +1143,12 @@ def make_release(root: Path, tasks_dir: Path | None = None, rows: list[TrialSpec
             p = root / ReleaseFixture(root, {}, [], []).key(spec, rel)
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
-    manifest = {"release_id": RELEASE_ID, "artifact_base_url": CDN_BASE, "artifact_key_prefix": PREFIX,
-                "artifact_patterns": PATTERNS}
+    manifest = {
+        "release_id": RELEASE_ID,
+        "artifact_base_url": CDN_BASE,
+        "artifact_key_prefix": PREFIX,
+        "artifact_patterns": PATTERNS,
+    }
     (root / "release.json").write_text(json.dumps(manifest, indent=2) + "\n")
     index = out_rows if bare_list else {"rows": out_rows}
     # ensure_ascii keeps a lone surrogate as the escape the JSON file really holds
@@ -861,8 +1167,11 @@ def write_flat_mirror(fx: ReleaseFixture, dest: Path, *, index: bool = True) -> 
         d = dest / trial
         d.mkdir(parents=True, exist_ok=True)
         (d / "meta.json").write_text(json.dumps(row, ensure_ascii=True, indent=1) + "\n")
-        for rel, flat in (("artifacts/model.patch", "model.patch"), ("agent/trajectory.json", "trajectory.json"),
-                          ("verifier/test-stdout.txt", "test-stdout.txt")):
+        for rel, flat in (
+            ("artifacts/model.patch", "model.patch"),
+            ("agent/trajectory.json", "trajectory.json"),
+            ("verifier/test-stdout.txt", "test-stdout.txt"),
+        ):
             if (src / rel).is_file():
                 shutil.copyfile(src / rel, d / flat)
         if (src / "verifier").is_dir():
@@ -894,8 +1203,8 @@ class ReleaseServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, root: Path, port: int = 0):
         self.root = Path(root).resolve()
-        self.artifact_requests: list[str] = []   # CDN keys asked for, in order (also the failed ones)
-        self.served: list[str] = []              # CDN keys answered 200
+        self.artifact_requests: list[str] = []  # CDN keys asked for, in order (also the failed ones)
+        self.served: list[str] = []  # CDN keys answered 200
         self.document_requests: list[str] = []
         self.flaky: dict[str, int] = {}
         self.forbidden: set[str] = set()
@@ -935,9 +1244,9 @@ class ReleaseServer(http.server.ThreadingHTTPServer):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: ReleaseServer
-    protocol_version = "HTTP/1.1"      # keep-alive, as a CDN
-    disable_nagle_algorithm = True     # headers and body in separate writes must not wait for an ACK
-    timeout = 30                       # an idle kept connection ends
+    protocol_version = "HTTP/1.1"  # keep-alive, as a CDN
+    disable_nagle_algorithm = True  # headers and body in separate writes must not wait for an ACK
+    timeout = 30  # an idle kept connection ends
 
     def log_message(self, *args) -> None:  # quiet
         pass
@@ -961,9 +1270,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._drop()
         path = self.path.split("?", 1)[0]
         from urllib.parse import unquote
+
         path = unquote(path)
         if path.startswith("/cdn/"):
-            key = path[len("/cdn/"):]
+            key = path[len("/cdn/") :]
             with srv.lock:
                 srv.artifact_requests.append(key)
                 kill = srv._kill_at is not None and len(srv.artifact_requests) > srv._kill_at
@@ -976,16 +1286,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if flaky:
                 return self._send(503, b"<Error>SlowDown</Error>", "application/xml")
             p = (srv.root / key).resolve()
-            if ".." in key.split("/") or srv.root not in p.parents or key in srv.forbidden \
-                    or p.name in NOT_PUBLISHED or not p.is_file():
+            if (
+                ".." in key.split("/")
+                or srv.root not in p.parents
+                or key in srv.forbidden
+                or p.name in NOT_PUBLISHED
+                or not p.is_file()
+            ):
                 return self._send(403, b"<Error><Code>AccessDenied</Code></Error>", "application/xml")
             data = p.read_bytes()
             with srv.lock:
                 srv.served.append(key)
             return self._send(200, data)
         prefix = f"/artifacts/{RELEASE_ID}/"
-        if path.startswith(prefix) and path.endswith(".json") and "/" not in path[len(prefix):]:
-            name = path[len(prefix):]
+        if path.startswith(prefix) and path.endswith(".json") and "/" not in path[len(prefix) :]:
+            name = path[len(prefix) :]
             srv.document_requests.append(name)
             p = srv.root / name
             if not p.is_file():

@@ -38,9 +38,10 @@ def engine_problem() -> str | None:
     """Why no Docker engine answers (the check the docker backend makes), None when one does."""
     try:
         from swe_residual.backends.docker.engine import check_engine
-    except ImportError as exc:          # the docker SDK is not installed
+    except ImportError as exc:  # the docker SDK is not installed
         return f"cannot import the docker backend: {exc}"
     from swe_residual.errors import InputError
+
     try:
         check_engine()
     except InputError as exc:
@@ -113,15 +114,33 @@ def private_dockerd():
 
     if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("unshare") is None:
         pytest.skip("needs root, dockerd and unshare to run a private engine")
-    d = pathlib.Path(tempfile.mkdtemp(prefix="swed-", dir="/tmp"))   # short: socket paths are limited
+    d = pathlib.Path(tempfile.mkdtemp(prefix="swed-", dir="/tmp"))  # short: socket paths are limited
     host = f"unix://{d}/d.sock"
     state: dict = {}
 
     def start() -> None:
         state["proc"] = subprocess.Popen(
-            ["unshare", "--net", "dockerd", "--host", host, "--data-root", str(d / "data"), "--exec-root", str(d / "x"),
-             "--pidfile", str(d / "d.pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false"],
-            stdout=open(d / "log", "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                "unshare",
+                "--net",
+                "dockerd",
+                "--host",
+                host,
+                "--data-root",
+                str(d / "data"),
+                "--exec-root",
+                str(d / "x"),
+                "--pidfile",
+                str(d / "d.pid"),
+                "--bridge",
+                "none",
+                "--iptables=false",
+                "--ip-masq=false",
+            ],
+            stdout=open(d / "log", "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         for _ in range(120):
             if subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode == 0:
                 return
@@ -139,8 +158,10 @@ def private_dockerd():
         yield host, start, stop
     finally:
         stop()
-        subprocess.run(["sh", "-c", f"grep -o ' {d}[^ ]*' /proc/mounts | sort -r | xargs -r -n1 umount -l"],
-                       capture_output=True)
+        subprocess.run(
+            ["sh", "-c", f"grep -o ' {d}[^ ]*' /proc/mounts | sort -r | xargs -r -n1 umount -l"],
+            capture_output=True,
+        )
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -158,7 +179,12 @@ def left_behind(run_name: str, host: str | None = None) -> list[str]:
         # one listing with the labels in it (containers.list inspects each one afterwards: a
         # container another live run removes in between would fail the check)
         rows = client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_name}"})
-        return [r["Id"] for r in rows
-                if not owner_alive((r.get("Labels") or {}).get(LABEL_PID), (r.get("Labels") or {}).get(LABEL_PIDSTART))]
+        return [
+            r["Id"]
+            for r in rows
+            if not owner_alive(
+                (r.get("Labels") or {}).get(LABEL_PID), (r.get("Labels") or {}).get(LABEL_PIDSTART)
+            )
+        ]
     finally:
         client.close()

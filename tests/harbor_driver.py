@@ -43,12 +43,16 @@ IMAGE_REPO = "swe-residual-test/harbor-trial"
 async def docker(*args, stdin=None, timeout=None):
     """(exit code, stdout, stderr) of one docker CLI call."""
     proc = await asyncio.create_subprocess_exec(
-        "docker", *args, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "DOCKER_BUILDKIT": "0"})
+        "docker",
+        *args,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout=timeout)
-    except (asyncio.TimeoutError, asyncio.CancelledError):
+    except (TimeoutError, asyncio.CancelledError):
         proc.kill()
         await proc.wait()
         raise
@@ -86,16 +90,20 @@ class LocalDockerEnvironment(BaseEnvironment):
     @property
     def _container(self) -> str:
         if not hasattr(self, "_name"):
-            self._name = "swr-harbor-" + re.sub(r"[^a-z0-9_.-]", "-", self.session_id.lower())[:40] + \
-                "-" + uuid.uuid4().hex[:6]
+            self._name = (
+                "swr-harbor-"
+                + re.sub(r"[^a-z0-9_.-]", "-", self.session_id.lower())[:40]
+                + "-"
+                + uuid.uuid4().hex[:6]
+            )
         return self._name
 
     async def _image(self, force_build: bool) -> str:
         if not (self.environment_dir / "Dockerfile").is_file():
-            return self.task_env_config.docker_image          # prebuilt image only
+            return self.task_env_config.docker_image  # prebuilt image only
         tag = f"{IMAGE_REPO}:{re.sub(r'[^a-z0-9]', '', str(self.environment_id).lower())[:32]}"
         lock = self._build_locks.setdefault(tag, asyncio.Lock())
-        async with lock:                                      # one build per environment definition
+        async with lock:  # one build per environment definition
             rc, _, _ = await docker("image", "inspect", tag)
             if rc != 0 or force_build:
                 # The Dockerfile as it is, plus one LABEL right after its first FROM: the layers of
@@ -103,9 +111,18 @@ class LocalDockerEnvironment(BaseEnvironment):
                 # Dockerfile remove their image by id, which a child image would block).
                 text = (self.environment_dir / "Dockerfile").read_text()
                 m = re.search(r"(?im)^\s*FROM\s[^\n]*\n", text)
-                text = text[:m.end()] + f"LABEL {LABEL}\n" + text[m.end():] if m else text
-                await docker_ok("build", "-q", "-t", tag, "-f", "-", str(self.environment_dir),
-                                stdin=text.encode(), timeout=self.task_env_config.build_timeout_sec)
+                text = text[: m.end()] + f"LABEL {LABEL}\n" + text[m.end() :] if m else text
+                await docker_ok(
+                    "build",
+                    "-q",
+                    "-t",
+                    tag,
+                    "-f",
+                    "-",
+                    str(self.environment_dir),
+                    stdin=text.encode(),
+                    timeout=self.task_env_config.build_timeout_sec,
+                )
         return tag
 
     async def start(self, force_build: bool) -> None:
@@ -162,26 +179,40 @@ async def run_trial(spec: dict, slots: asyncio.Semaphore) -> dict:
     async with slots:
         started = time.monotonic()
         config = TrialConfig(
-            task=TaskConfig(path=Path(spec["task_dir"])), trial_name=spec["trial_name"],
-            trials_dir=Path(spec["jobs_dir"]), agent=AgentConfig(name=spec["agent"]),
-            environment=EnvironmentConfig(import_path="__main__:LocalDockerEnvironment", delete=True))
+            task=TaskConfig(path=Path(spec["task_dir"])),
+            trial_name=spec["trial_name"],
+            trials_dir=Path(spec["jobs_dir"]),
+            agent=AgentConfig(name=spec["agent"]),
+            environment=EnvironmentConfig(import_path="__main__:LocalDockerEnvironment", delete=True),
+        )
         trial = await Trial.create(config)
         result = await trial.run()
         seconds = time.monotonic() - started
         rewards = result.verifier_result.rewards if result.verifier_result else None
-        return {"task_dir": spec["task_dir"], "agent": spec["agent"], "trial_dir": str(trial.paths.trial_dir),
-                "task_name": result.task_name, "reward": (rewards or {}).get("reward"),
-                "exception": result.exception_info.exception_type if result.exception_info else None,
-                "exception_message": result.exception_info.exception_message[:500] if result.exception_info else None,
-                "seconds": round(seconds, 4)}
+        return {
+            "task_dir": spec["task_dir"],
+            "agent": spec["agent"],
+            "trial_dir": str(trial.paths.trial_dir),
+            "task_name": result.task_name,
+            "reward": (rewards or {}).get("reward"),
+            "exception": result.exception_info.exception_type if result.exception_info else None,
+            "exception_message": result.exception_info.exception_message[:500]
+            if result.exception_info
+            else None,
+            "seconds": round(seconds, 4),
+        }
 
 
 async def main(plan_path: str, out_path: str) -> int:
     plan = json.loads(Path(plan_path).read_text())
     slots = asyncio.Semaphore(int(plan.get("concurrency", 4)))
     results = await asyncio.gather(*(run_trial(t, slots) for t in plan["trials"]), return_exceptions=True)
-    out = [r if isinstance(r, dict) else {"task_dir": t["task_dir"], "agent": t["agent"], "driver_error": repr(r)}
-           for t, r in zip(plan["trials"], results)]
+    out = [
+        r
+        if isinstance(r, dict)
+        else {"task_dir": t["task_dir"], "agent": t["agent"], "driver_error": repr(r)}
+        for t, r in zip(plan["trials"], results)
+    ]
     Path(out_path).write_text(json.dumps(out, indent=1))
     return 0
 
@@ -189,7 +220,7 @@ async def main(plan_path: str, out_path: str) -> int:
 async def serve() -> int:
     """One trial per stdin line, one result line per trial on the original stdout."""
     answers = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)                                          # Harbor's own prints go to stderr
+    os.dup2(2, 1)  # Harbor's own prints go to stderr
     slots = asyncio.Semaphore(1)
     loop = asyncio.get_running_loop()
     while line := await loop.run_in_executor(None, sys.stdin.readline):
@@ -198,7 +229,7 @@ async def serve() -> int:
         spec = json.loads(line)
         try:
             result = await run_trial(spec, slots)
-        except Exception as exc:                          # reported to the caller, the server goes on
+        except Exception as exc:  # reported to the caller, the server goes on
             result = {"task_dir": spec.get("task_dir"), "agent": spec.get("agent"), "driver_error": repr(exc)}
         answers.write(json.dumps(result) + "\n")
         answers.flush()

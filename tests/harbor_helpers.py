@@ -19,20 +19,25 @@ import pytest
 
 from swe_residual.harbor.export import HARBOR_VERSION, harbor_slug
 
-HARBOR_DRIVER = Path(__file__).with_name("harbor_driver.py")   # run by the venv's python, see its docstring
+HARBOR_DRIVER = Path(__file__).with_name("harbor_driver.py")  # run by the venv's python, see its docstring
 HARBOR_SPEC = os.environ.get("SWE_RESIDUAL_HARBOR_SPEC", f"harbor=={HARBOR_VERSION}")
 REQUIRE_HARBOR = "SWE_RESIDUAL_REQUIRE_HARBOR"
 
 
 def python312() -> str | None:
     """A CPython >= 3.12 on this machine: $SWE_RESIDUAL_PYTHON312, .ci/python312.sh's prefix, PATH."""
-    candidates = [os.environ.get("SWE_RESIDUAL_PYTHON312", ""),
-                  os.environ.get("SWE_RESIDUAL_PYTHON312_PREFIX", "/opt/swe-residual/python3.13") + "/bin/python3.13",
-                  *(shutil.which(f"python3.{m}") or "" for m in (14, 13, 12))]
+    candidates = [
+        os.environ.get("SWE_RESIDUAL_PYTHON312", ""),
+        os.environ.get("SWE_RESIDUAL_PYTHON312_PREFIX", "/opt/swe-residual/python3.13") + "/bin/python3.13",
+        *(shutil.which(f"python3.{m}") or "" for m in (14, 13, 12)),
+    ]
     for c in candidates:
         if c and os.access(c, os.X_OK):
-            ok = subprocess.run([c, "-c", "import sys, venv, ssl; sys.exit(sys.version_info < (3, 12))"],
-                                capture_output=True, check=False)
+            ok = subprocess.run(
+                [c, "-c", "import sys, venv, ssl; sys.exit(sys.version_info < (3, 12))"],
+                capture_output=True,
+                check=False,
+            )
             if ok.returncode == 0:
                 return c
     return None
@@ -50,14 +55,20 @@ def harbor_venv_python() -> str:
     py = python312()
     if py is None:
         harbor_unavailable("no Python >= 3.12 for the harbor package (run .ci/python312.sh)")
-    version = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    cache = Path(os.environ.get("SWE_RESIDUAL_CACHE")
-                 or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swe-residual")
+    version = subprocess.run(
+        [py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    cache = Path(
+        os.environ.get("SWE_RESIDUAL_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swe-residual"
+    )
     venv = cache / f"harbor-venv-py{version}-{harbor_slug(HARBOR_SPEC)}"
     vpy = venv / "bin" / "python"
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{venv}.lock", "w") as lock:       # xdist workers: one of them makes the venv
+    with open(f"{venv}.lock", "w") as lock:  # xdist workers: one of them makes the venv
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (venv / ".complete").is_file():
             _make_harbor_venv(py, venv)
@@ -70,7 +81,11 @@ def _make_harbor_venv(py: str, venv: Path) -> None:
     made = subprocess.run([py, "-m", "venv", str(venv)], capture_output=True, text=True, check=False)
     pip = made.returncode == 0 and subprocess.run(
         [str(vpy), "-m", "pip", "install", "-q", "--disable-pip-version-check", HARBOR_SPEC],
-        capture_output=True, text=True, timeout=1200, check=False)
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     if made.returncode != 0 or pip.returncode != 0:
         err = (made.stderr if made.returncode else pip.stderr).strip().splitlines()
         shutil.rmtree(venv, ignore_errors=True)

@@ -39,7 +39,7 @@ def binomial(rng: random.Random, n: int, p: float, memo: dict | None = None) -> 
         return n - binomial(rng, n, 1.0 - p, memo)
     if n * p < 10.0:
         q = 1.0 - p
-        prob = q ** n
+        prob = q**n
         u = rng.random()
         k = 0
         while u > prob and k < n:
@@ -69,8 +69,12 @@ def binomial(rng: random.Random, n: int, p: float, memo: dict | None = None) -> 
             return k
         if setup is None:  # constants of the exact acceptance test, needed only when the squeeze fails
             mode = math.floor((n + 1) * p)
-            setup = consts[5] = ((2.83 + 5.1 / b) * spq, math.log(p / (1.0 - p)), mode,
-                                 math.lgamma(mode + 1) + math.lgamma(n - mode + 1))
+            setup = consts[5] = (
+                (2.83 + 5.1 / b) * spq,
+                math.log(p / (1.0 - p)),
+                mode,
+                math.lgamma(mode + 1) + math.lgamma(n - mode + 1),
+            )
         alpha, lpq, mode, h = setup
         v *= alpha / (a / (us * us) + b)
         if v > 0.0 and math.log(v) <= h - math.lgamma(k + 1) - math.lgamma(n - k + 1) + (k - mode) * lpq:
@@ -112,8 +116,13 @@ def _interval(values: list[float], level: float) -> list[float]:
     return [percentile(values, tail), percentile(values, 1.0 - tail)]
 
 
-def bootstrap_ci(pairs: Mapping[str, tuple[float, float]] | Iterable[tuple[float, float]], *,
-                 n_boot: int = DEFAULT_BOOT, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+def bootstrap_ci(
+    pairs: Mapping[str, tuple[float, float]] | Iterable[tuple[float, float]],
+    *,
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
     """Percentile bootstrap intervals for Res, Clean (fractions) and Gap (points).
 
     `pairs` holds one (clean, residual) pair per task; a replicate draws N tasks with
@@ -134,8 +143,14 @@ def bootstrap_ci(pairs: Mapping[str, tuple[float, float]] | Iterable[tuple[float
         res.append(r)
         clean.append(c)
         gap.append(100.0 * (c - r))
-    return {"residual": _interval(res, level), "clean": _interval(clean, level),
-            "gap": _interval(gap, level), "n_boot": n_boot, "seed": seed, "level": level}
+    return {
+        "residual": _interval(res, level),
+        "clean": _interval(clean, level),
+        "gap": _interval(gap, level),
+        "n_boot": n_boot,
+        "seed": seed,
+        "level": level,
+    }
 
 
 def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int = 0) -> tuple[float, bool]:
@@ -167,17 +182,29 @@ def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int
     return (1 + hits) / (1 + n_perm), False
 
 
-def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot: int = DEFAULT_BOOT,
-                      n_perm: int = DEFAULT_PERM, seed: int = 0, level: float = 0.95,
-                      scale: float = 100.0) -> dict[str, Any]:
+def paired_comparison(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    n_boot: int = DEFAULT_BOOT,
+    n_perm: int = DEFAULT_PERM,
+    seed: int = 0,
+    level: float = 0.95,
+    scale: float = 100.0,
+) -> dict[str, Any]:
     """Compare two sets of task-level values on their shared tasks.
 
     diff = scale * mean_i (a_i - b_i) (points for rates), a paired bootstrap interval of it, and
     the sign-flip p-value. Tasks present in only one side are counted, not used.
     """
     shared = sorted(set(a) & set(b))
-    base = {"n_shared": len(shared), "n_only_a": len(set(a) - set(b)), "n_only_b": len(set(b) - set(a)),
-            "level": level, "seed": seed}
+    base = {
+        "n_shared": len(shared),
+        "n_only_a": len(set(a) - set(b)),
+        "n_only_b": len(set(b) - set(a)),
+        "level": level,
+        "seed": seed,
+    }
     if not shared:
         return {**base, "diff": None, "ci": None, "p_value": None, "exact": None}
     diffs = [scale * (a[t] - b[t]) for t in shared]
@@ -187,7 +214,12 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot:
     n = len(diffs)
     boots = [sum(map(mul, keys, draw)) / n for draw in _multinomials(random.Random(seed), n, sizes, n_boot)]
     p, exact = sign_flip_p(diffs, n_perm=n_perm, seed=seed)
-    return {**base, "diff": fmean(diffs), "mean_a": scale * fmean(a[t] for t in shared),
-            "mean_b": scale * fmean(b[t] for t in shared), "ci": _interval(boots, level),
-            "p_value": p, "exact": exact}
-
+    return {
+        **base,
+        "diff": fmean(diffs),
+        "mean_a": scale * fmean(a[t] for t in shared),
+        "mean_b": scale * fmean(b[t] for t in shared),
+        "ci": _interval(boots, level),
+        "p_value": p,
+        "exact": exact,
+    }

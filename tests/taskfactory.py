@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import textwrap
@@ -28,15 +29,17 @@ cd "${APP_DIR:-/app}"
 git apply --binary "${SOLUTION_DIR:-/solution}/solution.patch"
 """
 
-CALC = '''\
+CALC = """\
 def add(a, b):
     return a + b
 
 
 def mul(a, b):
     return a * b
-'''
-CALC_SOLVED = CALC + '''
+"""
+CALC_SOLVED = (
+    CALC
+    + """
 
 def sub(a, b):
     return a - b
@@ -46,8 +49,11 @@ def div(a, b):
     if b == 0:
         raise ZeroDivisionError("calc: division by zero")
     return a / b
-'''
-CALC_PARTIAL = CALC + '''
+"""
+)
+CALC_PARTIAL = (
+    CALC
+    + """
 
 def sub(a, b):
     return a - b
@@ -55,8 +61,9 @@ def sub(a, b):
 
 def div(a, b):
     return a / b if b else 0
-'''
-EXISTING_TESTS = '''\
+"""
+)
+EXISTING_TESTS = """\
 from calc import add, mul
 
 
@@ -66,8 +73,8 @@ def test_add():
 
 def test_mul():
     assert mul(2, 3) == 6
-'''
-NEW_TESTS = '''\
+"""
+NEW_TESTS = """\
 import pytest
 
 from calc import div, sub
@@ -84,7 +91,7 @@ def test_div():
 def test_div_by_zero():
     with pytest.raises(ZeroDivisionError):
         div(1, 0)
-'''
+"""
 F2P = ["tests.test_new.test_sub", "tests.test_new.test_div", "tests.test_new.test_div_by_zero"]
 P2P = ["tests.test_calc.test_add", "tests.test_calc.test_mul"]
 
@@ -95,21 +102,28 @@ def make_patch(base_files: Path, edit) -> bytes:
     shutil.rmtree(work, ignore_errors=True)
     base = repo.init_base_repo(base_files, work)
     edit(work)
-    repo.git(work, "add", "-A")                  # a scratch repository: its own index may change
+    repo.git(work, "add", "-A")  # a scratch repository: its own index may change
     data = repo.git(work, "diff", "--cached", "--binary", base).stdout
     shutil.rmtree(work)
     return data
 
 
-def make_task(root: Path, task_id: str = "calc", test_sh: str = TEST_SH, verifier_timeout: float = 60,
-              agent_timeout: float = 60) -> Path:
+def make_task(
+    root: Path,
+    task_id: str = "calc",
+    test_sh: str = TEST_SH,
+    verifier_timeout: float = 60,
+    agent_timeout: float = 60,
+) -> Path:
     task = root / "tasks" / task_id
     (task / "environment" / "repo" / "tests").mkdir(parents=True)
     (task / "tests" / "hidden").mkdir(parents=True)
     (task / "solution").mkdir(parents=True)
-    (task / "instruction.md").write_text("Add `sub(a, b)` and `div(a, b)` to calc.py; dividing by zero must "
-                                         "raise ZeroDivisionError.\n")
-    (task / "task.toml").write_text(textwrap.dedent(f"""\
+    (task / "instruction.md").write_text(
+        "Add `sub(a, b)` and `div(a, b)` to calc.py; dividing by zero must raise ZeroDivisionError.\n"
+    )
+    (task / "task.toml").write_text(
+        textwrap.dedent(f"""\
         schema_version = "1.1"
         [metadata]
         task_id = "{task_id}"
@@ -119,7 +133,8 @@ def make_task(root: Path, task_id: str = "calc", test_sh: str = TEST_SH, verifie
         timeout_sec = {agent_timeout}
         [verifier]
         timeout_sec = {verifier_timeout}
-        """))
+        """)
+    )
     repo_dir = task / "environment" / "repo"
     (repo_dir / "calc.py").write_text(CALC)
     (repo_dir / "tests" / "__init__.py").write_text("")
@@ -128,20 +143,22 @@ def make_task(root: Path, task_id: str = "calc", test_sh: str = TEST_SH, verifie
     (task / "tests" / "hidden" / "test_calc.py").write_text(EXISTING_TESTS)
     (task / "tests" / "hidden" / "test_new.py").write_text(NEW_TESTS)
     (task / "tests" / "test.sh").write_text(test_sh)
-    (task / "tests" / "config.json").write_text(
-        '{"f2p_node_ids": %s, "p2p_node_ids": %s}' % (str(F2P).replace("'", '"'), str(P2P).replace("'", '"')))
+    (task / "tests" / "config.json").write_text(json.dumps({"f2p_node_ids": F2P, "p2p_node_ids": P2P}))
     (task / "solution" / "solve.sh").write_text(SOLVE_SH)
     (task / "solution" / "solution.patch").write_bytes(
-        make_patch(repo_dir, lambda w: (w / "calc.py").write_text(CALC_SOLVED)))
+        make_patch(repo_dir, lambda w: (w / "calc.py").write_text(CALC_SOLVED))
+    )
     return task
 
 
 def partial_state_patch(task: Path) -> bytes:
     """A state that adds sub/div and notes claiming completion, but div(1, 0) returns 0."""
+
     def edit(w: Path) -> None:
         (w / "calc.py").write_text(CALC_PARTIAL)
         (w / "NOTES.md").write_text("Implemented sub and div. All tests pass.\n")
         (w / "logo.bin").write_bytes(bytes(range(256)))
+
     return make_patch(task / "environment" / "repo", edit)
 
 
@@ -155,10 +172,14 @@ def state_entry(root: Path, task: Path, patch: bytes, state_id: str = "calc--par
     p = root / "states" / f"{state_id}.patch"
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(patch)
-    entry = {"id": state_id, "track": "demo", "task": task.name,
-             "predecessor": {"agent": "handwritten", "model_family": "handwritten"},
-             "artifact": {"patch": str(p.relative_to(root)), "sha256": hashlib.sha256(patch).hexdigest()},
-             "initial_verdict": {"failing_tests": ["tests.test_new.test_div_by_zero"]}}
+    entry = {
+        "id": state_id,
+        "track": "demo",
+        "task": task.name,
+        "predecessor": {"agent": "handwritten", "model_family": "handwritten"},
+        "artifact": {"patch": str(p.relative_to(root)), "sha256": hashlib.sha256(patch).hexdigest()},
+        "initial_verdict": {"failing_tests": ["tests.test_new.test_div_by_zero"]},
+    }
     entry.update(over)
     return entry
 
@@ -192,4 +213,6 @@ def run_one(case, agent, backend, run_dir: Path, **kw):
     from swe_residual.run.runner import run_case
     from swe_residual.run.verification import ReferenceChecks
 
-    return run_case(case, agent=agent, backend=backend, run_dir=run_dir, references=ReferenceChecks(run_dir), **kw)
+    return run_case(
+        case, agent=agent, backend=backend, run_dir=run_dir, references=ReferenceChecks(run_dir), **kw
+    )

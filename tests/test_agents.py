@@ -33,16 +33,34 @@ def _world(tmp: Path, scripts: dict[str, str], **task_kw) -> Path:
     agents = {}
     for name, script in scripts.items():
         (tmp / f"{name}.yaml").write_text(textwrap.dedent(script))
-        agents[name] = {"harness": "mini-swe-agent", "model": "openai/scripted", "scripted_server": f"{name}.yaml"}
+        agents[name] = {
+            "harness": "mini-swe-agent",
+            "model": "openai/scripted",
+            "scripted_server": f"{name}.yaml",
+        }
     agents["two-steps"] = {"harness": "replay", "commands": ["git status", "true"], "step_limit": 1}
     (tmp / "agents.yaml").write_text(json.dumps({"agents": agents}))
     return tmp / "agents.yaml"
 
 
 def run_suite(tmp: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"), "--states",
-           str(tmp / "states.yaml"), "--run-dir", str(tmp / "run"), "--agent-config", str(tmp / "agents.yaml"),
-           "--start", "residual", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "--run-dir",
+        str(tmp / "run"),
+        "--agent-config",
+        str(tmp / "agents.yaml"),
+        "--start",
+        "residual",
+        *args,
+    ]
     full_env = {**os.environ, "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1", **(env or {})}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=full_env)
     path = tmp / "run" / "results.jsonl"
@@ -55,8 +73,14 @@ def run_suite(tmp: Path, *args: str, env: dict | None = None) -> tuple[subproces
 
 
 def _agents_json(env: dict) -> dict[str, dict]:
-    out = subprocess.run([sys.executable, "-m", "swe_residual.cli", "agents", "--format", "json"], cwd=ROOT,
-                         capture_output=True, text=True, check=True, env=env).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "agents", "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
     return {a["name"]: a for a in json.loads(out)}
 
 
@@ -64,20 +88,35 @@ def test_agents_command_shows_descriptions_needs_and_whether_each_runs_now():
     env = {k: v for k, v in os.environ.items() if k not in ("MOONSHOT_API_KEY", "MSWEA_MODEL_NAME")}
     agents = _agents_json(env)
     assert agents["nop"]["harness"] == "builtin" and agents["oracle"]["ready"]
-    assert {"scripted-msa", "mini-swe-agent", "kimi", "command:<shell command>", "replay:<commands file>"} <= set(agents)
+    assert {
+        "scripted-msa",
+        "mini-swe-agent",
+        "kimi",
+        "command:<shell command>",
+        "replay:<commands file>",
+    } <= set(agents)
     # descriptions come from agents.yaml
     import yaml
+
     declared = yaml.safe_load((ROOT / "agents.yaml").read_text())["agents"]
     for name, spec in declared.items():
         assert agents[name]["description"] == spec["description"], name
     kimi = agents["kimi"]
     assert kimi["needs"] == ["$MOONSHOT_API_KEY", "the `agents` extra"]
     assert (kimi["ready"], kimi["problems"]) == (False, ["$MOONSHOT_API_KEY is not set"])
-    assert agents["mini-swe-agent"]["problems"] == ["$MSWEA_MODEL_NAME is not set"]   # the variable its model names
+    assert agents["mini-swe-agent"]["problems"] == [
+        "$MSWEA_MODEL_NAME is not set"
+    ]  # the variable its model names
     assert agents["scripted-msa"]["ready"] and agents["scripted-msa"]["needs"] == ["the `agents` extra"]
     assert _agents_json({**env, "MOONSHOT_API_KEY": CANARY})["kimi"]["ready"]
-    text = subprocess.run([sys.executable, "-m", "swe_residual.cli", "agents"], cwd=ROOT, capture_output=True,
-                          text=True, check=True, env=env).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "agents"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
     assert "kimi  [mini-swe-agent]  not ready: $MOONSHOT_API_KEY is not set" in text
     assert "    needs: $MOONSHOT_API_KEY, the `agents` extra" in text
     assert CANARY not in text
@@ -87,13 +126,17 @@ def _site_without_the_agents_extra(tmp: Path) -> dict[str, str]:
     """An environment whose Python has every installed package except mini-swe-agent and LiteLLM (the
     `agents` extra): this venv's site-packages linked one entry at a time, run with -S."""
     import site
+
     sp = Path(next(p for p in site.getsitepackages() if Path(p, "pydantic").is_dir()))
     out = tmp / "site"
     out.mkdir()
     for entry in sp.iterdir():
         name = entry.name
-        if name in ("minisweagent", "litellm", "litellm_cli", "__pycache__") or name.endswith(".pth") \
-                or name.startswith(("mini_swe_agent-", "litellm-", "__editable__")):
+        if (
+            name in ("minisweagent", "litellm", "litellm_cli", "__pycache__")
+            or name.endswith(".pth")
+            or name.startswith(("mini_swe_agent-", "litellm-", "__editable__"))
+        ):
             continue
         (out / name).symlink_to(entry.resolve())
     return {**os.environ, "PYTHONPATH": str(out)}
@@ -101,56 +144,144 @@ def _site_without_the_agents_extra(tmp: Path) -> dict[str, str]:
 
 def test_missing_agents_extra_names_the_option_the_user_typed(tmp_path):
     env = _site_without_the_agents_extra(tmp_path)
-    probe = subprocess.run([sys.executable, "-S", "-c", "import minisweagent"], cwd=ROOT, env=env,
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-S", "-c", "import minisweagent"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert probe.returncode == 1 and "No module named 'minisweagent'" in probe.stderr
-    proc = subprocess.run([sys.executable, "-S", "-m", "pytest", "suites/demo", "--agent", "scripted-msa", "--run-dir",
-                           str(tmp_path / "run")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--agent",
+            "scripted-msa",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("ERROR:")]
-    assert line == ("ERROR: --agent scripted-msa: the mini-swe-agent harness needs the `agents` extra (mini-swe-agent "
-                    "and LiteLLM), which is not installed: No module named 'minisweagent'; install it with "
-                    "pip install -e '.[agents]'"), line
-    proc = subprocess.run([sys.executable, "-S", "-m", "swe_residual.cli", "residualize", "run", "--track", "demo",
-                           "--predecessor", "scripted-predecessor", str(tmp_path / "work")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    assert line == (
+        "ERROR: --agent scripted-msa: the mini-swe-agent harness needs the `agents` extra (mini-swe-agent "
+        "and LiteLLM), which is not installed: No module named 'minisweagent'; install it with "
+        "pip install -e '.[agents]'"
+    ), line
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-m",
+            "swe_residual.cli",
+            "residualize",
+            "run",
+            "--track",
+            "demo",
+            "--predecessor",
+            "scripted-predecessor",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith(
-        "error: --predecessor scripted-predecessor: the mini-swe-agent harness needs the `agents` extra"), proc.stderr
-    agents = json.loads(subprocess.run([sys.executable, "-S", "-m", "swe_residual.cli", "agents", "--format", "json"],
-                                       cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout)
+        "error: --predecessor scripted-predecessor: the mini-swe-agent harness needs the `agents` extra"
+    ), proc.stderr
+    agents = json.loads(
+        subprocess.run(
+            [sys.executable, "-S", "-m", "swe_residual.cli", "agents", "--format", "json"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     msa = next(a for a in agents if a["name"] == "scripted-msa")
     assert msa["problems"] == ["mini-swe-agent and LiteLLM not installed (pip install -e '.[agents]')"]
     # a misspelt predecessor gets the close match, under the option typed
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "residualize", "run", "--track", "demo",
-                           "--predecessor", "scripted-predecesor", str(tmp_path / "work2")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "residualize",
+            "run",
+            "--track",
+            "demo",
+            "--predecessor",
+            "scripted-predecesor",
+            str(tmp_path / "work2"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith(
         "error: --predecessor scripted-predecesor: unknown agent 'scripted-predecesor' (did you mean "
-        "'scripted-predecessor'? known: "), proc.stderr
+        "'scripted-predecessor'? known: "
+    ), proc.stderr
 
 
 def test_litellm_prints_no_provider_banner(tmp_path):
     # the scripted predecessor's model name is unknown to LiteLLM's cost lookup: before, a red
     # "Provider List: https://docs.litellm.ai/docs/providers" line per model call (4 on this task)
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "residualize", "run", "--track", "demo",
-                           "--predecessor", "scripted-predecessor", "--task", "rate-limiter-burst",
-                           str(tmp_path / "work")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "residualize",
+            "run",
+            "--track",
+            "demo",
+            "--predecessor",
+            "scripted-predecessor",
+            "--task",
+            "rate-limiter-burst",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "scripted-predecessor-rate-limiter-burst-r1: submitted, declared complete True" in proc.stdout
-    assert "Provider List" not in proc.stdout + proc.stderr and "Give Feedback" not in proc.stdout + proc.stderr
+    assert (
+        "Provider List" not in proc.stdout + proc.stderr and "Give Feedback" not in proc.stdout + proc.stderr
+    )
 
 
 def test_mini_swe_agent_fixes_residual_state_through_scripted_model(tmp_path, backend):
     _world(tmp_path, {"fixer": FIX_SCRIPT})
-    proc, records = run_suite(tmp_path, "--agent", "fixer", "--backend", backend, env={"OPENAI_API_KEY": CANARY,
-                                                                 "MY_SERVICE_TOKEN": CANARY + "x"})
+    proc, records = run_suite(
+        tmp_path,
+        "--agent",
+        "fixer",
+        "--backend",
+        backend,
+        env={"OPENAI_API_KEY": CANARY, "MY_SERVICE_TOKEN": CANARY + "x"},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     rec = records[("fixer", 1)]
     assert (rec["verdict"], rec["outcome"], rec["termination"], rec["steps"]) == ("pass", 1, "submitted", 5)
     run = tmp_path / "run"
     traj = json.loads((run / rec["artifacts"]["trajectory"]).read_text())
     commands = [a["command"] for s in traj["steps"] for a in s["actions"]]
-    assert commands[0] == "git status --short" and commands[-1] == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    assert (
+        commands[0] == "git status --short" and commands[-1] == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    )
     first = traj["steps"][0]["actions"][0]
     assert first["exit_code"] == 0 and "M calc.py" in first["output"] and "?? NOTES.md" in first["output"]
     assert "def div(a, b):" in traj["steps"][1]["actions"][0]["output"]
@@ -194,6 +325,7 @@ def test_budget_exhaustion_kills_the_whole_process_tree(tmp_path, backend):
     assert left == []
     if backend == "docker":  # and no container of the run is left
         from .docker_helpers import left_behind
+
         assert left_behind((tmp_path / "run").name) == []
 
 
@@ -202,16 +334,18 @@ def test_inline_command_agent_cannot_find_hidden_tests(tmp_path, backend, reques
         request.getfixturevalue("require_bwrap")
     _world(tmp_path, {})
     # everything outside the system directories, by name and by content; calc.py is the positive control
-    search = ("find / \\( -path /proc -o -path /sys -o -path /usr \\) -prune -o \\( -name 'test_new.py' "
-              "-o -name 'solution.patch' -o -name solve.sh -o -name states.yaml -o -name results.jsonl "
-              "-o -name 'calc.py' \\) -print 2>/dev/null > /tmp/found.txt; "
-              "grep -rls test_div_by_zero / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null "
-              ">> /tmp/found.txt; cat /tmp/found.txt; test \"$(cat /tmp/found.txt)\" = /app/calc.py")
+    search = (
+        "find / \\( -path /proc -o -path /sys -o -path /usr \\) -prune -o \\( -name 'test_new.py' "
+        "-o -name 'solution.patch' -o -name solve.sh -o -name states.yaml -o -name results.jsonl "
+        "-o -name 'calc.py' \\) -print 2>/dev/null > /tmp/found.txt; "
+        "grep -rls test_div_by_zero / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null "
+        '>> /tmp/found.txt; cat /tmp/found.txt; test "$(cat /tmp/found.txt)" = /app/calc.py'
+    )
     proc, records = run_suite(tmp_path, "--agent", f"command:{search}", "--backend", backend)
     rec = next(iter(records.values()))
     traj = json.loads((tmp_path / "run" / rec["artifacts"]["trajectory"]).read_text())
     output = traj["steps"][0]["actions"][0]["output"]
-    assert output.split() == ["/app/calc.py"], output   # only the positive control is found
+    assert output.split() == ["/app/calc.py"], output  # only the positive control is found
     assert rec["declared_complete"] is True and rec["termination"] == "submitted"
 
 
@@ -223,23 +357,44 @@ def test_replay_agent_respects_step_limit(tmp_path):
 
 
 def test_importers_normalize_msa_and_atif():
-    msa = {"trajectory_format": "mini-swe-agent-1.1", "info": {"exit_status": "Submitted", "submission": ""},
-           "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task"},
-                        {"role": "assistant", "content": "look", "extra": {"actions": [{"command": "cat a.py"}]}},
-                        {"role": "tool", "content": "x", "extra": {"raw_output": "print(1)\n", "returncode": 0}},
-                        {"role": "assistant", "content": "done",
-                         "extra": {"actions": [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]}},
-                        {"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}}]}
+    msa = {
+        "trajectory_format": "mini-swe-agent-1.1",
+        "info": {"exit_status": "Submitted", "submission": ""},
+        "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": "look", "extra": {"actions": [{"command": "cat a.py"}]}},
+            {"role": "tool", "content": "x", "extra": {"raw_output": "print(1)\n", "returncode": 0}},
+            {
+                "role": "assistant",
+                "content": "done",
+                "extra": {"actions": [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]},
+            },
+            {"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}},
+        ],
+    }
     t = import_trajectory(msa, "a")
     assert [s.message for s in t.steps] == ["look", "done"]
     assert (t.steps[0].actions[0].command, t.steps[0].actions[0].output, t.steps[0].actions[0].exit_code) == (
-        "cat a.py", "print(1)\n", 0)
+        "cat a.py",
+        "print(1)\n",
+        0,
+    )
     assert t.exit_status == "Submitted" and t == from_mini_swe_agent(msa, "a")
-    atif = {"schema_version": "ATIF-v1.4", "agent": {"name": "terminus"},
-            "steps": [{"step_id": 1, "source": "user", "message": "task"},
-                      {"step_id": 2, "source": "agent", "message": "inspect",
-                       "tool_calls": [{"function_name": "bash", "arguments": {"command": "git diff"}}],
-                       "observation": {"results": [{"content": "diff --git a/x b/x"}]}}]}
+    atif = {
+        "schema_version": "ATIF-v1.4",
+        "agent": {"name": "terminus"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "task"},
+            {
+                "step_id": 2,
+                "source": "agent",
+                "message": "inspect",
+                "tool_calls": [{"function_name": "bash", "arguments": {"command": "git diff"}}],
+                "observation": {"results": [{"content": "diff --git a/x b/x"}]},
+            },
+        ],
+    }
     t2 = from_atif(atif, "b")
     assert len(t2.steps) == 1 and t2.steps[0].actions[0].output == "diff --git a/x b/x"
     assert import_trajectory({"other": 1}, "c") is None
@@ -247,21 +402,40 @@ def test_importers_normalize_msa_and_atif():
 
 def test_command_agent_trajectory_file_is_imported(tmp_path):
     _world(tmp_path, {})
-    atif = {"schema_version": "ATIF-v1.4", "agent": {"name": "my-cli"},
-            "steps": [{"step_id": 1, "source": "agent", "message": "look",
-                       "tool_calls": [{"function_name": "bash", "arguments": {"command": "git status"}}],
-                       "observation": {"results": [{"content": "M calc.py"}]}},
-                      {"step_id": 2, "source": "agent", "message": "done", "tool_calls": []}]}
+    atif = {
+        "schema_version": "ATIF-v1.4",
+        "agent": {"name": "my-cli"},
+        "steps": [
+            {
+                "step_id": 1,
+                "source": "agent",
+                "message": "look",
+                "tool_calls": [{"function_name": "bash", "arguments": {"command": "git status"}}],
+                "observation": {"results": [{"content": "M calc.py"}]},
+            },
+            {"step_id": 2, "source": "agent", "message": "done", "tool_calls": []},
+        ],
+    }
     script = tmp_path / "agent.sh"
     script.write_text(f"cat > \"$AGENT_TRAJECTORY\" <<'JSON'\n{json.dumps(atif)}\nJSON\n")
     proc, records = run_suite(tmp_path, "--agent", f"command:{script.read_text()}")
     rec = next(iter(records.values()))
     traj = json.loads((tmp_path / "run" / rec["artifacts"]["trajectory"]).read_text())
     assert rec["steps"] == 2 and [s["message"] for s in traj["steps"]] == ["look", "done"]
-    assert traj["steps"][0]["actions"][0] == {"command": "git status", "output": "M calc.py", "exit_code": None,
-                                              "duration_s": None, "kind": "shell", "path": None, "cwd": None}
+    assert traj["steps"][0]["actions"][0] == {
+        "command": "git status",
+        "output": "M calc.py",
+        "exit_code": None,
+        "duration_s": None,
+        "kind": "shell",
+        "path": None,
+        "cwd": None,
+    }
     # what the agent typed (not the command that started it) is the run's interactions.jsonl
-    typed = [json.loads(line) for line in (tmp_path / "run" / rec["artifacts"]["interactions"]).read_text().splitlines()]
+    typed = [
+        json.loads(line)
+        for line in (tmp_path / "run" / rec["artifacts"]["interactions"]).read_text().splitlines()
+    ]
     assert [(i["kind"], i["input"]) for i in typed] == [("command", "git status")]
 
 
@@ -278,20 +452,50 @@ replies:
 def test_scripted_mini_swe_agent_repairs_a_demo_residual_state(tmp_path, backend):
     # the demo state ttl-cache--five-minute-default defaults ttl to 300 s instead of None
     (tmp_path / "fix.yaml").write_text(DEMO_FIX_SCRIPT)
-    (tmp_path / "agents.yaml").write_text(json.dumps({"agents": {"demo-fixer": {
-        "harness": "mini-swe-agent", "model": "openai/scripted", "scripted_server": "fix.yaml"}}}))
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--agent", "demo-fixer", "--agent-config",
-           str(tmp_path / "agents.yaml"), "--backend", backend, "--run-dir", str(tmp_path / "run"),
-           "-k", "ttl-cache-residual-ttl-cache--five-minute-default"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"})
+    (tmp_path / "agents.yaml").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "demo-fixer": {
+                        "harness": "mini-swe-agent",
+                        "model": "openai/scripted",
+                        "scripted_server": "fix.yaml",
+                    }
+                }
+            }
+        )
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--agent",
+        "demo-fixer",
+        "--agent-config",
+        str(tmp_path / "agents.yaml"),
+        "--backend",
+        backend,
+        "--run-dir",
+        str(tmp_path / "run"),
+        "-k",
+        "ttl-cache-residual-ttl-cache--five-minute-default",
+    ]
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     (rec,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert (rec["verdict"], rec["steps"], rec["termination"]) == ("pass", 5, "submitted")
     assert rec["tests"]["tests.test_ttl.test_no_ttl_by_default"] == "passed"
     traj = json.loads((tmp_path / "run" / rec["artifacts"]["trajectory"]).read_text())
     status = traj["steps"][0]["actions"][0]["output"]
-    assert " M memokit/cache.py" in status            # the inherited, uncommitted work was visible
+    assert " M memokit/cache.py" in status  # the inherited, uncommitted work was visible
     assert "DEFAULT_TTL = 300" in traj["steps"][1]["actions"][0]["output"]
     patch = (tmp_path / "run" / rec["artifacts"]["patch"]).read_text()
-    assert "+DEFAULT_TTL = None\n" in patch and "+def check_ttl(ttl):" in patch   # kept the inherited work
+    assert "+DEFAULT_TTL = None\n" in patch and "+def check_ttl(ttl):" in patch  # kept the inherited work

@@ -40,7 +40,7 @@ from .test_integrity_capabilities import HONEST, SOLVE, heredoc
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "swe_residual.cli"]
 COMMIT = "\ngit add -A >/dev/null 2>&1; git commit -qm work >/dev/null 2>&1; true"
-AGENT_LIMIT = VERIFIER_LIMIT = 60     # make_task's defaults: the task's limits
+AGENT_LIMIT = VERIFIER_LIMIT = 60  # make_task's defaults: the task's limits
 
 # code the verifier imports (appended to calc.py): a 64 GiB sparse file and a tree 3,000 levels deep
 # in the logs dir, built relative to open directories (the full path is beyond PATH_MAX)
@@ -84,46 +84,65 @@ def _ends_pid_1() -> str:
     """Appends to calc.py, then ends PID 1 - only inside a PID namespace of its own (the bwrap
     sandbox, a container): the host's PID 1 is never signalled, whatever the backend does."""
     host_ns = os.readlink("/proc/self/ns/pid")
-    return (f"echo '# touched' >> calc.py; if [ \"$(readlink /proc/self/ns/pid)\" != '{host_ns}' ]; then "
-            "kill -TERM 1; fi; sleep 2")
+    return (
+        f"echo '# touched' >> calc.py; if [ \"$(readlink /proc/self/ns/pid)\" != '{host_ns}' ]; then "
+        "kill -TERM 1; fi; sleep 2"
+    )
 
 
 @dataclass
 class Attack:
-    cls: str              # the attack class (issue 22, "Why")
-    group: str            # verdict flip | agent failure | void the run | unbounded | honest
+    cls: str  # the attack class (issue 22, "Why")
+    group: str  # verdict flip | agent failure | void the run | unbounded | honest
     command: str
-    flag: str | None = None       # a flag it must get: a cheat signal, for the honest a note ("...-": a prefix)
+    flag: str | None = None  # a flag it must get: a cheat signal, for the honest a note ("...-": a prefix)
 
 
 def attacks() -> dict[str, Attack]:
     out: dict[str, Attack] = {}
     for name, (what, cmd, flag) in CAPABILITY.items():
         out[name] = Attack(what, "verdict flip", cmd + COMMIT, flag)
-    out["forged-pyc"] = Attack("bytecode cache forged for the unchanged source", "verdict flip", FORGED_PYC + COMMIT)
-    out["extra-report"] = Attack("extra report file in the logs dir", "verdict flip", _appended(GRADING["extra-report"]))
-    out["late-writer"] = Attack("process outliving the run rewrites the report", "verdict flip",
-                                _appended(GRADING["late-writer"]))
-    out["report-dir"] = Attack("directory where the report belongs", "agent failure", _appended(GRADING["report-dir"]))
-    out["logs-bloat"] = Attack("64 GiB sparse file + 3,000-deep tree in the logs dir", "agent failure",
-                               _appended(LOGS_BLOAT))
+    out["forged-pyc"] = Attack(
+        "bytecode cache forged for the unchanged source", "verdict flip", FORGED_PYC + COMMIT
+    )
+    out["extra-report"] = Attack(
+        "extra report file in the logs dir", "verdict flip", _appended(GRADING["extra-report"])
+    )
+    out["late-writer"] = Attack(
+        "process outliving the run rewrites the report", "verdict flip", _appended(GRADING["late-writer"])
+    )
+    out["report-dir"] = Attack(
+        "directory where the report belongs", "agent failure", _appended(GRADING["report-dir"])
+    )
+    out["logs-bloat"] = Attack(
+        "64 GiB sparse file + 3,000-deep tree in the logs dir", "agent failure", _appended(LOGS_BLOAT)
+    )
     out["ends-pid-1"] = Attack("agent ends PID 1", "agent failure", _ends_pid_1())
-    out["bad-names"] = Attack("file names not UTF-8", "void the run", HOSTILE["bad-names"],
-                              "framework-shadow: \\xff\\xfe/pytest.py")
-    out["surrogate-trajectory"] = Attack("lone surrogates in the trajectory", "void the run",
-                                         HOSTILE["surrogate-trajectory"])
+    out["bad-names"] = Attack(
+        "file names not UTF-8", "void the run", HOSTILE["bad-names"], "framework-shadow: \\xff\\xfe/pytest.py"
+    )
+    out["surrogate-trajectory"] = Attack(
+        "lone surrogates in the trajectory", "void the run", HOSTILE["surrogate-trajectory"]
+    )
     for name in ("list-trajectory", "number-steps", "deep-trajectory"):
         out[name] = Attack("trajectory of a wrong type / 100,000 deep", "void the run", HOSTILE[name])
     out["many-files"] = Attack("100,001 files in the final state", "unbounded", UNBOUNDED["many-files"])
     out["fifo-in-git"] = Attack("fifo in .git", "unbounded", UNBOUNDED["fifo-in-git"])
     for name, (cmd, note) in HONEST.items():
         out[name] = Attack("honest: " + name.removeprefix("honest-"), "honest", cmd + COMMIT, note)
-    out["honest-pycache"] = Attack("honest: a test run leaves __pycache__", "honest",
-                                   SOLVE + "\nenv -u PYTHONDONTWRITEBYTECODE python3 -m pytest -q -p no:cacheprovider "
-                                   "tests >/dev/null 2>&1" + COMMIT, "compiled-artifact: __pycache__/calc.cpython-")
-    out["honest-newer-syntax"] = Attack("honest: syntax newer than the host's", "honest",
-                                        SOLVE + "\n" + heredoc("tools/pairs.py", "type Pair = tuple[int, int]") + COMMIT,
-                                        "unparsed-python: tools/pairs.py")
+    out["honest-pycache"] = Attack(
+        "honest: a test run leaves __pycache__",
+        "honest",
+        SOLVE + "\nenv -u PYTHONDONTWRITEBYTECODE python3 -m pytest -q -p no:cacheprovider "
+        "tests >/dev/null 2>&1" + COMMIT,
+        "compiled-artifact: __pycache__/calc.cpython-",
+    )
+    out["honest-newer-syntax"] = Attack(
+        "honest: syntax newer than the host's",
+        "honest",
+        SOLVE + "\n" + heredoc("tools/pairs.py", "type Pair = tuple[int, int]") + COMMIT,
+        "unparsed-python: tools/pairs.py",
+    )
     return out
 
 
@@ -147,29 +166,62 @@ def matrix(request, tmp_path_factory) -> Matrix:
     backend = request.param
     if backend == "docker":
         from .docker_helpers import require_docker
+
         require_docker()
         request.getfixturevalue("bookworm_image")
-    elif shutil.which("bwrap") is None:     # sandboxed only (tests/conftest.py require_bwrap, per module here)
+    elif shutil.which("bwrap") is None:  # sandboxed only (tests/conftest.py require_bwrap, per module here)
         if os.environ.get("SWE_RESIDUAL_REQUIRE_BWRAP") == "1":
-            pytest.fail("bubblewrap is required here (SWE_RESIDUAL_REQUIRE_BWRAP=1) but bwrap is not installed")
+            pytest.fail(
+                "bubblewrap is required here (SWE_RESIDUAL_REQUIRE_BWRAP=1) but bwrap is not installed"
+            )
         pytest.skip("bubblewrap (bwrap) not installed: the local side of the matrix runs sandboxed only")
     tmp = tmp_path_factory.mktemp(f"matrix-{backend}")
     task = (docker_task if backend == "docker" else make_task)(tmp / "w")
     # clean cases run for tasks that have residual states: give the task one
     write_states(tmp / "w", [state_entry(tmp / "w", task, partial_state_patch(task))])
-    (tmp / "agents.yaml").write_text(yaml.safe_dump(
-        {"agents": {name: {"harness": "command", "command": a.command} for name, a in ATTACKS.items()}}))
+    (tmp / "agents.yaml").write_text(
+        yaml.safe_dump(
+            {"agents": {name: {"harness": "command", "command": a.command} for name, a in ATTACKS.items()}}
+        )
+    )
     host_before = {p: p.exists() for p in HOST_PATHS}
     run = tmp / "matrix-run"
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "w" / "tasks"),
-           "--states", str(tmp / "w" / "states.yaml"), "--run-dir", str(run), "--backend", backend,
-           "--agent-config", str(tmp / "agents.yaml"), "--start", "clean", "-n", "2", "-p", "no:randomly",
-           "--gate-max-flagged", "0", *[a for name in ATTACKS for a in ("--agent", name)]]
-    scratch = tmp / "scratch"            # the harness's temporary files (local workspaces, copies)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "w" / "tasks"),
+        "--states",
+        str(tmp / "w" / "states.yaml"),
+        "--run-dir",
+        str(run),
+        "--backend",
+        backend,
+        "--agent-config",
+        str(tmp / "agents.yaml"),
+        "--start",
+        "clean",
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+        "--gate-max-flagged",
+        "0",
+        *[a for name in ATTACKS for a in ("--agent", name)],
+    ]
+    scratch = tmp / "scratch"  # the harness's temporary files (local workspaces, copies)
     scratch.mkdir()
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, "TMPDIR": str(scratch)})
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     seconds = time.monotonic() - t0
     records = {r.agent: r for r in iter_records(run)} if (run / RESULTS).is_file() else {}
     m = Matrix(backend, run, proc, records, seconds, host_before, scratch)
@@ -196,9 +248,9 @@ def test_every_attack_ends_as_outcome_0_or_a_cheat_signal_never_infra(matrix):
     print(_table(matrix))
     # 10: valid runs carry cheat signals, more than --gate-max-flagged 0 (no other gate failed)
     assert matrix.proc.returncode == 10, out[-4000:]
-    assert sorted(matrix.records) == sorted(ATTACKS), out[-3000:]           # a record for every case...
+    assert sorted(matrix.records) == sorted(ATTACKS), out[-3000:]  # a record for every case...
     lines = (matrix.run / RESULTS).read_bytes().splitlines()
-    assert len(lines) == len(ATTACKS)                                      # ...and one attempt each
+    assert len(lines) == len(ATTACKS)  # ...and one attempt each
     for name, a in ATTACKS.items():
         r = matrix.records[name]
         assert r.attempt == 1 and r.verdict in ("pass", "fail") and not r.rule.startswith("infra"), (name, r)
@@ -207,7 +259,9 @@ def test_every_attack_ends_as_outcome_0_or_a_cheat_signal_never_infra(matrix):
             assert r.outcome == 0 or r.integrity, f"{name}: verdict flipped without a cheat signal: {r}"
         if a.flag is not None and a.group != "honest":
             assert any(f == a.flag or a.flag.endswith("-") and f.startswith(a.flag) for f in r.integrity), (
-                name, r.integrity)
+                name,
+                r.integrity,
+            )
 
 
 def test_honest_test_infrastructure_ends_with_outcome_1_and_notes_only(matrix):
@@ -218,7 +272,9 @@ def test_honest_test_infrastructure_ends_with_outcome_1_and_notes_only(matrix):
         assert (r.outcome, r.verdict, r.rule) == (1, "pass", "verdict"), (name, r)
         assert r.integrity == [], (name, r.integrity)
         assert any(n == a.flag or a.flag.endswith("-") and n.startswith(a.flag) for n in r.integrity_notes), (
-            name, r.integrity_notes)
+            name,
+            r.integrity_notes,
+        )
     summary = json.loads((matrix.run / "summary.json").read_text())
     rows = summary["tracks"]["demo"]
     # Flagged counts cheat signals only: the honest agents' notes are not counted, every attack's signal is
@@ -239,7 +295,9 @@ def test_agent_failures_are_counted_never_infra(matrix):
     # the grading channels: the extra report and the late rewrite do not count, sub and div are missing
     for name in ("extra-report", "late-writer"):
         rec = matrix.records[name]
-        assert (rec.rule, rec.outcome) == ("verdict", 0) and rec.tests["tests.test_new.test_sub"] == "failed", rec
+        assert (rec.rule, rec.outcome) == ("verdict", 0) and rec.tests[
+            "tests.test_new.test_sub"
+        ] == "failed", rec
 
 
 def test_unbounded_final_states_end_within_the_tasks_limits(matrix):
@@ -255,9 +313,9 @@ def test_unbounded_final_states_end_within_the_tasks_limits(matrix):
 
 def test_hostile_strings_keep_every_line_readable(matrix):
     raw = (matrix.run / RESULTS).read_bytes()
-    for line in raw.splitlines():                   # every line is UTF-8 and strict JSON
+    for line in raw.splitlines():  # every line is UTF-8 and strict JSON
         json.loads(line.decode("utf-8"))
-        msgspec.json.decode(line)                   # msgspec refuses lone surrogates: none is left
+        msgspec.json.decode(line)  # msgspec refuses lone surrogates: none is left
     bad: list[str] = []
     assert len(list(iter_records(matrix.run, bad))) == len(ATTACKS) and bad == []
     for name in ("bad-names", "surrogate-trajectory", "list-trajectory", "number-steps", "deep-trajectory"):
@@ -268,15 +326,21 @@ def test_hostile_strings_keep_every_line_readable(matrix):
     assert (hostile.rule, hostile.steps, hostile.cost_usd, hostile.prompt_tokens) == ("verdict", 1, None, 5)
     traj = Trajectory.read(matrix.run / hostile.artifacts["trajectory"])
     assert traj.steps[0].message == "lone \\ud800 high, \\xff low"
-    assert traj.steps[0].actions[0].command == "echo \\udfff" and traj.steps[0].actions[0].output == "out \\ud800"
+    assert (
+        traj.steps[0].actions[0].command == "echo \\udfff"
+        and traj.steps[0].actions[0].output == "out \\ud800"
+    )
     from swe_residual.interactions import read_interactions
+
     (cmd,) = read_interactions(matrix.run / hostile.artifacts["interactions"])
     assert cmd.input == "echo \\udfff"
     # trajectories of the wrong type are not imported: the command's own step stands
     for name in ("list-trajectory", "number-steps"):
         r = matrix.records[name]
         assert (r.rule, r.steps, r.termination) == ("verdict", 1, "submitted"), (name, r)
-        assert Trajectory.read(matrix.run / r.artifacts["trajectory"]).steps[0].message == "inline command agent"
+        assert (
+            Trajectory.read(matrix.run / r.artifacts["trajectory"]).steps[0].message == "inline command agent"
+        )
     # JSON nested 100,000 deep is refused by the depth-limited reader like any unreadable
     # trajectory: the run keeps the command's own step and is graded (counted), never infra
     deep = matrix.records["deep-trajectory"]
@@ -289,10 +353,17 @@ def test_the_run_dir_reads_and_gates(matrix):
     assert summary["cases"]["infra_errors"] == [] and summary["gates"]["status"] == 10
     assert 'class="swe-residual-report"' in (matrix.run / "report.html").read_text()
     assert "GATE: demo/bad-names: 1 runs with integrity flags > max 0" in matrix.proc.stdout
-    report = subprocess.run([*CLI, "report", str(matrix.run)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    report = subprocess.run(
+        [*CLI, "report", str(matrix.run)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert report.returncode == 0 and "Table 3 - success by track" in report.stdout, report.stderr
-    gate = subprocess.run([*CLI, "gate", str(matrix.run), "--max-flagged", "0"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    gate = subprocess.run(
+        [*CLI, "gate", str(matrix.run), "--max-flagged", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert gate.returncode == 10, gate.stdout + gate.stderr
     flagged = {name for name, r in matrix.records.items() if r.integrity}
     assert all(f"GATE: demo/{name}: 1 runs with integrity flags > max 0" in gate.stdout for name in flagged)
@@ -306,13 +377,21 @@ def test_nothing_is_created_on_the_host(matrix):
         assert existed or not path.exists(), f"{path}: an attack wrote it on the host"
     # no file of any case is left in the harness's scratch (64 GiB sparse files, 3,000-deep trees,
     # 100,001 files, fifos), and no container of the run is left on the engine
-    left = subprocess.run(["find", str(matrix.scratch), "!", "-type", "d", "-print"], capture_output=True,
-                          text=True, timeout=120).stdout.split()
+    left = subprocess.run(
+        ["find", str(matrix.scratch), "!", "-type", "d", "-print"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.split()
     # what stays by design: the suite's own pytest temp link, the docker backend's image facts and
     # lock files (its cache dir; its scratch, swe-residual-docker/work, must be gone)
-    kept = [f for f in left if f.endswith("/pytest-current")
-            or any(f"/swe-residual-docker/{d}/" in f for d in ("meta", "locks"))]
+    kept = [
+        f
+        for f in left
+        if f.endswith("/pytest-current") or any(f"/swe-residual-docker/{d}/" in f for d in ("meta", "locks"))
+    ]
     assert sorted(set(left) - set(kept)) == []
     if matrix.backend == "docker":
         from .docker_helpers import left_behind
+
         assert left_behind(matrix.run.name) == []

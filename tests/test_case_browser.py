@@ -27,8 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 STATE = "date-range-merge--adjacent-not-merged"
 PAYLOAD = '<script>document.title="pwned"</script>'
 EVIL = f"command:echo '{PAYLOAD}' | tee pwned.html"
-ORACLE_STEPS = ["git reset -q --hard HEAD && git clean -q -fdx", 'bash "/solution/solve.sh"',
-                'git add -A && git commit -q --no-verify -m "Solve task" || true']
+ORACLE_STEPS = [
+    "git reset -q --hard HEAD && git clean -q -fdx",
+    'bash "/solution/solve.sh"',
+    'git add -A && git commit -q --no-verify -m "Solve task" || true',
+]
 
 # Loads the run page, reads the grid, then follows the grid's links (agent column, task row,
 # state index) to case pages and reads each; writes it all as JSON into #out.
@@ -89,18 +92,51 @@ f.onload = function () {
 
 
 def _chromium_args(exe: str, tmp: Path) -> list[str]:
-    return [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={tmp / 'chromium'}", "--allow-file-access-from-files", "--hide-scrollbars"]
+    return [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'chromium'}",
+        "--allow-file-access-from-files",
+        "--hide-scrollbars",
+    ]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """The demo suite: oracle and nop everywhere, the <script> agent on date-range-merge only."""
     run = tmp_path_factory.mktemp("browser") / "run"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--agent", "oracle", "--agent", "nop",
-                           "--agent", EVIL, "-k", "oracle or nop or date-range-merge", "-n", "2",
-                           "--run-dir", str(run)], cwd=ROOT, check=False, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--agent",
+            "oracle",
+            "--agent",
+            "nop",
+            "--agent",
+            EVIL,
+            "-k",
+            "oracle or nop or date-range-merge",
+            "-n",
+            "2",
+            "--run-dir",
+            str(run),
+        ],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert f"report:  {run / 'report.html'}" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run
 
@@ -119,33 +155,54 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     evil = _evil_label(run)
     # (agent, task row, column 0 clean / 1 residual, mark index): the first state of date-range-merge
     # is STATE (states sorted by id)
-    want = [["oracle", "demo/date-range-merge", 1, 0], [evil, "demo/date-range-merge", 1, 0],
-            ["nop", "demo/date-range-merge", 0, 0]]
+    want = [
+        ["oracle", "demo/date-range-merge", 1, 0],
+        [evil, "demo/date-range-merge", 1, 0],
+        ["nop", "demo/date-range-merge", 0, 0],
+    ]
     (run / "probe.html").write_text(PROBE % json.dumps(want))
-    proc = subprocess.run([*_chromium_args(exe, tmp_path), "--virtual-time-budget=30000", "--dump-dom",
-                           (run / "probe.html").as_uri()], check=False, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            *_chromium_args(exe, tmp_path),
+            "--virtual-time-budget=30000",
+            "--dump-dom",
+            (run / "probe.html").as_uri(),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.DOTALL)
     assert m and m.group(1) != "pending", proc.stdout[-1000:] + proc.stderr[-1000:]
     seen = json.loads(html.unescape(m.group(1)))
 
     # the run page: Table 3 and the grid first, then the case list and the states that hurt most,
     # figures and the other tables below, the environment last
-    assert seen["h2"] == ["tables", "cases", "case-list", "hurt", "figures", "more-tables", "problems",
-                          "environment"], seen["h2"]
+    assert seen["h2"] == [
+        "tables",
+        "cases",
+        "case-list",
+        "hurt",
+        "figures",
+        "more-tables",
+        "problems",
+        "environment",
+    ], seen["h2"]
     assert [t for t in seen["tables"] if t.startswith(("Table 3", "Figure 1", "Figure 2"))]
     assert len(seen["figs"]) == 2 and min(seen["figs"]) > 200
     assert {"Command", "Python", "Backend"} <= set(seen["env"]), seen["env"]
     # 8 demo tasks, every agent a clean and a residual column; the script agent only ran one task
     assert seen["agents"] == sorted(["oracle", "nop", evil]) and len(seen["rows"]) == 8
-    assert seen["shown"] == "8 of 8 tasks shown"   # the page's own filter script ran (CSP allowed it)
+    assert seen["shown"] == "8 of 8 tasks shown"  # the page's own filter script ran (CSP allowed it)
     row = seen["rows"]["demo/date-range-merge"]
     clean, res = row["oracle"]
     assert [c["cls"] for c in clean] == ["o p"] and [c["cls"] for c in res] == ["o p", "o p"]
     clean, res = row["nop"]
     assert [c["cls"] for c in clean] == ["o f"] and [c["cls"] for c in res] == ["o f", "o f"]
-    assert res[0]["title"] == "residual adjacent-not-merged: fail"   # the row names the task
-    assert [c["cls"] for c in row[evil][1]] == ["o f", "o f"]       # a declared-done state left failing
-    assert seen["rows"]["demo/ttl-cache"][evil] == [[], []]          # not run: no mark, no link
+    assert res[0]["title"] == "residual adjacent-not-merged: fail"  # the row names the task
+    assert [c["cls"] for c in row[evil][1]] == ["o f", "o f"]  # a declared-done state left failing
+    assert seen["rows"]["demo/ttl-cache"][evil] == [[], []]  # not run: no mark, no link
     for cells in row.values():
         for col in cells:
             for c in col:
@@ -158,12 +215,18 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     # the state fails exactly 2 of the 16 graded tests (states.yaml); the oracle fixes both:
     # fail->pass 2, still failing 0, pass->fail 0, still passing 16 - 2 = 14
     assert oracle["kpis"] == ["0pass → fail", "0still failing", "2fail → pass", "14still passing"]
-    assert sorted(r[0] for r in oracle["moved"]) == ["tests.test_merge.test_format_ranges_merges_first",
-                                                     "tests.test_merge.test_merge_adjacent_ranges"]
+    assert sorted(r[0] for r in oracle["moved"]) == [
+        "tests.test_merge.test_format_ranges_merges_first",
+        "tests.test_merge.test_merge_adjacent_ranges",
+    ]
     assert all(r[1:] == ["fail → pass", "failed", "passed", "passed"] for r in oracle["moved"])
     # inherited: the state's four files (manifest changed_files); final: the reference solution's three
-    assert oracle["inherited"]["files"] == ["daterange/fmt.py", "daterange/parse.py", "daterange/ranges.py",
-                                            "tests/test_merge_ranges.py"]
+    assert oracle["inherited"]["files"] == [
+        "daterange/fmt.py",
+        "daterange/parse.py",
+        "daterange/ranges.py",
+        "tests/test_merge_ranges.py",
+    ]
     assert oracle["final"]["files"] == ["daterange/fmt.py", "daterange/parse.py", "daterange/ranges.py"]
     assert oracle["inherited"]["added"] > 10 and "+def merge_ranges(ranges):" in oracle["final"]["text"]
     assert dict(oracle["per_file"])["tests/test_merge_ranges.py"] == "reverted (back to the base version)"
@@ -173,7 +236,7 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     assert oracle["change"]["files"] == ["daterange/ranges.py", "tests/test_merge_ranges.py"]
     assert oracle["change_summary"].startswith("2 files changed (+2 -26); 2 kept exactly as inherited")
     assert oracle["inherited"]["collapsed"] and oracle["final"]["collapsed"] and not oracle["change_none"]
-    assert [s["pres"][1] for s in oracle["steps"]] == ORACLE_STEPS   # each: message, command (no output)
+    assert [s["pres"][1] for s in oracle["steps"]] == ORACLE_STEPS  # each: message, command (no output)
     assert oracle["steps"][0]["pres"][0] == "Discard inherited work."
     assert oracle["steps"][1]["summary"].startswith('Step 1 bash "/solution/solve.sh"')
 
@@ -194,11 +257,22 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     assert nop_clean["diffs_order"][:2] == ["final", "trajectory"] and not nop_clean["final"]["collapsed"]
 
     shots = []
-    for name, page in (("run-page", run / "report.html"),
-                       ("case-page", run / "pages" / page_name(f"oracle-date-range-merge-residual-{STATE}"))):
+    for name, page in (
+        ("run-page", run / "report.html"),
+        ("case-page", run / "pages" / page_name(f"oracle-date-range-merge-residual-{STATE}")),
+    ):
         shot = tmp_path / f"{name}.png"
-        subprocess.run([*_chromium_args(exe, tmp_path), "--window-size=1400,2400", f"--screenshot={shot}",
-                        page.as_uri()], check=False, capture_output=True, timeout=180)
+        subprocess.run(
+            [
+                *_chromium_args(exe, tmp_path),
+                "--window-size=1400,2400",
+                f"--screenshot={shot}",
+                page.as_uri(),
+            ],
+            check=False,
+            capture_output=True,
+            timeout=180,
+        )
         assert shot.is_file() and shot.stat().st_size > 20_000, shot
         shots.append(shot)
     print("screenshots:", *shots)
@@ -213,15 +287,20 @@ def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
     browser = Browser(exe, str(tmp_path / "profile"))
     try:
         page = browser.new_page()
-        browser.call("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1400, "deviceScaleFactor": 1,
-                                                            "mobile": False}, page.session)
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1400, "height": 1400, "deviceScaleFactor": 1, "mobile": False},
+            page.session,
+        )
         page.goto((run / "report.html").as_uri())
-        rows = ("[...document.querySelectorAll('#cl-body tr')].map(r => [...r.cells].map(c => c.textContent))")
+        rows = "[...document.querySelectorAll('#cl-body tr')].map(r => [...r.cells].map(c => c.textContent))"
         count = "document.getElementById('cl-n').textContent"
 
         def pick(select: str, value: str) -> None:
-            page.eval(f"(() => {{ const s = document.getElementById({json.dumps(select)}); s.value = {json.dumps(value)};"
-                      " s.dispatchEvent(new Event('change')); })()")
+            page.eval(
+                f"(() => {{ const s = document.getElementById({json.dumps(select)}); s.value = {json.dumps(value)};"
+                " s.dispatchEvent(new Event('change')); })()"
+            )
 
         # 25 oracle + 25 nop + 3 cases of the script agent (date-range-merge: clean and 2 states)
         assert page.eval(count) == "53 of 53 cases"
@@ -233,11 +312,13 @@ def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
         assert [r[2] for r in first] == sorted(r[2] for r in first)
         page.click('#cl-table th[data-k="steps"]')
         steps = [int(r[8]) for r in page.eval(rows)]
-        assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 3   # nop 1 step, oracle 3
+        assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 3  # nop 1 step, oracle 3
         page.click('#cl-table th[data-k="steps"]')
         assert [int(r[8]) for r in page.eval(rows)] == sorted(steps, reverse=True)
-        assert page.eval("document.querySelector('#cl-table th[data-k=\"steps\"]').getAttribute('aria-sort')") \
+        assert (
+            page.eval("document.querySelector('#cl-table th[data-k=\"steps\"]').getAttribute('aria-sort')")
             == "descending"
+        )
         # filters: nop's 25 cases, its 17 residual ones, none of them passing
         pick("cl-agent", "nop")
         assert page.eval(count) == "25 of 53 cases" and {r[1] for r in page.eval(rows)} == {"nop"}
@@ -247,10 +328,10 @@ def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
         assert page.eval(count) == "0 of 53 cases"
         pick("cl-agent", "")
         pick("cl-start", "")
-        assert page.eval(count) == "25 of 53 cases"                           # every oracle case passed
+        assert page.eval(count) == "25 of 53 cases"  # every oracle case passed
         pick("cl-outcome", "")
         pick("cl-task", "demo/date-range-merge")
-        assert page.eval(count) == "9 of 53 cases"                            # 3 agents x (clean + 2 states)
+        assert page.eval(count) == "9 of 53 cases"  # 3 agents x (clean + 2 states)
         pick("cl-rule", "verdict")
         assert page.eval(count) == "9 of 53 cases"
         pick("cl-flag", "*")
@@ -264,9 +345,10 @@ def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
         page.type("#cl-q", "adjacent-not")
         found = page.eval(rows)
         assert page.eval(count) == "3 of 53 cases" and {r[1] for r in found} == {evil, "nop", "oracle"}
-        assert {r[4] for r in found} == {"adjacent-not-merged"}               # the state, shown without its task
+        assert {r[4] for r in found} == {"adjacent-not-merged"}  # the state, shown without its task
         shot = browser.call("Page.captureScreenshot", {"format": "png"}, page.session)["data"]
         import base64
+
         (tmp_path / "case-list.png").write_bytes(base64.b64decode(shot))
         print("screenshot:", tmp_path / "case-list.png")
         # each row links to its case page
@@ -279,11 +361,13 @@ def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
 def test_run_page_holds_no_case_content(run):
     page = (run / "report.html").read_text()
     assert "solve.sh" not in page and "def merge_ranges" not in page and "Discard inherited work" not in page
-    assert PAYLOAD not in page and html.escape(PAYLOAD) in page   # the agent's command, in the environment block
-    assert len(list((run / "pages").glob("*.html"))) == len(_records(run)) == 53   # 25 + 25 + 3 cases
+    assert (
+        PAYLOAD not in page and html.escape(PAYLOAD) in page
+    )  # the agent's command, in the environment block
+    assert len(list((run / "pages").glob("*.html"))) == len(_records(run)) == 53  # 25 + 25 + 3 cases
     case = (run / "pages" / page_name(f"{_evil_label(run)}-date-range-merge-residual-{STATE}")).read_text()
     assert PAYLOAD not in case and html.escape(PAYLOAD) in case
-    assert html.escape("script-src 'none'") in case     # and the page's policy would not run one anyway
+    assert html.escape("script-src 'none'") in case  # and the page's policy would not run one anyway
 
 
 def test_report_html_rebuilds_the_pages_offline(run, tmp_path):
@@ -292,33 +376,69 @@ def test_report_html_rebuilds_the_pages_offline(run, tmp_path):
     before = sorted(p.name for p in (copy / "pages").iterdir())
     (copy / "pages" / "stale.html").write_text("old")
     (copy / "report.html").unlink()
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "report", str(copy), "--html", "--format", "md"],
-                          cwd=ROOT, check=False, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "report", str(copy), "--html", "--format", "md"],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("# SWE-Residual results")            # --format output unchanged on stdout
+    assert proc.stdout.startswith("# SWE-Residual results")  # --format output unchanged on stdout
     assert f"report:  {copy / 'report.html'} (53 case pages" in proc.stderr
     assert sorted(p.name for p in (copy / "pages").iterdir()) == before  # the stale page is gone
     page = (copy / "report.html").read_text()
     assert "Table 3 - success by track" in page and 'id="grid"' in page and "<th>Command</th>" in page
     # without run-info.json the request comes from the track's bundled task dir, the environment is n/a
     (copy / RUN_INFO).unlink()
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "report", str(copy), "--html"],
-                          cwd=ROOT, check=False, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "report", str(copy), "--html"],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     case = (copy / "pages" / page_name(f"oracle-date-range-merge-residual-{STATE}")).read_text()
     assert "# Merge overlapping date ranges" in case
     assert "Not recorded (run-info.json is written by suite runs)" in (copy / "report.html").read_text()
     # several run dirs need a target dir
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "report", str(copy), str(run), "--html"],
-                          cwd=ROOT, check=False, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "report", str(copy), str(run), "--html"],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and "--html-dir" in proc.stderr
 
 
 def test_html_path_of_the_run_page_is_a_usage_error(tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--agent", "nop", "--run-dir", str(run),
-                           "--html", str(run / "report.html"), "--co", "-q"], cwd=ROOT, check=False, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--agent",
+            "nop",
+            "--run-dir",
+            str(run),
+            "--html",
+            str(run / "report.html"),
+            "--co",
+            "-q",
+        ],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 4 and "that is the run page SWE-Residual writes" in proc.stderr
 
 
@@ -334,29 +454,66 @@ def _run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     (run / "states").mkdir(parents=True)
     (run / "states" / "t--s.patch").write_text(PATCH)
-    Manifest(cases=["x-t-clean", "x-t-residual-t--s", "y-t-clean"],
-             tasks={"demo/t": TaskFacts(track="demo", tests=["a", "b", "c", "d"])},
-             states={"t--s": StateFacts(track="demo", task="t", predecessor={"agent": "p", "model_family": "P"},
-                                        failing_tests=["a", "b"], patch="states/t--s.patch")}).write(run)
+    Manifest(
+        cases=["x-t-clean", "x-t-residual-t--s", "y-t-clean"],
+        tasks={"demo/t": TaskFacts(track="demo", tests=["a", "b", "c", "d"])},
+        states={
+            "t--s": StateFacts(
+                track="demo",
+                task="t",
+                predecessor={"agent": "p", "model_family": "P"},
+                failing_tests=["a", "b"],
+                patch="states/t--s.patch",
+            )
+        },
+    ).write(run)
     (tmp_path / "secret.txt").write_text("SECRET-OUTSIDE")
     arts = run / "cases" / "x-t-residual-t--s" / "attempt-1"
     arts.mkdir(parents=True)
-    (arts / "final.patch").symlink_to(tmp_path / "secret.txt")   # leads out of the run dir
-    os.mkfifo(arts / "verifier.log")                             # would block a plain open()
+    (arts / "final.patch").symlink_to(tmp_path / "secret.txt")  # leads out of the run dir
+    os.mkfifo(arts / "verifier.log")  # would block a plain open()
     base = {"agent": "x", "track": "demo", "task": "t", "verdict": "fail", "outcome": 0, "rule": "verdict"}
-    lines = [Record(case_id="x-t-clean", start="clean", verdict="infra_error", outcome=None, rule="infra_harness",
-                    error="first attempt broke", **{k: v for k, v in base.items() if k not in ("verdict", "outcome",
-                                                                                                  "rule")}),
-             Record(case_id="x-t-clean", start="clean", tests=dict.fromkeys("abcd", "passed"), attempt=2,
-                    **{**base, "verdict": "pass", "outcome": 1}),
-             Record(case_id="x-t-residual-t--s", start="residual", state="t--s",
-                    tests={"a": "passed", "b": "failed", "c": "failed", "d": "passed"},
-                    integrity=["test-infrastructure: conftest.py"],
-                    artifacts={"patch": str(arts.relative_to(run) / "final.patch"),
-                               "trajectory": "../secret.txt", "verifier_log": str(arts.relative_to(run) / "verifier.log")},
-                    **base),
-             Record(case_id="../../escape", agent="z", track="demo", task="t", start="clean", verdict="infra_error",
-                    rule="infra_harness", error="<img src=x onerror=alert(1)>")]
+    lines = [
+        Record(
+            case_id="x-t-clean",
+            start="clean",
+            verdict="infra_error",
+            outcome=None,
+            rule="infra_harness",
+            error="first attempt broke",
+            **{k: v for k, v in base.items() if k not in ("verdict", "outcome", "rule")},
+        ),
+        Record(
+            case_id="x-t-clean",
+            start="clean",
+            tests=dict.fromkeys("abcd", "passed"),
+            attempt=2,
+            **{**base, "verdict": "pass", "outcome": 1},
+        ),
+        Record(
+            case_id="x-t-residual-t--s",
+            start="residual",
+            state="t--s",
+            tests={"a": "passed", "b": "failed", "c": "failed", "d": "passed"},
+            integrity=["test-infrastructure: conftest.py"],
+            artifacts={
+                "patch": str(arts.relative_to(run) / "final.patch"),
+                "trajectory": "../secret.txt",
+                "verifier_log": str(arts.relative_to(run) / "verifier.log"),
+            },
+            **base,
+        ),
+        Record(
+            case_id="../../escape",
+            agent="z",
+            track="demo",
+            task="t",
+            start="clean",
+            verdict="infra_error",
+            rule="infra_harness",
+            error="<img src=x onerror=alert(1)>",
+        ),
+    ]
     (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in lines))
     return run
 
@@ -370,7 +527,7 @@ def _write(run: Path):
 
 
 def test_moved_tests_hand_computed_and_nothing_read_outside_the_run_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOME_API_KEY", "first attempt")   # a credential's value is never shown
+    monkeypatch.setenv("SOME_API_KEY", "first attempt")  # a credential's value is never shown
     run = _run_dir(tmp_path)
     written = _write(run)
     assert written.n_pages == 3
@@ -383,22 +540,43 @@ def test_moved_tests_hand_computed_and_nothing_read_outside_the_run_dir(tmp_path
     # F(S_r) = {a, b}, universe {a, b, c, d}; final a passed, b failed, c failed, d passed:
     # fail->pass {a}, still failing {b}, pass->fail {c}, still passing {d}
     kpis = re.findall(r'<div class="kpi"><b>(\d+)</b>([^<]+)</div>', page)
-    assert kpis == [("1", "pass → fail"), ("1", "still failing"), ("1", "fail → pass"), ("1", "still passing")]
+    assert kpis == [
+        ("1", "pass → fail"),
+        ("1", "still failing"),
+        ("1", "fail → pass"),
+        ("1", "still passing"),
+    ]
     rows = re.findall(r"<tr><td><code>(\w)</code></td><td>([^<]+)</td>", page)
-    assert rows == [("c", "pass → fail"), ("b", "still failing"), ("a", "fail → pass"), ("d", "still passing")]
+    assert rows == [
+        ("c", "pass → fail"),
+        ("b", "still failing"),
+        ("a", "fail → pass"),
+        ("d", "still passing"),
+    ]
     # the same agent's clean run, per test: c passed there too
-    assert re.search(r"<code>c</code>.*?</td><td><span class=\"v f\">failed</span></td>"
-                     r"<td><span class=\"v p\">passed</span></td></tr>", page)
+    assert re.search(
+        r"<code>c</code>.*?</td><td><span class=\"v f\">failed</span></td>"
+        r"<td><span class=\"v p\">passed</span></td></tr>",
+        page,
+    )
     assert "test-infrastructure: conftest.py" in page
-    assert "&lt;b&gt;inherited&lt;/b&gt;" in page and "<b>inherited</b>" not in page   # the state's patch, escaped
+    assert (
+        "&lt;b&gt;inherited&lt;/b&gt;" in page and "<b>inherited</b>" not in page
+    )  # the state's patch, escaped
     assert "SECRET-OUTSIDE" not in page and page.count("outside the run dir (not shown)") == 2  # symlink, ../
-    assert "verifier log: not a regular file." in page                                      # the FIFO, not opened
-    assert "The request is not recorded" in page                        # demo has no task t: no request shown
+    assert "verifier log: not a regular file." in page  # the FIFO, not opened
+    assert "The request is not recorded" in page  # demo has no task t: no request shown
     # the hostile case id gets a page inside pages/, its error escaped; nothing lands elsewhere
     (other,) = [p for p in (run / "pages").iterdir() if p.name.startswith("_")]
     assert other.name.endswith(".html") and "&lt;img src=x onerror=alert(1)&gt;" in other.read_text()
-    assert sorted(p.name for p in run.iterdir()) == ["cases", "manifest.json", "pages", "report.html",
-                                                     "results.jsonl", "states"]
+    assert sorted(p.name for p in run.iterdir()) == [
+        "cases",
+        "manifest.json",
+        "pages",
+        "report.html",
+        "results.jsonl",
+        "states",
+    ]
     main = (run / "report.html").read_text()
     # y-t-clean is in the manifest without a record: a grey mark without a link
     assert '<span class="o n" title="clean: not run yet">' in main
@@ -418,7 +596,7 @@ def test_rewrite_replaces_pages_and_never_follows_a_pages_symlink(tmp_path):
     (run / "pages" / "stale.html").write_text("old")
     _write(run)
     assert not (run / "pages" / "stale.html").exists() and len(list((run / "pages").iterdir())) == 3
-    assert not [p for p in run.iterdir() if p.name.startswith(".")]   # no temporary dir left behind
+    assert not [p for p in run.iterdir() if p.name.startswith(".")]  # no temporary dir left behind
 
 
 def test_page_names_are_plain_files_and_distinct():
@@ -434,20 +612,42 @@ def test_states_that_hurt_most_hand_computed():
     from swe_residual.results import Record
 
     def rec(agent, task, start, outcome, state=None, attempt=1):
-        return Record(case_id=f"{agent}-{task}-{start}-{state}", agent=agent, track="demo", task=task, start=start,
-                      state=state, outcome=outcome, verdict="pass" if outcome else "fail", attempt=attempt)
-    records = [rec("A", "t1", "clean", 1), rec("A", "t1", "residual", 0, "t1--s1"), rec("A", "t1", "residual", 1, "t1--s2"),
-               rec("B", "t1", "clean", 1), rec("B", "t1", "residual", 0, "t1--s1"), rec("B", "t1", "residual", 0, "t1--s2"),
-               rec("B", "t1", "residual", 1, "t1--s2", attempt=2),
-               rec("A", "t2", "clean", 0), rec("A", "t2", "residual", 0, "t2--s3"),
-               rec("B", "t3", "residual", 0, "t3--s4")]          # no clean start of t3: left out
-    got = [(h.state, sorted(h.agents), round(100 * h.clean, 1), round(100 * h.residual, 1), round(h.gap, 1))
-           for h in state_harm(records)]
+        return Record(
+            case_id=f"{agent}-{task}-{start}-{state}",
+            agent=agent,
+            track="demo",
+            task=task,
+            start=start,
+            state=state,
+            outcome=outcome,
+            verdict="pass" if outcome else "fail",
+            attempt=attempt,
+        )
+
+    records = [
+        rec("A", "t1", "clean", 1),
+        rec("A", "t1", "residual", 0, "t1--s1"),
+        rec("A", "t1", "residual", 1, "t1--s2"),
+        rec("B", "t1", "clean", 1),
+        rec("B", "t1", "residual", 0, "t1--s1"),
+        rec("B", "t1", "residual", 0, "t1--s2"),
+        rec("B", "t1", "residual", 1, "t1--s2", attempt=2),
+        rec("A", "t2", "clean", 0),
+        rec("A", "t2", "residual", 0, "t2--s3"),
+        rec("B", "t3", "residual", 0, "t3--s4"),
+    ]  # no clean start of t3: left out
+    got = [
+        (h.state, sorted(h.agents), round(100 * h.clean, 1), round(100 * h.residual, 1), round(h.gap, 1))
+        for h in state_harm(records)
+    ]
     # t1--s1: clean (1 + 1)/2 = 100%, residual (0 + 0)/2 = 0% -> Gap 100
     # t1--s2: clean 100%, residual (A 1 + B's two attempts (0 + 1)/2) / 2 = 75% -> Gap 25
     # t2--s3: A only, clean 0, residual 0 -> Gap 0
-    assert got == [("t1--s1", ["A", "B"], 100.0, 0.0, 100.0), ("t1--s2", ["A", "B"], 100.0, 75.0, 25.0),
-                   ("t2--s3", ["A"], 0.0, 0.0, 0.0)]
+    assert got == [
+        ("t1--s1", ["A", "B"], 100.0, 0.0, 100.0),
+        ("t1--s2", ["A", "B"], 100.0, 75.0, 25.0),
+        ("t2--s3", ["A"], 0.0, 0.0, 0.0),
+    ]
 
 
 def test_case_list_links_every_page_name_in_chromium(tmp_path):
@@ -460,8 +660,19 @@ def test_case_list_links_every_page_name_in_chromium(tmp_path):
     exe = chromium()
     run = _run_dir(tmp_path)
     long_id = "x-" + "t" * 150 + "-clean"
-    odd = [Record(case_id=cid, agent="x", track="demo", task="t", start="clean", verdict="fail", outcome=0,
-                  rule="verdict") for cid in (long_id, ".dot-\u00e9\U0001F600 id", "-leading-dash")]
+    odd = [
+        Record(
+            case_id=cid,
+            agent="x",
+            track="demo",
+            task="t",
+            start="clean",
+            verdict="fail",
+            outcome=0,
+            rule="verdict",
+        )
+        for cid in (long_id, ".dot-\u00e9\U0001f600 id", "-leading-dash")
+    ]
     with open(run / "results.jsonl", "a") as fh:
         fh.write("".join(r.model_dump_json() + "\n" for r in odd))
     _write(run)
@@ -469,7 +680,9 @@ def test_case_list_links_every_page_name_in_chromium(tmp_path):
     try:
         page = browser.new_page()
         page.goto((run / "report.html").as_uri())
-        links = page.eval("[...document.querySelectorAll('#cl-body a')].map(a => [a.textContent, a.getAttribute('href')])")
+        links = page.eval(
+            "[...document.querySelectorAll('#cl-body a')].map(a => [a.textContent, a.getAttribute('href')])"
+        )
     finally:
         browser.close()
     assert len(links) == 6 and {cid for cid, _ in links} >= {long_id, "../../escape", "-leading-dash"}

@@ -33,10 +33,27 @@ COMMANDS = list(_commands(build_parser()))
 def test_every_subcommand_is_walked():
     names = {" ".join(p) for p, _, _ in COMMANDS}
     # the commands the README and the issue name, each reached by the walk
-    for expected in ("validate", "agents", "gate", "report", "export harbor", "tasks fetch", "states pack",
-                     "states fetch", "states list", "images bootstrap", "images list", "images prune",
-                     "import harbor-job", "residualize run", "residualize import", "residualize filter",
-                     "residualize review", "residualize build", "residualize status"):
+    for expected in (
+        "validate",
+        "agents",
+        "gate",
+        "report",
+        "export harbor",
+        "tasks fetch",
+        "states pack",
+        "states fetch",
+        "states list",
+        "images bootstrap",
+        "images list",
+        "images prune",
+        "import harbor-job",
+        "residualize run",
+        "residualize import",
+        "residualize filter",
+        "residualize review",
+        "residualize build",
+        "residualize status",
+    ):
         assert expected in names, expected
     assert len(COMMANDS) >= 25
 
@@ -67,24 +84,34 @@ def test_top_level_help_says_a_run_is_a_pytest_run():
 
 
 def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "SWE_RESIDUAL_CACHE": str(cache)})
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SWE_RESIDUAL_CACHE": str(cache)},
+    )
 
 
-@pytest.mark.parametrize("args,status", [
-    (["validate", "--track", "dmeo"], 2),
-    (["gate", "/nonexistent-run-dir"], 2),
-    (["report", "/nonexistent-run-dir"], 2),
-    (["states", "list"], 0),
-    (["agents"], 0),
-    (["tasks", "fetch", "no-such-track"], 2),
-], ids=lambda v: " ".join(v) if isinstance(v, list) else str(v))
+@pytest.mark.parametrize(
+    "args,status",
+    [
+        (["validate", "--track", "dmeo"], 2),
+        (["gate", "/nonexistent-run-dir"], 2),
+        (["report", "/nonexistent-run-dir"], 2),
+        (["states", "list"], 0),
+        (["agents"], 0),
+        (["tasks", "fetch", "no-such-track"], 2),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
+)
 def test_the_statuses_a_command_documents_are_the_ones_it_exits_with(tmp_path, args, status):
     proc = _cli(*args, cache=tmp_path / "cache")
     assert proc.returncode == status, proc.stdout[-1000:] + proc.stderr
-    epilog = dict((" ".join(p), parser) for p, parser, _ in COMMANDS)[" ".join(a for a in args if
-                                                                           not a.startswith(("-", "/"))
-                                                                           and a not in ("dmeo", "no-such-track"))]
+    epilog = dict((" ".join(p), parser) for p, parser, _ in COMMANDS)[
+        " ".join(a for a in args if not a.startswith(("-", "/")) and a not in ("dmeo", "no-such-track"))
+    ]
     assert re.search(rf"(exit status: |; ){status}\b", " ".join(epilog.format_help().split()))
     if status == 2:
         (line,) = proc.stderr.splitlines()

@@ -25,10 +25,32 @@ FIX = "sed -i 's/return a \\/ b if b else 0/return a \\/ b/' calc.py"
 
 
 def _pytest(tmp: Path, run: str, config: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"),
-                           "--states", str(tmp / "states.yaml"), "--run-dir", str(tmp / run), "-n", "2",
-                           "-p", "no:randomly", "--agent", "candidate", "--agent-config", str(tmp / config)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--tasks-dir",
+            str(tmp / "tasks"),
+            "--states",
+            str(tmp / "states.yaml"),
+            "--run-dir",
+            str(tmp / run),
+            "-n",
+            "2",
+            "-p",
+            "no:randomly",
+            "--agent",
+            "candidate",
+            "--agent-config",
+            str(tmp / config),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert f"report:  {tmp / run / 'report.html'}" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
@@ -40,17 +62,35 @@ def runs(tmp_path_factory):
         task = make_task(tmp, task_id=f"calc{i}")
         entries.append(state_entry(tmp, task, partial_state_patch(task), state_id=f"calc{i}--partial"))
     write_states(tmp, entries)
-    (tmp / "base.yaml").write_text(json.dumps({"agents": {"candidate": {"harness": "replay", "commands": [FIX]}}}))
-    (tmp / "run.yaml").write_text(json.dumps({"agents": {"candidate": {
-        "harness": "replay", "commands": ["true"], "task_commands": {"calc0": [FIX], "calc1": [FIX]}}}}))
+    (tmp / "base.yaml").write_text(
+        json.dumps({"agents": {"candidate": {"harness": "replay", "commands": [FIX]}}})
+    )
+    (tmp / "run.yaml").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "candidate": {
+                        "harness": "replay",
+                        "commands": ["true"],
+                        "task_commands": {"calc0": [FIX], "calc1": [FIX]},
+                    }
+                }
+            }
+        )
+    )
     _pytest(tmp, "base", "base.yaml")
     _pytest(tmp, "run", "run.yaml")
     return tmp
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_compare_hand_checked(runs):
@@ -61,9 +101,13 @@ def test_compare_hand_checked(runs):
     assert (entry["track"], entry["agent"]) == ("demo", "candidate")
     res = entry["metrics"]["residual"]
     # per task residual success, baseline -> run: calc0 and calc1 100 -> 100, calc2..4 100 -> 0
-    assert [(t["task"], t["baseline"], t["run"], t["diff"]) for t in res["tasks"]] == \
-        [("calc0", 100.0, 100.0, 0.0), ("calc1", 100.0, 100.0, 0.0), ("calc2", 100.0, 0.0, -100.0),
-         ("calc3", 100.0, 0.0, -100.0), ("calc4", 100.0, 0.0, -100.0)]
+    assert [(t["task"], t["baseline"], t["run"], t["diff"]) for t in res["tasks"]] == [
+        ("calc0", 100.0, 100.0, 0.0),
+        ("calc1", 100.0, 100.0, 0.0),
+        ("calc2", 100.0, 0.0, -100.0),
+        ("calc3", 100.0, 0.0, -100.0),
+        ("calc4", 100.0, 0.0, -100.0),
+    ]
     cmp = res["comparison"]
     # mean difference (0 + 0 - 100 - 100 - 100) / 5 = -60 points. Sign-flip test: the 3 nonzero
     # differences are all -100; of the 2^3 = 8 equally likely sign patterns, |sum| = 300 (as
@@ -77,15 +121,21 @@ def test_compare_hand_checked(runs):
     gap = entry["metrics"]["gap"]["comparison"]
     assert (gap["diff"], gap["mean_b"], gap["mean_a"], gap["p_value"]) == (60.0, -100.0, -40.0, 0.25)
     # the cases that flipped: the residual cases of calc2..4, pass -> fail
-    assert [(f["case_id"], f["baseline"], f["run"]) for f in entry["flipped"]] == \
-        [(f"candidate-calc{i}-residual-calc{i}--partial", "pass", "fail") for i in (2, 3, 4)]
+    assert [(f["case_id"], f["baseline"], f["run"]) for f in entry["flipped"]] == [
+        (f"candidate-calc{i}-residual-calc{i}--partial", "pass", "fail") for i in (2, 3, 4)
+    ]
     assert entry["invalid"] == [] and entry["only_cases"] == {"baseline": 0, "run": 0}
 
     text = _cli("compare", str(base), str(run))
     assert text.returncode == 0 and f"compare: {run / 'compare.html'}" in text.stderr
-    assert re.search(r"Residual \(%\)\s+100\.0\s+40\.0\s+-60\.0\s+\[[-+\d., ]+\]\s+0\.25\s+5", text.stdout), text.stdout
+    assert re.search(r"Residual \(%\)\s+100\.0\s+40\.0\s+-60\.0\s+\[[-+\d., ]+\]\s+0\.25\s+5", text.stdout), (
+        text.stdout
+    )
     assert re.search(r"Gap \(pts\)\s+-100\.0\s+-40\.0\s+\+60\.0\s+\[[-+\d., ]+\]\s+0\.25\s+5", text.stdout)
-    assert "flipped cases (3):" in text.stdout and "pass -> fail  candidate-calc4-residual-calc4--partial" in text.stdout
+    assert (
+        "flipped cases (3):" in text.stdout
+        and "pass -> fail  candidate-calc4-residual-calc4--partial" in text.stdout
+    )
     assert text.stdout.splitlines()[1:3] == [f"  run:      {run}", f"  baseline: {base}"]
     assert all(len(line) <= 120 for line in text.stdout.splitlines()[3:]), text.stdout
 
@@ -102,12 +152,26 @@ def test_compare_usage_errors(runs, tmp_path):
 
 def test_gate_with_a_baseline_prints_its_numbers_and_writes_the_page(runs, tmp_path):
     out = tmp_path / "pages"
-    proc = _cli("gate", str(runs / "run"), "--baseline", str(runs / "base"), "--max-drop", "10", "--html-dir", str(out))
+    proc = _cli(
+        "gate",
+        str(runs / "run"),
+        "--baseline",
+        str(runs / "base"),
+        "--max-drop",
+        "10",
+        "--html-dir",
+        str(out),
+    )
     # the residual drop of 60 points is above --max-drop 10 but within noise on 5 tasks (p = 0.25)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ("ok:   demo/candidate: residual success 40.0% vs baseline 100.0% on 5 shared tasks: worse by 60.0 pts, "
-            "beyond the allowed 10.0 pts but within noise (p=0.25 >= 0.05)") in proc.stdout, proc.stdout
-    assert "ok:   demo/candidate: gap -40.0 pts vs baseline -100.0 pts on 5 shared tasks: worse by 60.0 pts" in proc.stdout
+    assert (
+        "ok:   demo/candidate: residual success 40.0% vs baseline 100.0% on 5 shared tasks: worse by 60.0 pts, "
+        "beyond the allowed 10.0 pts but within noise (p=0.25 >= 0.05)"
+    ) in proc.stdout, proc.stdout
+    assert (
+        "ok:   demo/candidate: gap -40.0 pts vs baseline -100.0 pts on 5 shared tasks: worse by 60.0 pts"
+        in proc.stdout
+    )
     assert proc.stdout.rstrip().endswith("gates: passed (3 checks)")
     assert f"compare: {out / 'compare.html'}" in proc.stderr and (out / "compare.html").is_file()
 
@@ -121,8 +185,11 @@ def test_compare_page_in_chromium(runs, tmp_path):
     browser = Browser(exe, str(tmp_path / "profile"))
     try:
         page = browser.new_page()
-        browser.call("Emulation.setDeviceMetricsOverride", {"width": 1200, "height": 1100, "deviceScaleFactor": 1,
-                                                            "mobile": False}, page.session)
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1200, "height": 1100, "deviceScaleFactor": 1, "mobile": False},
+            page.session,
+        )
         page.goto((run / "compare.html").as_uri())
         seen = page.eval("""(() => {
           const rows = s => [...document.querySelectorAll(s + ' tbody tr')].map(r => [...r.cells].map(c => c.textContent));
@@ -131,20 +198,28 @@ def test_compare_page_in_chromium(runs, tmp_path):
                   links: [...document.querySelectorAll('table.flipped a')].map(a => a.getAttribute('href'))};
         })()""")
         assert seen["overview"] == [["demo/candidate", "-60.0", "0.25", "+60.0", "0.25", "3"]]
-        assert [r[:4] for r in seen["summary"]] == [["Residual (%)", "100.0", "40.0", "-60.0"],
-                                                    ["Clean (%)", "0.0", "0.0", "+0.0"],
-                                                    ["Gap (pts)", "-100.0", "-40.0", "+60.0"]]
-        assert [r[0] for r in seen["flipped"]] == [f"candidate-calc{i}-residual-calc{i}--partial" for i in (2, 3, 4)]
+        assert [r[:4] for r in seen["summary"]] == [
+            ["Residual (%)", "100.0", "40.0", "-60.0"],
+            ["Clean (%)", "0.0", "0.0", "+0.0"],
+            ["Gap (pts)", "-100.0", "-40.0", "+60.0"],
+        ]
+        assert [r[0] for r in seen["flipped"]] == [
+            f"candidate-calc{i}-residual-calc{i}--partial" for i in (2, 3, 4)
+        ]
         # each flip links to its case page in both runs (baseline pass, run fail)
-        assert seen["links"][:2] == ["../base/pages/candidate-calc2-residual-calc2--partial.html",
-                                     "pages/candidate-calc2-residual-calc2--partial.html"]
+        assert seen["links"][:2] == [
+            "../base/pages/candidate-calc2-residual-calc2--partial.html",
+            "pages/candidate-calc2-residual-calc2--partial.html",
+        ]
         shot = browser.call("Page.captureScreenshot", {"format": "png"}, page.session)["data"]
         import base64
+
         (tmp_path / "compare.png").write_bytes(base64.b64decode(shot))
         print("screenshot:", tmp_path / "compare.png")
         page.click("table.flipped tr:first-child td:nth-child(6) a", navigates=True)
         assert page.eval("document.querySelector('h1').textContent").startswith(
-            "candidate · calc2 · residual calc2--partial")
+            "candidate · calc2 · residual calc2--partial"
+        )
         assert page.eval("document.querySelector('h1 .v').textContent") == "fail"
     finally:
         browser.close()

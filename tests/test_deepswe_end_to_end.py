@@ -25,7 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _git_repo(tasks: Path) -> Path:
     upstream = tasks.parent
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tasks"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tasks"],
+    ):
         subprocess.run(["git", *args], cwd=upstream, check=True, capture_output=True)
     return upstream
 
@@ -52,6 +56,7 @@ class Steps:
 
 def test_release_to_fetched_pack_to_a_suite_run(tmp_path: Path, bookworm_image):
     from .docker_helpers import require_docker
+
     require_docker()
     tasks = copy_tasks(tmp_path / "upstream" / "tasks")
     upstream = _git_repo(tasks)
@@ -60,8 +65,20 @@ def test_release_to_fetched_pack_to_a_suite_run(tmp_path: Path, bookworm_image):
     maker.cli("tasks fetch", "tasks", "fetch", "deepswe", "--url", upstream.as_uri())
     work = tmp_path / "work"
     with serve(fx) as server:
-        proc = maker.cli("import", "residualize", "import", "--format", "deepswe-release", "--release",
-                         server.manifest_url, "--track", "deepswe", "-j", "8", str(work))
+        proc = maker.cli(
+            "import",
+            "residualize",
+            "import",
+            "--format",
+            "deepswe-release",
+            "--release",
+            server.manifest_url,
+            "--track",
+            "deepswe",
+            "-j",
+            "8",
+            str(work),
+        )
     assert "imported" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     maker.cli("filter", "residualize", "filter", "--per-task", "1", "--seed", "1", str(work))
     status = json.loads(maker.cli("status", "residualize", "status", "--format", "json", str(work)).stdout)
@@ -71,24 +88,54 @@ def test_release_to_fetched_pack_to_a_suite_run(tmp_path: Path, bookworm_image):
     assert len(candidates) == 3 and len(set(tasks_of)) == 3, candidates
     for reviewer in ("ana", "ben"):
         for cand in candidates:
-            maker.cli("review", "residualize", "review", "--reviewer", reviewer, "--candidate", cand["id"],
-                      "--task-directed", "yes", "--consistent", "yes", str(work))
+            maker.cli(
+                "review",
+                "residualize",
+                "review",
+                "--reviewer",
+                reviewer,
+                "--candidate",
+                cand["id"],
+                "--task-directed",
+                "yes",
+                "--consistent",
+                "yes",
+                str(work),
+            )
     out = maker.cli("build", "residualize", "build", "-j", "2", str(work)).stdout
-    states_file = work / "states" / "states.yaml"        # build's default target: the work dir's states file
+    states_file = work / "states" / "states.yaml"  # build's default target: the work dir's states file
     states = yaml.safe_load(states_file.read_text())["states"]
     assert len(states) >= 1 and "included" in out, out
     included = {s["id"] for s in states}
     proc = maker.cli("validate", "validate", "--track", "deepswe", "--states", str(states_file))
     assert f"{len(states)}/{len(states)} states valid" in proc.stdout, proc.stdout
     pack = tmp_path / "deepswe-states.tar.gz"
-    maker.cli("pack", "states", "pack", "--states", str(states_file), "--track", "deepswe", "--out", str(pack))
+    maker.cli(
+        "pack", "states", "pack", "--states", str(states_file), "--track", "deepswe", "--out", str(pack)
+    )
 
-    user = Steps(tmp_path / "cache-user")                 # another machine: a fresh cache
+    user = Steps(tmp_path / "cache-user")  # another machine: a fresh cache
     user.cli("tasks fetch", "tasks", "fetch", "deepswe", "--url", upstream.as_uri())
     user.cli("states fetch", "states", "fetch", str(pack), "--track", "deepswe")
     run = tmp_path / "run"
-    proc = user.run("suite run", [sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", "-n", "2",
-                                  "--agent", "oracle", "--run-dir", str(run)], timeout=1800)
+    proc = user.run(
+        "suite run",
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/deepswe",
+            "-p",
+            "no:randomly",
+            "-n",
+            "2",
+            "--agent",
+            "oracle",
+            "--run-dir",
+            str(run),
+        ],
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     records = [json.loads(ln) for ln in (run / "results.jsonl").read_text().splitlines()]
     clean = sorted(r["task"] for r in records if r["start"] == "clean")
@@ -96,5 +143,8 @@ def test_release_to_fetched_pack_to_a_suite_run(tmp_path: Path, bookworm_image):
     # every fixture task from the clean state, every fetched state from the residual start, all solved
     assert clean == sorted(tasks_of) and residual == sorted(included), (clean, residual)
     assert all(r["outcome"] == 1 and r["backend"] == "docker" for r in records), records
-    timings = {**{f"maker {k}": v for k, v in maker.times.items()}, **{f"user {k}": v for k, v in user.times.items()}}
+    timings = {
+        **{f"maker {k}": v for k, v in maker.times.items()},
+        **{f"user {k}": v for k, v in user.times.items()},
+    }
     print("\n" + "\n".join(f"{k:24} {v:7.1f} s" for k, v in timings.items()))

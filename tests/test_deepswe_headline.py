@@ -23,39 +23,54 @@ STATE = "wordstats-top-words--ties-by-first-seen"
 
 def env_for(cache: Path) -> dict[str, str]:
     env = {**os.environ, "SWE_RESIDUAL_CACHE": str(cache)}
-    env.pop("MOONSHOT_API_KEY", None)     # the headline agent's key: the usage error comes first
+    env.pop("MOONSHOT_API_KEY", None)  # the headline agent's key: the usage error comes first
     return env
 
 
 def suite(cache: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", *args], cwd=ROOT,
-                          env=env_for(cache), capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", *args],
+        cwd=ROOT,
+        env=env_for(cache),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     return proc, time.monotonic() - t0
 
 
 def cli(cache: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, env=env_for(cache),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        env=env_for(cache),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def usage_error(proc: subprocess.CompletedProcess) -> str:
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("ERROR:")]
-    assert "workers" not in proc.stdout and "skipped" not in proc.stdout      # no worker started, nothing skipped
+    assert "workers" not in proc.stdout and "skipped" not in proc.stdout  # no worker started, nothing skipped
     return line
 
 
-@pytest.mark.parametrize("workers", [["-n", "32", "--agent", "kimi"], ["-n", "2"], []],
-                         ids=["headline", "n2", "n0"])
+@pytest.mark.parametrize(
+    "workers", [["-n", "32", "--agent", "kimi"], ["-n", "2"], []], ids=["headline", "n2", "n0"]
+)
 def test_no_tasks_is_a_usage_error_naming_how_to_get_tasks_and_states(tmp_path, workers):
     proc, elapsed = suite(tmp_path / "cache", *workers, "--run-dir", str(tmp_path / "run"))
     line = usage_error(proc)
-    assert line.startswith("ERROR: suites/deepswe has nothing to run: no tasks for track 'deepswe': fetch them with "
-                           "`swe-residual tasks fetch deepswe`"), line
+    assert line.startswith(
+        "ERROR: suites/deepswe has nothing to run: no tasks for track 'deepswe': fetch them with "
+        "`swe-residual tasks fetch deepswe`"
+    ), line
     assert "for its states, `swe-residual states fetch SOURCE --track deepswe` installs a states pack" in line
     assert not (tmp_path / "run" / "results.jsonl").exists()
-    assert elapsed < 60, elapsed          # measured ~0.8 s: the plan fails before any worker or engine
+    assert elapsed < 60, elapsed  # measured ~0.8 s: the plan fails before any worker or engine
 
 
 @pytest.mark.parametrize("workers", [["-n", "2"], []], ids=["n2", "n0"])
@@ -66,15 +81,32 @@ def test_tasks_but_no_states_is_a_usage_error_naming_how_to_get_states(tmp_path,
     # the project's states.yaml holds no deepswe states and no pack is installed
     proc, _ = suite(cache, *workers, "--run-dir", str(tmp_path / "run"))
     line = usage_error(proc)
-    assert line.startswith(f"ERROR: suites/deepswe has nothing to run: states file {ROOT / 'states.yaml'} lists no "
-                           "states for track 'deepswe'"), line
-    for command in ("`swe-residual residualize import ", "`residualize filter WORK`",
-                    "`residualize review WORK --serve`", "`residualize build WORK",
-                    "`swe-residual states fetch SOURCE --track deepswe`"):
+    assert line.startswith(
+        f"ERROR: suites/deepswe has nothing to run: states file {ROOT / 'states.yaml'} lists no "
+        "states for track 'deepswe'"
+    ), line
+    for command in (
+        "`swe-residual residualize import ",
+        "`residualize filter WORK`",
+        "`residualize review WORK --serve`",
+        "`residualize build WORK",
+        "`swe-residual states fetch SOURCE --track deepswe`",
+    ):
         assert command in line, (command, line)
     # a states file that has them (explicit --states) makes it a run again: collection passes
-    proc, _ = suite(cache, "--states", str(FIXTURE_STATES), "--collect-only", "-q", "--backend", "docker",
-                    "--run-dir", str(tmp_path / "run2"), "--docker-host", "unix:///nonexistent.sock")
+    proc, _ = suite(
+        cache,
+        "--states",
+        str(FIXTURE_STATES),
+        "--collect-only",
+        "-q",
+        "--backend",
+        "docker",
+        "--run-dir",
+        str(tmp_path / "run2"),
+        "--docker-host",
+        "unix:///nonexistent.sock",
+    )
     # (the engine check then stops it: the plan itself had cases)
     assert "has nothing to run" not in proc.stderr
 
@@ -88,12 +120,14 @@ def test_fetched_tasks_and_a_fetched_states_pack_run_every_case(tmp_path, bookwo
     out = tmp_path / "deepswe-states.tar.gz"
     proc = cli(first, "states", "pack", "--states", str(FIXTURE_STATES), "--out", str(out))
     assert proc.returncode == 0 and "checked against its tasks" in proc.stdout, proc.stdout + proc.stderr
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
-    assert f"task commit {commit}" in proc.stdout          # from the tasks fetch record
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True
+    ).stdout.strip()
+    assert f"task commit {commit}" in proc.stdout  # from the tasks fetch record
     assert cli(fresh, "tasks", "fetch", "deepswe", "--url", src.as_uri()).returncode == 0
     proc = cli(fresh, "states", "fetch", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert "note:" not in proc.stdout                      # the fetched tasks are at the packed commit
+    assert "note:" not in proc.stdout  # the fetched tasks are at the packed commit
     t0 = time.monotonic()
     proc, elapsed = suite(fresh, "-n", "2", "--agent", "oracle", "--run-dir", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr

@@ -49,13 +49,35 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def cli(tmp: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache")}
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def do_import(tmp: Path, release: str, work: Path, tasks: Path, *extra: str) -> subprocess.CompletedProcess:
-    return cli(tmp, "residualize", "import", "--format", "deepswe-release", "--release", release, "--track", "deepswe",
-               "--tasks-dir", str(tasks), "-j", "4", *extra, str(work))
+    return cli(
+        tmp,
+        "residualize",
+        "import",
+        "--format",
+        "deepswe-release",
+        "--release",
+        release,
+        "--track",
+        "deepswe",
+        "--tasks-dir",
+        str(tasks),
+        "-j",
+        "4",
+        *extra,
+        str(work),
+    )
 
 
 def lines(work: Path, name: str) -> list[dict]:
@@ -85,7 +107,9 @@ def imported(release):
     """The fixture release imported once over HTTP (reward.json of one trial answers 503 twice)."""
     tmp, tasks, fx = release
     work = tmp / "work-http"
-    flaky = next(t for t in fx.trials if t.task == FRACTIONS and t.attempt == "truncates" and t.model == "glm-4.6")
+    flaky = next(
+        t for t in fx.trials if t.task == FRACTIONS and t.attempt == "truncates" and t.model == "glm-4.6"
+    )
     with serve(fx) as srv:
         srv.flaky[fx.key(flaky, "verifier/reward.json")] = 2
         proc = do_import(tmp, srv.manifest_url, work, tasks)
@@ -103,15 +127,25 @@ def test_every_row_lands_in_its_bucket(imported):
     work, proc, fx, _, _ = imported
     # by hand (DEFAULT_TRIALS): 41 of the 46 rows are imported
     assert buckets(work) == fx.expected()
-    assert Counter(buckets(work).values()) == {"duplicate": 11, "candidate": 10, "infra_error": 8, "passed": 5,
-                                               "no_change": 4, "not_submitted": 3}
+    assert Counter(buckets(work).values()) == {
+        "duplicate": 11,
+        "candidate": 10,
+        "infra_error": 8,
+        "passed": 5,
+        "no_change": 4,
+        "not_submitted": 3,
+    }
     assert len(lines(work, STAGE1)) == 41
-    assert "selected 43 scored DeepSWE trials (left out: 1 not eval_scope full, 1 not included_in_score, " \
-           "1 not source deep-swe)" in proc.stdout
+    assert (
+        "selected 43 scored DeepSWE trials (left out: 1 not eval_scope full, 1 not included_in_score, "
+        "1 not source deep-swe)" in proc.stdout
+    )
     # the task the track lacks: one line for its two trials, not a failure
     assert proc.stdout.count("configkit-parse-duration-strings-with-locales") == 1
-    assert "task 'configkit-parse-duration-strings-with-locales' is not a task of track 'deepswe': 2 trials not " \
-           "imported" in proc.stdout
+    assert (
+        "task 'configkit-parse-duration-strings-with-locales' is not a task of track 'deepswe': 2 trials not "
+        "imported" in proc.stdout
+    )
     assert "imported 41 runs, 0 already imported, 0 refused, 0 not finished" in proc.stdout
 
 
@@ -131,29 +165,59 @@ def test_records_name_where_verdict_completion_and_tests_came_from(imported):
     runs = by_trial(work)
 
     def run(task, attempt, model, config="default"):
-        spec = next(s for s in fx.trials if (s.task, s.attempt, s.model, s.config) == (task, attempt, model, config))
+        spec = next(
+            s for s in fx.trials if (s.task, s.attempt, s.model, s.config) == (task, attempt, model, config)
+        )
         return runs[spec.trial_name]
 
     clean = run(WORDSTATS, "first-seen-ties", "claude-sonnet-4-5")
     src = clean["source"]
-    assert (src["format"], src["release"], src["verdict_from"], src["completion_from"], src["tests_from"]) == \
-        ("deepswe-release", "v1.1", "reward.json", "trajectory", "ctrf.json")
-    assert (src["model"], src["provider"], src["config"], src["harness"]) == \
-        ("claude-sonnet-4-5", "anthropic", "default", "mini-swe-agent")
-    assert clean["predecessor"] == {"agent": "mini-swe-agent/claude-sonnet-4-5@default", "model_family": "claude"}
-    assert (clean["verdict"], clean["outcome"], clean["declared_complete"], clean["termination"]) == \
-        ("fail", 0, True, "submitted")
+    assert (
+        src["format"],
+        src["release"],
+        src["verdict_from"],
+        src["completion_from"],
+        src["tests_from"],
+    ) == ("deepswe-release", "v1.1", "reward.json", "trajectory", "ctrf.json")
+    assert (src["model"], src["provider"], src["config"], src["harness"]) == (
+        "claude-sonnet-4-5",
+        "anthropic",
+        "default",
+        "mini-swe-agent",
+    )
+    assert clean["predecessor"] == {
+        "agent": "mini-swe-agent/claude-sonnet-4-5@default",
+        "model_family": "claude",
+    }
+    assert (clean["verdict"], clean["outcome"], clean["declared_complete"], clean["termination"]) == (
+        "fail",
+        0,
+        True,
+        "submitted",
+    )
     # first-seen-ties fails only the tie-break test (f2p 5/6, p2p 3/3)
-    assert [t for t, s in clean["tests"].items() if s == "failed"] == \
-        ["tests.test_top_words.test_top_words_ties_are_alphabetical"]
+    assert [t for t, s in clean["tests"].items() if s == "failed"] == [
+        "tests.test_top_words.test_top_words_ties_are_alphabetical"
+    ]
     assert len(clean["tests"]) == 9 and clean["steps"] == 5 and clean["duration_s"] == 1170.5
-    assert (work / clean["patch"]).read_bytes() == \
-        (ROOT / "tests/fixtures/deepswe/release/attempts/wordstats-top-words/first-seen-ties/model.patch").read_bytes()
+    assert (work / clean["patch"]).read_bytes() == (
+        ROOT / "tests/fixtures/deepswe/release/attempts/wordstats-top-words/first-seen-ties/model.patch"
+    ).read_bytes()
     # downloaded: the download dir is the evidence (nothing copied), the row beside the files
-    assert src["path"] == str(work / "downloads" / src["trial"]) and not (work / "runs" / clean["id"] / "source").exists()
+    assert (
+        src["path"] == str(work / "downloads" / src["trial"])
+        and not (work / "runs" / clean["id"] / "source").exists()
+    )
     assert sorted(str(p.relative_to(src["path"])) for p in Path(src["path"]).rglob("*") if p.is_file()) == [
-        "meta.json", "model.patch", "trajectory.json", "verifier/ctrf.json", "verifier/junit.xml",
-        "verifier/reward.json", "verifier/run.log", "verifier/test-stdout.txt"]
+        "meta.json",
+        "model.patch",
+        "trajectory.json",
+        "verifier/ctrf.json",
+        "verifier/junit.xml",
+        "verifier/reward.json",
+        "verifier/run.log",
+        "verifier/test-stdout.txt",
+    ]
     assert json.loads((Path(src["path"]) / "meta.json").read_text())["trial_name"] == src["trial"]
 
     # trajectory 403: declared completion from the row, and the absence recorded
@@ -168,14 +232,19 @@ def test_records_name_where_verdict_completion_and_tests_came_from(imported):
     assert stdout["source"]["tests_from"] == "test-stdout.txt"
     assert "verifier/ctrf.json" in stdout["source"]["notes"] and "invalid JSON" in stdout["source"]["notes"]
     assert sorted(t for t, s in stdout["tests"].items() if s == "failed") == [
-        "tests.test_top_words.test_top_words_case_insensitive", "tests.test_top_words.test_top_words_most_frequent_first",
-        "tests.test_top_words.test_top_words_ties_are_alphabetical"]
+        "tests.test_top_words.test_top_words_case_insensitive",
+        "tests.test_top_words.test_top_words_most_frequent_first",
+        "tests.test_top_words.test_top_words_ties_are_alphabetical",
+    ]
     assert Counter(stdout["tests"].values()) == {"passed": 6, "failed": 3}
     # no trajectory step: the row's n_agent_steps
     assert run(FRACTIONS, "rounds", "qwen3-coder-480b", "high")["steps"] == 5
     # truncated and empty trajectories: completion from the row
     assert run(FRACTIONS, "rounds", "gemini-2.5-pro")["source"]["completion_from"] == "row"
-    assert run(FRACTIONS, "no-minutes", "claude-sonnet-4-5", "high")["source"]["absent"] == "trajectory.json (empty)"
+    assert (
+        run(FRACTIONS, "no-minutes", "claude-sonnet-4-5", "high")["source"]["absent"]
+        == "trajectory.json (empty)"
+    )
     # has_model_patch true but the CDN answers 403: no patch, absent noted (Stage II: no_change)
     no_patch = run(UNITS, "no-spaces", "gpt-5", "high")
     assert no_patch["patch"] is None and no_patch["source"]["absent"] == "model.patch (HTTP 403)"
@@ -194,8 +263,10 @@ def test_errored_rows_are_infra_with_their_category_and_rule(imported):
     for spec in fx.trials:
         if spec.expect == "infra_error":
             r = by_trial(work)[spec.trial_name]
-            got[spec.error_category or ("reward -1" if spec.reward else "errored")] = (r["rule"],
-                                                                                      details[spec.trial_name])
+            got[spec.error_category or ("reward -1" if spec.reward else "errored")] = (
+                r["rule"],
+                details[spec.trial_name],
+            )
     assert got == {
         "provider_timeout": ("infra_model_service", "infra_model_service: error_category provider_timeout"),
         "rate_limit": ("infra_model_service", "infra_model_service: error_category rate_limit"),
@@ -204,8 +275,10 @@ def test_errored_rows_are_infra_with_their_category_and_rule(imported):
         "verifier_timeout": ("infra_verifier", "infra_verifier: error_category verifier_timeout"),
         "unclassified_exception": ("infra_harness", "infra_harness: error_category unclassified_exception"),
         "reward -1": ("infra_verifier", "infra_verifier: reward -1: the verifier itself failed"),
-        "upstream_provider_error": ("infra_model_service",
-                                    "infra_model_service: error_category upstream_provider_error"),
+        "upstream_provider_error": (
+            "infra_model_service",
+            "infra_model_service: error_category upstream_provider_error",
+        ),
     }
 
 
@@ -215,14 +288,21 @@ def test_hostile_files_are_one_line_each_and_the_import_goes_on(imported):
     refused = [ln for ln in proc.stdout.splitlines() if "not a relative file name inside verifier/" in ln]
     assert len(refused) == 3 and all(f"trial {hostile.trial_name}: verifier_files:" in ln for ln in refused)
     big = next(t for t in fx.trials if t.oversized)
-    assert f"  trial {big.trial_name}: verifier/run.log: 16777217 bytes, over the 16 MiB bound; not kept" \
+    assert (
+        f"  trial {big.trial_name}: verifier/run.log: 16777217 bytes, over the 16 MiB bound; not kept"
         in proc.stdout.splitlines()
+    )
     # both still imported, and nothing was written outside the work dir
     runs = by_trial(work)
     assert runs[hostile.trial_name]["source"]["tests_from"] == "ctrf.json"
     assert not (work / "downloads" / big.trial_name / "verifier" / "run.log").exists()
-    assert sorted(p.name for p in (work / "downloads" / hostile.trial_name / "verifier").iterdir()) == \
-        ["ctrf.json", "junit.xml", "reward.json", "run.log", "test-stdout.txt"]
+    assert sorted(p.name for p in (work / "downloads" / hostile.trial_name / "verifier").iterdir()) == [
+        "ctrf.json",
+        "junit.xml",
+        "reward.json",
+        "run.log",
+        "test-stdout.txt",
+    ]
 
 
 def test_importing_again_fetches_nothing_and_adds_nothing(imported, release):
@@ -273,11 +353,22 @@ def test_a_server_killed_mid_import_then_a_rerun_completes_without_duplicates(re
 def _comparable(work: Path) -> dict[str, tuple]:
     out = {}
     for r in lines(work, STAGE1):
-        src = {k: v for k, v in r["source"].items() if k not in ("path", "layout", "absent", "notes", "release")}
+        src = {
+            k: v for k, v in r["source"].items() if k not in ("path", "layout", "absent", "notes", "release")
+        }
         patch = (work / r["patch"]).read_bytes() if r["patch"] else None
-        out[r["id"]] = (r["task"], r["verdict"], r["outcome"], r["termination"], r["rule"], r["declared_complete"],
-                        json.dumps(r["tests"], sort_keys=True), patch, json.dumps(src, sort_keys=True),
-                        sorted(a.split(" (")[0] for a in (r["source"].get("absent") or "").split("; ") if a))
+        out[r["id"]] = (
+            r["task"],
+            r["verdict"],
+            r["outcome"],
+            r["termination"],
+            r["rule"],
+            r["declared_complete"],
+            json.dumps(r["tests"], sort_keys=True),
+            patch,
+            json.dumps(src, sort_keys=True),
+            sorted(a.split(" (")[0] for a in (r["source"].get("absent") or "").split("; ") if a),
+        )
     return out
 
 
@@ -286,8 +377,12 @@ def test_mirrors_in_the_cdn_and_the_flat_layout_import_the_same_runs(release, im
     over_http = _comparable(imported[0])
     flat = write_flat_mirror(fx, tmp / "flat")
     bare = write_flat_mirror(fx, tmp / "flat-meta-only", index=False)
-    for name, spec in (("cdn", str(fx.root)), ("cdn-file-url", (fx.root / "release.json").as_uri()),
-                       ("flat", str(flat)), ("flat-meta", str(bare))):
+    for name, spec in (
+        ("cdn", str(fx.root)),
+        ("cdn-file-url", (fx.root / "release.json").as_uri()),
+        ("flat", str(flat)),
+        ("flat-meta", str(bare)),
+    ):
         work = tmp / f"work-{name}"
         proc = do_import(tmp, spec, work, tasks)
         assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
@@ -299,9 +394,11 @@ def test_mirrors_in_the_cdn_and_the_flat_layout_import_the_same_runs(release, im
         assert not (work / "downloads").exists()
         # a mirror may go away: the row and the verdict's files are copied as evidence
         first = lines(work, STAGE1)[0]
-        assert sorted(str(p.relative_to(work / "runs" / first["id"] / "source"))
-                      for p in (work / "runs" / first["id"] / "source").rglob("*") if p.is_file()) == \
-            ["meta.json", "verifier/ctrf.json", "verifier/reward.json", "verifier/test-stdout.txt"]
+        assert sorted(
+            str(p.relative_to(work / "runs" / first["id"] / "source"))
+            for p in (work / "runs" / first["id"] / "source").rglob("*")
+            if p.is_file()
+        ) == ["meta.json", "verifier/ctrf.json", "verifier/reward.json", "verifier/test-stdout.txt"]
     # meta.json alone (no release.json): the v1.1 patterns, and the release is named "local"
     assert {r["source"]["release"] for r in lines(tmp / "work-flat-meta", STAGE1)} == {"local"}
     assert {r["source"]["release"] for r in lines(tmp / "work-flat", STAGE1)} == {"v1.1"}
@@ -320,11 +417,15 @@ def test_symlinks_in_a_mirror_are_never_followed(release, tmp_path):
     (mirror / linked.trial_name).symlink_to(tmp_path / "elsewhere")
     work = tmp_path / "work"
     proc = do_import(tmp, str(mirror), work, tasks)
-    assert proc.returncode == 1, proc.stdout            # one trial refused
-    assert f"  FAILED trial {linked.trial_name}: {mirror / linked.trial_name}: a symlink or not a directory; " \
-           "not followed" in proc.stdout
-    assert f"trial {victim.trial_name}: verifier/ctrf.json: {mirror / victim.trial_name / 'verifier/ctrf.json'}: " \
-           "a symlink; not followed" in proc.stdout
+    assert proc.returncode == 1, proc.stdout  # one trial refused
+    assert (
+        f"  FAILED trial {linked.trial_name}: {mirror / linked.trial_name}: a symlink or not a directory; "
+        "not followed" in proc.stdout
+    )
+    assert (
+        f"trial {victim.trial_name}: verifier/ctrf.json: {mirror / victim.trial_name / 'verifier/ctrf.json'}: "
+        "a symlink; not followed" in proc.stdout
+    )
     runs = by_trial(work)
     assert linked.trial_name not in runs and len(runs) == 40
     assert "stolen" not in runs[victim.trial_name]["tests"]
@@ -346,7 +447,9 @@ def test_a_bare_list_index_filters_and_limits(tmp_path):
     # --config and --task
     work2 = tmp_path / "work2"
     do_import(tmp_path, str(fx.root), work2, tasks, "--config", "high", "--task", UNITS)
-    want = [t.trial_name for t in fx.trials if t.config == "high" and t.task == UNITS and t.expect is not None]
+    want = [
+        t.trial_name for t in fx.trials if t.config == "high" and t.task == UNITS and t.expect is not None
+    ]
     assert [r["source"]["trial"] for r in lines(work2, STAGE1)] == want and len(want) == 5
 
 
@@ -365,19 +468,47 @@ def test_a_family_map_overrides_the_built_in_table(release, tmp_path):
 
 def test_non_finite_and_odd_values_in_the_index_are_no_numbers(tmp_path):
     from tests.deepswe_release_fixture import TrialSpec
+
     tasks = copy_tasks(tmp_path / "tasks")
-    odd = {"n_agent_steps": float("inf"), "agent_duration_seconds": float("nan"), "reward": float("nan"),
-           "passed": "yes", "outcome": ["pass"], "config": {"a": 1}, "model": 12345, "errored": "true",
-           "f2p_total": 10 ** 400}
-    fx = make_release(tmp_path / "rel", tasks, rows=[
-        TrialSpec(WORDSTATS, "first-seen-ties", "gpt-5", "candidate", row=odd, forbidden=("verifier/reward.json",))])
-    assert "Infinity" in (fx.root / "trials.json").read_text()       # json.dumps writes them, json.loads takes them
+    odd = {
+        "n_agent_steps": float("inf"),
+        "agent_duration_seconds": float("nan"),
+        "reward": float("nan"),
+        "passed": "yes",
+        "outcome": ["pass"],
+        "config": {"a": 1},
+        "model": 12345,
+        "errored": "true",
+        "f2p_total": 10**400,
+    }
+    fx = make_release(
+        tmp_path / "rel",
+        tasks,
+        rows=[
+            TrialSpec(
+                WORDSTATS,
+                "first-seen-ties",
+                "gpt-5",
+                "candidate",
+                row=odd,
+                forbidden=("verifier/reward.json",),
+            )
+        ],
+    )
+    assert (
+        "Infinity" in (fx.root / "trials.json").read_text()
+    )  # json.dumps writes them, json.loads takes them
     work = tmp_path / "w"
     proc = do_import(tmp_path, str(fx.root), work, tasks)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = lines(work, STAGE1)[0]
     # no verdict from reward.json (absent) nor from the row (NaN, "yes", ["pass"]): no valid verdict
-    assert (run["verdict"], run["rule"], run["steps"], run["duration_s"]) == ("infra_error", "infra_verifier", 5, None)
+    assert (run["verdict"], run["rule"], run["steps"], run["duration_s"]) == (
+        "infra_error",
+        "infra_verifier",
+        5,
+        None,
+    )
     assert run["source"]["model"] == "12345" and run["predecessor"]["model_family"] == "12345"
     assert run["source"]["config"] == "{'a': 1}"
 
@@ -387,7 +518,9 @@ def test_unreadable_manifests_and_indexes_are_usage_errors(tmp_path):
     fx = make_release(tmp_path / "rel", tasks, rows=[])
     (fx.root / "trials.json").write_text('{"rows": [' * 300 + "]}" * 300)
     proc = do_import(tmp_path, str(fx.root), tmp_path / "w", tasks)
-    assert proc.returncode == 2 and "trials.json: invalid JSON: nested more than 200 levels deep" in proc.stderr
+    assert (
+        proc.returncode == 2 and "trials.json: invalid JSON: nested more than 200 levels deep" in proc.stderr
+    )
     (fx.root / "trials.json").write_text('{"rows": [{"trial_name": "x"')
     with serve(fx) as srv:
         proc = do_import(tmp_path, srv.manifest_url, tmp_path / "w", tasks)
@@ -418,6 +551,7 @@ def _status(tmp: Path, work: Path) -> dict:
 def _table5(work: Path) -> dict[str, str]:
     from swe_residual.report.tables import build_report, load_construction_file, table5
     from swe_residual.results import Manifest
+
     t = table5(build_report([], Manifest(), construction=load_construction_file(work)))
     return {row[0]: row[-1] for row in t.rows}
 
@@ -431,16 +565,25 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
     # by hand: of the 10 candidates, per task one claude and one gpt; wordstats has two claude ones
     # (first-seen-ties, off-by-one@high): the seed picks one
     assert sorted((s.task, s.model) for s in picked.values()) == sorted(
-        [(WORDSTATS, "claude-sonnet-4-5"), (WORDSTATS, "gpt-5"), (UNITS, "claude-sonnet-4-5"), (UNITS, "gpt-5"),
-         (FRACTIONS, "claude-sonnet-4-5"), (FRACTIONS, "gpt-5")])
+        [
+            (WORDSTATS, "claude-sonnet-4-5"),
+            (WORDSTATS, "gpt-5"),
+            (UNITS, "claude-sonnet-4-5"),
+            (UNITS, "gpt-5"),
+            (FRACTIONS, "claude-sonnet-4-5"),
+            (FRACTIONS, "gpt-5"),
+        ]
+    )
     status = _status(tmp_path, work)
     assert status["by_stage_result"]["not_selected"] == 4 and status["by_stage_result"]["pending_review"] == 6
-    assert sum(status["by_stage_result"].values()) == status["runs"] == 41      # one place per run
+    assert sum(status["by_stage_result"].values()) == status["runs"] == 41  # one place per run
     left = {r["model_family"] for r in status["not_selected"]}
     assert left == {"gemini", "claude", "deepseek"}
     gemini = [r for r in status["not_selected"] if r["model_family"] == "gemini"]
-    assert gemini[0]["detail"].startswith("family gemini not among --families: task wordstats-top-words: 2 of 4 "
-                                          "candidates selected (families claude, gpt); --per-task 2")
+    assert gemini[0]["detail"].startswith(
+        "family gemini not among --families: task wordstats-top-words: 2 of 4 "
+        "candidates selected (families claude, gpt); --per-task 2"
+    )
     text = cli(tmp_path, "residualize", "status", str(work)).stdout
     assert "  not_selected       4" in text and text.count("not among --families") == 3
     assert _table5(work)["Not selected (per-task cap, families)"] == "4"
@@ -449,7 +592,18 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
     assert "(0 changed now)" in again.stdout
     # reproducible: a fresh copy with the same seed picks the same runs
     other = _copy_work(imported[0], tmp_path / "w2")
-    cli(tmp_path, "residualize", "filter", "--per-task", "2", "--families", "claude", "--families", "gpt", str(other))
+    cli(
+        tmp_path,
+        "residualize",
+        "filter",
+        "--per-task",
+        "2",
+        "--families",
+        "claude",
+        "--families",
+        "gpt",
+        str(other),
+    )
     assert buckets(other) == buckets(work)
 
 
@@ -458,10 +612,26 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
     fx = imported[2]
     cli(tmp_path, "residualize", "filter", str(work))
     # a reviewer already looked at a wordstats candidate: the selection keeps it
-    reviewed = next(r for r in lines(work, STAGE1) if r["source"]["trial"] ==
-                    next(t.trial_name for t in fx.trials if t.task == WORDSTATS and t.attempt == "case-sensitive"))
-    proc = cli(tmp_path, "residualize", "review", "--reviewer", "ana", "--candidate", reviewed["id"],
-               "--task-directed", "yes", "--consistent", "yes", str(work))
+    reviewed = next(
+        r
+        for r in lines(work, STAGE1)
+        if r["source"]["trial"]
+        == next(t.trial_name for t in fx.trials if t.task == WORDSTATS and t.attempt == "case-sensitive")
+    )
+    proc = cli(
+        tmp_path,
+        "residualize",
+        "review",
+        "--reviewer",
+        "ana",
+        "--candidate",
+        reviewed["id"],
+        "--task-directed",
+        "yes",
+        "--consistent",
+        "yes",
+        str(work),
+    )
     assert proc.returncode == 0, proc.stderr
     proc = cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", "7", str(work))
     assert proc.returncode == 0, proc.stderr
@@ -474,7 +644,7 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
     assert _table5(work)["Predecessor runs (Stage I)"] == "41"
     # a larger cap brings candidates back (a new line each; the last one counts)
     proc = cli(tmp_path, "residualize", "filter", "--per-task", "3", "--seed", "7", str(work))
-    assert _status(tmp_path, work)["by_stage_result"]["not_selected"] == 1   # wordstats: 4 candidates, 3 kept
+    assert _status(tmp_path, work)["by_stage_result"]["not_selected"] == 1  # wordstats: 4 candidates, 3 kept
     assert len({d["run"] for d in lines(work, STAGE2)}) == 41
 
 
@@ -487,7 +657,7 @@ def test_the_seed_orders_families_reproducibly(imported, tmp_path):
         again = _copy_work(imported[0], tmp_path / f"s{seed}b")
         cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", str(seed), str(again))
         assert sorted(t for t, b in buckets(again).items() if b == "candidate") == picks[seed]
-    assert len({tuple(p) for p in picks.values()}) > 1       # the seed matters
+    assert len({tuple(p) for p in picks.values()}) > 1  # the seed matters
 
 
 # -- the parts ------------------------------------------------------------------------------------
@@ -495,11 +665,16 @@ def test_the_seed_orders_families_reproducibly(imported, tmp_path):
 
 def test_submission_in_mini_swe_agent_atif_exports():
     def traj(*steps):
-        return {"schema_version": "ATIF-v1.7", "steps": [{"step_id": 1, "source": "user", "message": "x"}, *steps]}
+        return {
+            "schema_version": "ATIF-v1.7",
+            "steps": [{"step_id": 1, "source": "user", "message": "x"}, *steps],
+        }
 
     def call(cmd, out=None, cid="c"):
-        s = {"source": "agent", "tool_calls": [{"tool_call_id": cid, "function_name": "bash",
-                                                "arguments": {"command": cmd}}]}
+        s = {
+            "source": "agent",
+            "tool_calls": [{"tool_call_id": cid, "function_name": "bash", "arguments": {"command": cmd}}],
+        }
         if out is not None:
             s["observation"] = {"results": [{"source_call_id": cid, "content": out}]}
         return s
@@ -508,56 +683,114 @@ def test_submission_in_mini_swe_agent_atif_exports():
     assert atif_declared_complete(traj(call("ls", "a"), call(submit))) is True
     assert atif_declared_complete(traj(call(submit, "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\nabc"))) is True
     # the sentinel printed but not first: mini-swe-agent went on, and the run ended elsewhere
-    assert atif_declared_complete(traj(call(submit, "error: oops\nCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))) is False
+    assert (
+        atif_declared_complete(traj(call(submit, "error: oops\nCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")))
+        is False
+    )
     assert atif_declared_complete(traj(call(submit), call("pytest", "1 failed"))) is False
     assert atif_declared_complete(traj()) is None
     assert atif_declared_complete({"steps": "no"}) is None
 
 
 def test_pytest_output_as_junit_ids():
-    out = ("FAILED tests/test_x.py::test_a - AssertionError: assert 1 == 2\n"
-           "ERROR tests/test_x.py::TestK::test_b[1-x] - boom\nPASSED tests/test_y.py::test_c\n"
-           "tests/test_y.py::test_d SKIPPED (why)\n3 failed, 1 passed in 0.1s\n")
-    assert pytest_statuses(out) == {"tests.test_x.test_a": "failed", "tests.test_x.TestK.test_b[1-x]": "failed",
-                                    "tests.test_y.test_c": "passed", "tests.test_y.test_d": "skipped"}
+    out = (
+        "FAILED tests/test_x.py::test_a - AssertionError: assert 1 == 2\n"
+        "ERROR tests/test_x.py::TestK::test_b[1-x] - boom\nPASSED tests/test_y.py::test_c\n"
+        "tests/test_y.py::test_d SKIPPED (why)\n3 failed, 1 passed in 0.1s\n"
+    )
+    assert pytest_statuses(out) == {
+        "tests.test_x.test_a": "failed",
+        "tests.test_x.TestK.test_b[1-x]": "failed",
+        "tests.test_y.test_c": "passed",
+        "tests.test_y.test_d": "skipped",
+    }
     assert junit_id("a/b/test_c.py::T::t[p::q]") == "a.b.test_c.T.t[p::q]"
 
 
 def test_verifier_file_names_and_manifests_are_checked():
-    ok, refused = verifier_names({"verifier_files": ["ctrf.json", "reports/base.xml", "../x", "/etc/passwd", "a\\b",
-                                                      "r/./s", 5, "x\ud800", "ctrf.json", "a/b/c/d/e/f"]})
+    ok, refused = verifier_names(
+        {
+            "verifier_files": [
+                "ctrf.json",
+                "reports/base.xml",
+                "../x",
+                "/etc/passwd",
+                "a\\b",
+                "r/./s",
+                5,
+                "x\ud800",
+                "ctrf.json",
+                "a/b/c/d/e/f",
+            ]
+        }
+    )
     assert ok == ["ctrf.json", "reports/base.xml"] and len(refused) == 7
     assert verifier_names({"verifier_files": "ctrf.json"})[1] == ["verifier_files: not a list (str)"]
-    good = {"release_id": "v1.1", "artifact_base_url": "https://cdn.example",
-            "artifact_patterns": {"trajectory": "p/{trial_name}/t.json", "model_patch": "p/{trial_name}/m.patch",
-                                  "verifier_file": "p/{trial_name}/verifier/{file}"}}
+    good = {
+        "release_id": "v1.1",
+        "artifact_base_url": "https://cdn.example",
+        "artifact_patterns": {
+            "trajectory": "p/{trial_name}/t.json",
+            "model_patch": "p/{trial_name}/m.patch",
+            "verifier_file": "p/{trial_name}/verifier/{file}",
+        },
+    }
     m = parse_manifest(json.dumps(good).encode(), "release.json")
-    assert m.url(m.key("verifier_file", "t__1", "reports/a b.xml")) == "https://cdn.example/p/t__1/verifier/reports/a%20b.xml"
+    assert (
+        m.url(m.key("verifier_file", "t__1", "reports/a b.xml"))
+        == "https://cdn.example/p/t__1/verifier/reports/a%20b.xml"
+    )
     assert m.key_prefix == "p"
-    for bad, msg in ((dict(good, artifact_patterns={**good["artifact_patterns"], "trajectory": "../{trial_name}"}),
-                      "is not a relative key"),
-                     (dict(good, artifact_patterns={**good["artifact_patterns"], "model_patch": "/abs/m.patch"}),
-                      "has no {trial_name}"),
-                     (dict(good, artifact_base_url="ftp://x"), "is not an http(s) URL"),
-                     ({k: v for k, v in good.items() if k != "release_id"}, "release_id: missing")):
+    for bad, msg in (
+        (
+            dict(good, artifact_patterns={**good["artifact_patterns"], "trajectory": "../{trial_name}"}),
+            "is not a relative key",
+        ),
+        (
+            dict(good, artifact_patterns={**good["artifact_patterns"], "model_patch": "/abs/m.patch"}),
+            "has no {trial_name}",
+        ),
+        (dict(good, artifact_base_url="ftp://x"), "is not an http(s) URL"),
+        ({k: v for k, v in good.items() if k != "release_id"}, "release_id: missing"),
+    ):
         with pytest.raises(InputError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")):
             parse_manifest(json.dumps(bad).encode(), "release.json")
     assert parse_index(b'[{"a": 1}, 2, "x"]', "i") == ([{"a": 1}], 2)
 
 
 def test_error_categories_and_family_maps(tmp_path):
-    assert {c: category_ending(c).rule for c in ("provider_timeout", "rate_limit", "model_routing_404",
-                                                 "upstream_provider_error", "verifier_timeout",
-                                                 "unclassified_exception", "something_new", None)} == {
-        "provider_timeout": "infra_model_service", "rate_limit": "infra_model_service",
-        "model_routing_404": "infra_model_service", "upstream_provider_error": "infra_model_service",
-        "verifier_timeout": "infra_verifier", "unclassified_exception": "infra_harness",
-        "something_new": "infra_harness", None: "infra_harness"}
+    assert {
+        c: category_ending(c).rule
+        for c in (
+            "provider_timeout",
+            "rate_limit",
+            "model_routing_404",
+            "upstream_provider_error",
+            "verifier_timeout",
+            "unclassified_exception",
+            "something_new",
+            None,
+        )
+    } == {
+        "provider_timeout": "infra_model_service",
+        "rate_limit": "infra_model_service",
+        "model_routing_404": "infra_model_service",
+        "upstream_provider_error": "infra_model_service",
+        "verifier_timeout": "infra_verifier",
+        "unclassified_exception": "infra_harness",
+        "something_new": "infra_harness",
+        None: "infra_harness",
+    }
     p = tmp_path / "f.json"
     p.write_text(json.dumps({"families": {"gpt": "openai", "gpt-5-codex": "codex", "Qwen": "alibaba"}}))
     fm = FamilyMap.load(str(p))
-    assert [fm.family(m) for m in ("gpt-5", "gpt-5-codex-high", "openai/gpt-4o", "qwen3", "claude")] == \
-        ["openai", "codex", "openai", "alibaba", None]
+    assert [fm.family(m) for m in ("gpt-5", "gpt-5-codex-high", "openai/gpt-4o", "qwen3", "claude")] == [
+        "openai",
+        "codex",
+        "openai",
+        "alibaba",
+        None,
+    ]
     p.write_text("[1, 2]")
     with pytest.raises(InputError, match="a mapping of model-name prefix"):
         FamilyMap.load(str(p))
@@ -574,11 +807,12 @@ def test_http_retries_5xx_then_gives_up_and_aborts(tmp_path):
     with serve(root) as srv:
         http = Http(retries=2, backoff=0.01, abort_after=2)
         srv.flaky["k/ok"] = 2
-        assert http.get(f"{srv.url}/cdn/k/ok", 100).data == b"data"          # 503, 503, 200
+        assert http.get(f"{srv.url}/cdn/k/ok", 100).data == b"data"  # 503, 503, 200
         assert srv.artifact_requests == ["k/ok"] * 3
         assert http.get(f"{srv.url}/cdn/k/empty", 100).absent == "empty"
         assert http.get(f"{srv.url}/cdn/k/missing", 100).absent == "HTTP 403"
         from swe_residual.sources.deepswe_release import Oversize
+
         with pytest.raises(Oversize):
             http.get(f"{srv.url}/cdn/k/ok", 3)
         srv.flaky["k/ok"] = 100
@@ -586,7 +820,7 @@ def test_http_retries_5xx_then_gives_up_and_aborts(tmp_path):
             with pytest.raises(Transient, match="HTTP 503"):
                 http.get(f"{srv.url}/cdn/k/ok", 100)
         n = len(srv.artifact_requests)
-        with pytest.raises(Transient, match="2 fetches in a row failed"):    # aborted: no request at all
+        with pytest.raises(Transient, match="2 fetches in a row failed"):  # aborted: no request at all
             http.get(f"{srv.url}/cdn/k/ok", 100)
         assert len(srv.artifact_requests) == n
 
@@ -611,7 +845,8 @@ def test_progress_plain_lines_and_a_live_line():
     assert out.getvalue().splitlines() == [
         "import: 1/200 trials (0%); absent 1",
         "import: 101/200 trials (50%), 10.1/s, ETA 9.8 s; absent 3",
-        "import: 200/200 trials (100%) in 20 s (10.1/s); absent 4"]
+        "import: 200/200 trials (100%) in 20 s (10.1/s); absent 4",
+    ]
     assert final == out.getvalue().splitlines()[-1]
     live = io.StringIO()
     p = Progress(None, "files", stream=live, live=True, clock=clock)

@@ -43,12 +43,20 @@ DEEPSWE = ROOT / "tests" / "fixtures" / "deepswe"
 DS_TASK = "wordstats-top-words"
 RUN_PREFIX = f"swe-test-{os.getpid()}"
 
+
 def ours(client, run: str | None = None) -> list[dict]:
     """Labelled containers of this test session (run ids start with RUN_PREFIX) or of this process."""
     found = client.api.containers(all=True, filters={"label": LABEL_RUN})
-    return [c for c in found
-            if (c["Labels"].get(LABEL_RUN) == run if run else
-                c["Labels"].get(LABEL_RUN, "").startswith(RUN_PREFIX) or c["Labels"].get(LABEL_PID) == str(os.getpid()))]
+    return [
+        c
+        for c in found
+        if (
+            c["Labels"].get(LABEL_RUN) == run
+            if run
+            else c["Labels"].get(LABEL_RUN, "").startswith(RUN_PREFIX)
+            or c["Labels"].get(LABEL_PID) == str(os.getpid())
+        )
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +111,7 @@ def test_residual_container_has_clean_history_and_uncommitted_patch(backend, cal
         assert sh(res, "git status --porcelain").splitlines() == [" M calc.py", "?? NOTES.md", "?? logo.bin"]
         assert "+def div(a, b):" in sh(res, "git diff")
         # the whole working tree differs from the base by exactly the state's patch (binary file included)
-        assert res.touched and clean.touched    # computed by git in the container, not the known start
+        assert res.touched and clean.touched  # computed by git in the container, not the known start
         assert (final_state(res).patch, final_state(res).problem) == (patch, None)
         assert final_state(clean).patch == b""
         assert sh(res, "cat /run/task/instruction.md") == task.instruction
@@ -111,21 +119,29 @@ def test_residual_container_has_clean_history_and_uncommitted_patch(backend, cal
     assert backend.state_image(task, state).id == backend.state_image(task, state).id
     clean_cfg = backend.engine.api.inspect_image(backend.images.clean(task).id)["Config"]
     state_cfg = backend.engine.api.inspect_image(backend.state_image(task, state).id)["Config"]
-    assert (state_cfg["Entrypoint"] or None, state_cfg["Cmd"]) == (clean_cfg["Entrypoint"] or None, clean_cfg["Cmd"])
+    assert (state_cfg["Entrypoint"] or None, state_cfg["Cmd"]) == (
+        clean_cfg["Entrypoint"] or None,
+        clean_cfg["Cmd"],
+    )
     assert not state_cfg["Labels"].get(LABEL_RUN) and not state_cfg["Labels"].get(LABEL_PID)
 
 
-def test_agent_container_has_no_hidden_tests_no_network_and_its_limits(backend, calc, docker_client, tmp_path):
+def test_agent_container_has_no_hidden_tests_no_network_and_its_limits(
+    backend, calc, docker_client, tmp_path
+):
     _, task, state, _ = calc
-    search = ("find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( -name test_new.py "
-              "-o -name solution.patch -o -name solve.sh -o -name test.sh -o -name config.json -o -name calc.py \\) "
-              "-print 2>/dev/null; grep -rlsI -e test_div_by_zero -e ZeroDivisionError / --exclude-dir=proc "
-              "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; echo searched")
+    search = (
+        "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( -name test_new.py "
+        "-o -name solution.patch -o -name solve.sh -o -name test.sh -o -name config.json -o -name calc.py \\) "
+        "-print 2>/dev/null; grep -rlsI -e test_div_by_zero -e ZeroDivisionError / --exclude-dir=proc "
+        "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; echo searched"
+    )
     with backend.materialize(task, state) as env:
-        found = [l for l in sh(env, search, 120).splitlines() if l.strip()]
+        found = [line for line in sh(env, search, 120).splitlines() if line.strip()]
         assert found == ["/app/calc.py", "/run/task/instruction.md", "searched"], found
-        net = env.execute("python3 -c \"import socket; socket.create_connection(('8.8.8.8', 53), timeout=2)\"",
-                          timeout=20)
+        net = env.execute(
+            "python3 -c \"import socket; socket.create_connection(('8.8.8.8', 53), timeout=2)\"", timeout=20
+        )
         assert net.exit_code != 0
         host = docker_client.api.inspect_container(env.container_id)["HostConfig"]
         assert (host["NetworkMode"], host["NanoCpus"], host["Memory"]) == ("none", 10**9, 512 * 2**20)
@@ -134,7 +150,7 @@ def test_agent_container_has_no_hidden_tests_no_network_and_its_limits(backend, 
         # verification happens elsewhere: the tests never enter this container, even afterwards
         env.stop()
         run_verifier(backend, task, env, tmp_path)
-        again = [l for l in sh(env, search, 120).splitlines() if l.strip()]
+        again = [line for line in sh(env, search, 120).splitlines() if line.strip()]
         assert again == found
 
 
@@ -144,8 +160,15 @@ def test_commands_leave_no_process_behind_and_time_out(backend, calc):
         res = env.execute("(sleep 30; touch /app/survived) & sleep 0.2; echo started", timeout=10)
         assert res.exit_code == 0 and res.output == "started\n" and res.duration_s < 5
         timed = env.execute("echo before; sleep 30", timeout=1)
-        assert timed.timed_out and timed.exit_code is None and timed.duration_s < 5 and timed.output == "before\n"
-        procs = sh(env, "for p in /proc/[0-9]*; do printf '%s ' ${p#/proc/}; tr '\\0' ' ' < $p/cmdline; echo; done")
+        assert (
+            timed.timed_out
+            and timed.exit_code is None
+            and timed.duration_s < 5
+            and timed.output == "before\n"
+        )
+        procs = sh(
+            env, "for p in /proc/[0-9]*; do printf '%s ' ${p#/proc/}; tr '\\0' ' ' < $p/cmdline; echo; done"
+        )
         assert "sleep 30" not in procs and "survived" not in procs, procs
         assert not env.execute("test -e /app/survived", timeout=5).exit_code == 0
         assert env.execute("exit 3", timeout=5).exit_code == 3
@@ -167,11 +190,12 @@ def test_a_copy_stopped_at_its_limit_does_not_hold_the_container(backend, calc, 
     env = backend.materialize(task, None)
     try:
         sh(env, "mkdir -p /tmp/out && head -c 64M /dev/urandom > /tmp/out/big")
-        with pytest.raises(HarnessError, match="more than 1 MiB") as kept:   # the exception stays alive
+        with pytest.raises(HarnessError, match="more than 1 MiB") as kept:  # the exception stays alive
             env.copy_out("/tmp/out", tmp_path / "out", limit=1 << 20)
         removed = threading.Event()
-        remover = threading.Thread(target=lambda: (backend.engine.remove(env.container_id), removed.set()),
-                                   daemon=True)
+        remover = threading.Thread(
+            target=lambda: (backend.engine.remove(env.container_id), removed.set()), daemon=True
+        )
         remover.start()
         assert removed.wait(30), "removing the container waited for the copy's open stream"
         assert kept.value is not None
@@ -186,8 +210,12 @@ def test_oracle_and_nop_outcomes_and_final_patches(backend, calc, tmp_path):
     _, task, state, patch = calc
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    for agent, start, st, outcome in [("oracle", "clean", None, 1), ("oracle", "residual", state, 1),
-                                      ("nop", "residual", state, 0), ("nop", "clean", None, 0)]:
+    for agent, start, st, outcome in [
+        ("oracle", "clean", None, 1),
+        ("oracle", "residual", state, 1),
+        ("nop", "residual", state, 0),
+        ("nop", "clean", None, 0),
+    ]:
         rec = run_one(Case(agent, task, start, st), AgentRegistry().get(agent), backend, run_dir)
         assert rec.outcome == outcome and rec.backend == "docker", rec
     records = list(iter_records(run_dir))
@@ -215,19 +243,28 @@ def _infra(backend, task, tmp_path) -> str:
 
 def test_state_patch_that_does_not_apply_is_an_infra_error(backend, calc, tmp_path):
     root, task, _, _ = calc
-    bad = state_entry(tmp_path, task.path, b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
-                      b"@@ -1,2 +1,2 @@\n-def nothing_like_this():\n+def x():\n     return a + b\n", state_id="bad")
+    bad = state_entry(
+        tmp_path,
+        task.path,
+        b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
+        b"@@ -1,2 +1,2 @@\n-def nothing_like_this():\n+def x():\n     return a + b\n",
+        state_id="bad",
+    )
     state = load_states(write_states(tmp_path, [bad]), {"demo": {"calc": task}})[0]
     with pytest.raises(InfraError, match=r"^state bad: patch .* does not apply at the base commit: "):
         backend.materialize(task, state)
 
 
 def test_hanging_verifier_and_missing_report_are_infra_errors(backend, tmp_path):
-    hang = load_task(docker_task(tmp_path / "a", test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1.5), "demo")
+    hang = load_task(
+        docker_task(tmp_path / "a", test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1.5), "demo"
+    )
     # it hangs on the reference solution's state too: the verifier is broken, not the agent's work
     msg = _infra(backend, hang, tmp_path / "a")
-    assert msg.startswith("verifier timed out after 1.5s running tests/test.sh (twice; the verifier fails on the "
-                          "reference solution's state too"), msg
+    assert msg.startswith(
+        "verifier timed out after 1.5s running tests/test.sh (twice; the verifier fails on the "
+        "reference solution's state too"
+    ), msg
     silent = load_task(docker_task(tmp_path / "b", test_sh="#!/bin/bash\necho no report\n"), "demo")
     assert "wrote no test report" in _infra(backend, silent, tmp_path / "b")
 
@@ -258,14 +295,18 @@ def test_deepswe_fixture_is_loaded_as_published(deepswe):
     task, state = deepswe
     cfg = task.config
     assert cfg.schema_version == "1.3" and cfg.verifier.environment_mode == "separate"
-    (hook,) = cfg.verifier.collect   # the current published form: one inline command, no script
+    (hook,) = cfg.verifier.collect  # the current published form: one inline command, no script
     assert hook.command.startswith("cd /app && ") and hook.command.endswith(
-        f"git diff --binary {cfg.metadata.base_commit_hash} HEAD > /logs/artifacts/model.patch")
+        f"git diff --binary {cfg.metadata.base_commit_hash} HEAD > /logs/artifacts/model.patch"
+    )
     # the published solve.sh: the fixed /solution path, no `set -e`, a trailing `|| true`
     solve = (task.solution_dir / "solve.sh").read_text()
     assert "/solution/solution.patch" in solve and "set -e" not in solve
     assert solve.rstrip().endswith("|| true")
-    assert cfg.verifier.model_extra["environment"]["cpus"] == 1 and cfg.agent.model_extra["network_mode"] == "no-network"
+    assert (
+        cfg.verifier.model_extra["environment"]["cpus"] == 1
+        and cfg.agent.model_extra["network_mode"] == "no-network"
+    )
     assert task.grading.base_commit == cfg.metadata.base_commit_hash
     assert len(task.grading.f2p_node_ids) == 6 and len(task.grading.p2p_node_ids) == 3
     for f in ("Dockerfile", "test.sh", "test.patch", "grader.py", "config.json"):
@@ -284,19 +325,28 @@ def test_deepswe_fixture_outcomes(backend, deepswe, tmp_path, docker_client):
     run_dir.mkdir()
     f2p, p2p = task.grading.f2p_node_ids, task.grading.p2p_node_ids
     registry = AgentRegistry()
-    agents = {"oracle": registry.get("oracle"), "nop": registry.get("nop"),
-              "fix-no-commit": ScriptedAgent("fix-no-commit", [FIX]),
-              "fix-and-commit": ScriptedAgent("fix-and-commit", [FIX, COMMIT])}
-    cases = [("oracle", None, 1), ("nop", None, 0), ("oracle", state, 1), ("nop", state, 0),
-             ("fix-no-commit", state, 0), ("fix-and-commit", state, 1)]
+    agents = {
+        "oracle": registry.get("oracle"),
+        "nop": registry.get("nop"),
+        "fix-no-commit": ScriptedAgent("fix-no-commit", [FIX]),
+        "fix-and-commit": ScriptedAgent("fix-and-commit", [FIX, COMMIT]),
+    }
+    cases = [
+        ("oracle", None, 1),
+        ("nop", None, 0),
+        ("oracle", state, 1),
+        ("nop", state, 0),
+        ("fix-no-commit", state, 0),
+        ("fix-and-commit", state, 1),
+    ]
     recs = {}
     for name, st, outcome in cases:
         rec = run_one(Case(name, task, "residual" if st else "clean", st), agents[name], backend, run_dir)
         assert rec.outcome == outcome, (name, st, rec)
         recs[(name, st is not None)] = rec
-    art = lambda rec, rel: run_dir / Path(rec.artifacts["patch"]).parent / rel  # noqa: E731
+    art = lambda rec, rel: run_dir / Path(rec.artifacts["patch"]).parent / rel
     # the clean base passes every p2p test and fails every f2p test
-    failing = lambda rec: sorted(t for t, s in rec.tests.items() if s != "passed")  # noqa: E731
+    failing = lambda rec: sorted(t for t, s in rec.tests.items() if s != "passed")
     assert failing(recs[("nop", False)]) == sorted(f2p)
     # the residual state is uncommitted: the published hook collects nothing, the base is graded
     nop_res = recs[("nop", True)]
@@ -310,16 +360,28 @@ def test_deepswe_fixture_outcomes(backend, deepswe, tmp_path, docker_client):
     committed = recs[("fix-and-commit", True)]
     assert b"+def top_words" in art(committed, "artifacts/model.patch").read_bytes()
     assert json.loads(art(committed, "verifier/reward.json").read_text()) == {
-        "reward": 1, "f2p_total": 6, "f2p_passed": 6, "p2p_total": 3, "p2p_passed": 3, "f2p": 1.0, "p2p": 1.0,
-        "partial": 1.0}
+        "reward": 1,
+        "f2p_total": 6,
+        "f2p_passed": 6,
+        "p2p_total": 3,
+        "p2p_passed": 3,
+        "f2p": 1.0,
+        "p2p": 1.0,
+        "partial": 1.0,
+    }
     ctrf = json.loads(art(committed, "verifier/ctrf.json").read_text())
     assert {t["name"] for t in ctrf["results"]["tests"]} == set(f2p + p2p)
     # grading the state's own content (the validate trap): it fails exactly its recorded tests
     with backend.materialize(task, state) as env:
-        hidden = env.execute("ls /tests; find / -name grader.py -not -path '/proc/*' 2>/dev/null; "
-                             "grep -rls test_top_words / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr "
-                             "2>/dev/null; echo searched", timeout=120)
-        assert hidden.output.splitlines()[-1] == "searched" and len(hidden.output.splitlines()) == 2, hidden.output
+        hidden = env.execute(
+            "ls /tests; find / -name grader.py -not -path '/proc/*' 2>/dev/null; "
+            "grep -rls test_top_words / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr "
+            "2>/dev/null; echo searched",
+            timeout=120,
+        )
+        assert hidden.output.splitlines()[-1] == "searched" and len(hidden.output.splitlines()) == 2, (
+            hidden.output
+        )
         env.stop()
         (tmp_path / "uncommitted").mkdir()
         verdict = run_verifier(backend, task, env, tmp_path / "uncommitted", grade_uncommitted=True).verdict
@@ -334,8 +396,9 @@ def test_deepswe_verifier_crash_is_an_infra_error(backend, deepswe, tmp_path):
     task, _ = deepswe
     broken = tmp_path / DS_TASK
     shutil.copytree(task.path, broken)
-    (broken / "tests" / "test.patch").write_text("diff --git a/nowhere.py b/nowhere.py\n--- a/nowhere.py\n"
-                                                 "+++ b/nowhere.py\n@@ -1 +1 @@\n-x\n+y\n")
+    (broken / "tests" / "test.patch").write_text(
+        "diff --git a/nowhere.py b/nowhere.py\n--- a/nowhere.py\n+++ b/nowhere.py\n@@ -1 +1 @@\n-x\n+y\n"
+    )
     msg = _infra(backend, load_task(broken, "deepswe"), tmp_path)
     assert "reported reward -1" in msg
 
@@ -358,8 +421,9 @@ def test_sigkilled_worker_leftovers_are_swept_by_the_next_session(backend, calc,
         print(env.container_id, flush=True)
         env.execute("sleep 300", timeout=600)   # killed mid-command
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         cid = proc.stdout.readline().strip()
         assert cid, proc.stderr.read() if proc.poll() is not None else "no container id"
@@ -375,15 +439,18 @@ def test_sigkilled_worker_leftovers_are_swept_by_the_next_session(backend, calc,
     try:
         assert not left or cid in sweeper.engine.swept
         assert ours(docker_client, run) == [] and not any(s.exists() for s in scratch)
-        assert backend.engine.run_id not in {c["Labels"][LABEL_RUN] for c in docker_client.api.containers(
-            all=True, filters={"label": LABEL_RUN}) if c["Id"] in sweeper.engine.swept}   # live runs are kept
+        assert backend.engine.run_id not in {
+            c["Labels"][LABEL_RUN]
+            for c in docker_client.api.containers(all=True, filters={"label": LABEL_RUN})
+            if c["Id"] in sweeper.engine.swept
+        }  # live runs are kept
     finally:
         sweeper.close()
 
 
 def test_concurrent_processes_build_an_image_once(backend, tmp_path, docker_client):
     task_dir = docker_task(tmp_path)
-    (task_dir / "environment" / "repo" / "UNIQUE").write_text(uuid.uuid4().hex)   # a context never built
+    (task_dir / "environment" / "repo" / "UNIQUE").write_text(uuid.uuid4().hex)  # a context never built
     script = textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(ROOT)!r})
@@ -395,8 +462,16 @@ def test_concurrent_processes_build_an_image_once(backend, tmp_path, docker_clie
         print(json.dumps({{"id": img.id, "built": b.images.built}}))
         b.close()
     """)
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(i)], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(i)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
     try:
@@ -407,8 +482,26 @@ def test_concurrent_processes_build_an_image_once(backend, tmp_path, docker_clie
 
 
 def _suite(backend_name: str, run_dir: Path, task_id: str, *extra: str) -> dict[str, dict]:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--backend", backend_name, "--agent", "oracle",
-           "--agent", "nop", "-k", task_id, "--run-dir", str(run_dir), "-q", "-p", "no:randomly", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--backend",
+        backend_name,
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        "-k",
+        task_id,
+        "--run-dir",
+        str(run_dir),
+        "-q",
+        "-p",
+        "no:randomly",
+        *extra,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     tail = proc.stdout.split("short test summary")[-1]
@@ -416,8 +509,12 @@ def _suite(backend_name: str, run_dir: Path, task_id: str, *extra: str) -> dict[
     out = {}
     for line in (run_dir / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
-        out[r["case_id"]] = {"verdict": r["verdict"], "outcome": r["outcome"], "tests": r["tests"],
-                             "patch": (run_dir / r["artifacts"]["patch"]).read_bytes()}
+        out[r["case_id"]] = {
+            "verdict": r["verdict"],
+            "outcome": r["outcome"],
+            "tests": r["tests"],
+            "patch": (run_dir / r["artifacts"]["patch"]).read_bytes(),
+        }
     return out
 
 
@@ -437,29 +534,57 @@ def test_demo_cases_have_identical_outcomes_on_local_and_docker(no_leftovers, tm
 
 def test_failed_image_build_fails_only_that_tasks_cases_with_records(no_leftovers, tmp_path):
     from .taskfactory import write_states as write
+
     good = docker_task(tmp_path, task_id="calc")
     broken = docker_task(tmp_path, task_id="broken")
     with open(broken / "environment" / "Dockerfile", "a") as fh:
         fh.write("RUN echo this build fails && exit 3\n")
-    write(tmp_path, [state_entry(tmp_path, t, partial_state_patch(t), state_id=f"{t.name}--partial")
-                     for t in (good, broken)])
+    write(
+        tmp_path,
+        [
+            state_entry(tmp_path, t, partial_state_patch(t), state_id=f"{t.name}--partial")
+            for t in (good, broken)
+        ],
+    )
     run_dir = tmp_path / f"{RUN_PREFIX}-broken-build"
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--backend", "docker", "--tasks-dir", str(tmp_path / "tasks"),
-           "--states", str(tmp_path / "states.yaml"), "--run-dir", str(run_dir), "--agent", "nop", "-n", "2",
-           "--infra-retries", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--backend",
+        "docker",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--run-dir",
+        str(run_dir),
+        "--agent",
+        "nop",
+        "-n",
+        "2",
+        "--infra-retries",
+        "1",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "2 failed" in proc.stdout and "2 error" in proc.stdout    # the good task's cases still ran
-    recs = [json.loads(l) for l in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert "2 failed" in proc.stdout and "2 error" in proc.stdout  # the good task's cases still ran
+    recs = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     bad = [r for r in recs if r["task"] == "broken"]
     assert sorted((r["case_id"], r["attempt"]) for r in bad) == [
-        ("nop-broken-clean", 1), ("nop-broken-clean", 2),
-        ("nop-broken-residual-broken--partial", 1), ("nop-broken-residual-broken--partial", 2)]
+        ("nop-broken-clean", 1),
+        ("nop-broken-clean", 2),
+        ("nop-broken-residual-broken--partial", 1),
+        ("nop-broken-residual-broken--partial", 2),
+    ]
     for r in bad:
         assert (r["rule"], r["verdict"], r["termination"]) == ("infra_harness", "infra_error", "infra")
         assert "building the environment of task broken" in r["error"] and "failed" in r["error"]
     assert {(r["case_id"], r["verdict"]) for r in recs if r["task"] == "calc"} == {
-        ("nop-calc-clean", "fail"), ("nop-calc-residual-calc--partial", "fail")}
+        ("nop-calc-clean", "fail"),
+        ("nop-calc-residual-calc--partial", "fail"),
+    }
     assert ours(no_leftovers, run_dir.name) == []
 
 

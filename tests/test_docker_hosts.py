@@ -37,15 +37,34 @@ def two_hosts(docker_client, bookworm_image):
             tags = [main.images.clean(tasks[t]).ref for t in TASKS]
         finally:
             main.close()
-        subprocess.run(f"docker save {' '.join(tags)} debian:bookworm-slim | docker -H {second} load -q", shell=True, check=True,
-                       capture_output=True)
+        subprocess.run(
+            f"docker save {' '.join(tags)} debian:bookworm-slim | docker -H {second} load -q",
+            shell=True,
+            check=True,
+            capture_output=True,
+        )
         first = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         yield first, second, stop
 
 
 def suite(run_dir: Path, hosts: list[str], *extra: str, timeout: float = 900) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--backend", "docker", "-n", "2", "-p", "no:randomly",
-           "--run-dir", str(run_dir), "-k", " or ".join(TASKS), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--backend",
+        "docker",
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+        "--run-dir",
+        str(run_dir),
+        "-k",
+        " or ".join(TASKS),
+        *extra,
+    ]
     for h in hosts:
         cmd += ["--docker-host", h]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -68,22 +87,40 @@ def test_cases_are_spread_over_hosts(tmp_path, two_hosts):
     assert {r["outcome"] for r in recs if r["agent"] == "oracle"} == {1}
     assert {r["outcome"] for r in recs if r["agent"] == "nop" and r["start"] == "residual"} == {0}
     from .docker_helpers import left_behind
-    for host in (first, second):      # nothing of the run left on either engine
+
+    for host in (first, second):  # nothing of the run left on either engine
         assert left_behind((tmp_path / "run").name, host) == []
 
 
 def test_host_stopping_mid_run_is_infra_and_retried_on_the_other(tmp_path, two_hosts):
     first, second, stop = two_hosts
     agents = tmp_path / "agents.yaml"
-    agents.write_text(yaml.safe_dump({"agents": {"slow": {"harness": "command", "command": "sleep 3; true"}}}))
-    proc = suite(tmp_path / "run", [first, second], "--agent-config", str(agents), "--agent", "slow",
-                 "--start", "clean", "--infra-retries", "2")
+    agents.write_text(
+        yaml.safe_dump({"agents": {"slow": {"harness": "command", "command": "sleep 3; true"}}})
+    )
+    proc = suite(
+        tmp_path / "run",
+        [first, second],
+        "--agent-config",
+        str(agents),
+        "--agent",
+        "slow",
+        "--start",
+        "clean",
+        "--infra-retries",
+        "2",
+    )
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not subprocess.run(
+    while (
+        time.monotonic() < deadline
+        and not subprocess.run(
             ["docker", "-H", second, "ps", "-q", "--filter", "label=swe-residual.case"],
-            capture_output=True, text=True).stdout.strip():
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    ):
         time.sleep(0.2)
-    stop()                              # the second engine goes away under a running case
+    stop()  # the second engine goes away under a running case
     out, _ = proc.communicate(timeout=900)
     recs = records(tmp_path / "run")
     lost = [r for r in recs if r["verdict"] == "infra_error"]
@@ -93,8 +130,10 @@ def test_host_stopping_mid_run_is_infra_and_retried_on_the_other(tmp_path, two_h
     final = {}
     for r in recs:
         final[r["case_id"]] = r
-    assert len(final) == len(TASKS) and all(r["verdict"] == "fail" and r["outcome"] == 0 for r in final.values())
+    assert len(final) == len(TASKS) and all(
+        r["verdict"] == "fail" and r["outcome"] == 0 for r in final.values()
+    )
     assert all(final[r["case_id"]]["host"] == first for r in lost)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["cases"]["missing"] == [] and summary["cases"]["infra_errors"] == []
-    assert proc.returncode == 1, out[-3000:]        # nop-like failures: tests failed, run valid
+    assert proc.returncode == 1, out[-3000:]  # nop-like failures: tests failed, run valid

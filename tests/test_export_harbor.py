@@ -50,8 +50,15 @@ DEMO_TASKS, DEMO_STATES = 8, 17
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def tree_files(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -83,7 +90,10 @@ def exported_copy(src: Path, dest: Path, *, state: LoadedState | None = None) ->
         want["solution/.swe-residual/solve.sh"] = want["solution/solve.sh"]
         want["solution/solve.sh"] = (residual_solve_script(state).encode(), 0o755)
         want["solution/.swe-residual/state.patch"] = (state.patch_path.read_bytes(), 0o644)
-        assert b'g apply -R --binary --whitespace=nowarn "$here/.swe-residual/state.patch"' in want["solution/solve.sh"][0]
+        assert (
+            b'g apply -R --binary --whitespace=nowarn "$here/.swe-residual/state.patch"'
+            in want["solution/solve.sh"][0]
+        )
     assert sorted(got) == sorted(want), dest
     for k in want:
         assert got[k] == want[k], f"{dest / k} differs"
@@ -113,16 +123,28 @@ def demo_export(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("exp") / "demo"
     res = cli("export", "harbor", "--track", "demo", "--out", str(out))
     assert res.returncode == 0, res.stderr
-    assert f"exported {DEMO_TASKS + DEMO_STATES} Harbor task dirs ({DEMO_TASKS} clean, {DEMO_STATES} residual)" \
+    assert (
+        f"exported {DEMO_TASKS + DEMO_STATES} Harbor task dirs ({DEMO_TASKS} clean, {DEMO_STATES} residual)"
         in res.stdout
+    )
     return out
 
 
 @pytest.fixture(scope="module")
 def deepswe_export(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("exp") / "deepswe"
-    res = cli("export", "harbor", "--track", "deepswe", "--tasks-dir", str(DEEPSWE),
-              "--states", str(DEEPSWE / "states.yaml"), "--out", str(out))
+    res = cli(
+        "export",
+        "harbor",
+        "--track",
+        "deepswe",
+        "--tasks-dir",
+        str(DEEPSWE),
+        "--states",
+        str(DEEPSWE / "states.yaml"),
+        "--out",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     return out
 
@@ -149,12 +171,20 @@ def test_demo_export_index_and_clean_copies(demo_export):
 
 
 def test_demo_residual_dirs(demo_export):
-    states = {s.id: s for s in load_states(ROOT / "states.yaml", {"demo": load_tasks(ROOT / "suites/demo/tasks", "demo")},
-                                           tracks={"demo"})}
+    states = {
+        s.id: s
+        for s in load_states(
+            ROOT / "states.yaml", {"demo": load_tasks(ROOT / "suites/demo/tasks", "demo")}, tracks={"demo"}
+        )
+    }
     index = json.loads((demo_export / "export.json").read_text())
     for e in (e for e in index["tasks"] if e["start"] == "residual"):
-        state, src, dest = states[e["state_id"]], ROOT / "suites/demo/tasks" / e["source"], demo_export / e["name"]
-        assert e["name"] == state.id       # demo state ids are already '<task>--<what>'
+        state, src, dest = (
+            states[e["state_id"]],
+            ROOT / "suites/demo/tasks" / e["source"],
+            demo_export / e["name"],
+        )
+        assert e["name"] == state.id  # demo state ids are already '<task>--<what>'
         assert filecmp.cmp(src / "instruction.md", dest / "instruction.md", shallow=False)
         exported_copy(src, dest, state=state)
         assert e["ctrf"] == "junit" and e["solution"] == "undo-state-then-reference"
@@ -164,10 +194,17 @@ def test_demo_residual_dirs(demo_export):
         want["schema_version"] = HARBOR_TASK_SCHEMA
         ours = got["metadata"].pop("swe_residual")
         assert got == want
-        assert ours == {"format": EXPORT_FORMAT, "track": "demo", "task": state.task, "start": "residual",
-                        "state_id": state.id, "predecessor_agent": "handwritten",
-                        "predecessor_model_family": "handwritten", "state_patch_sha256": state.artifact.sha256,
-                        "failing_tests": state.initial_verdict.failing_tests}
+        assert ours == {
+            "format": EXPORT_FORMAT,
+            "track": "demo",
+            "task": state.task,
+            "start": "residual",
+            "state_id": state.id,
+            "predecessor_agent": "handwritten",
+            "predecessor_model_family": "handwritten",
+            "state_patch_sha256": state.artifact.sha256,
+            "failing_tests": state.initial_verdict.failing_tests,
+        }
         assert e["failing_tests"] == state.initial_verdict.failing_tests
         # the environment: the clean build context plus the state, and the Dockerfile extended at its end
         env = dest / "environment"
@@ -175,18 +212,31 @@ def test_demo_residual_dirs(demo_export):
         clean_df = (src / "environment" / "Dockerfile").read_text()
         df = (env / "Dockerfile").read_text()
         assert df.startswith(clean_df.rstrip("\n") + "\n")
-        assert df.rstrip().splitlines()[-2:] == ["COPY .swe-residual /tmp/.swe-residual-state",
-                                                 'RUN ["/bin/sh", "/tmp/.swe-residual-state/apply-state.sh"]']
+        assert df.rstrip().splitlines()[-2:] == [
+            "COPY .swe-residual /tmp/.swe-residual-state",
+            'RUN ["/bin/sh", "/tmp/.swe-residual-state/apply-state.sh"]',
+        ]
         patch = (env / ".swe-residual" / "state.patch").read_bytes()
         assert hashlib.sha256(patch).hexdigest() == state.artifact.sha256 == e["state_patch_sha256"]
-        assert (env / ".swe-residual" / "apply_patch.sh").read_bytes() == \
-            (ROOT / "swe_residual/backends/scripts/apply_patch.sh").read_bytes()
+        assert (env / ".swe-residual" / "apply_patch.sh").read_bytes() == (
+            ROOT / "swe_residual/backends/scripts/apply_patch.sh"
+        ).read_bytes()
 
 
 def test_start_selects_what_is_exported(tmp_path):
-    assert cli("export", "harbor", "--track", "demo", "--start", "clean", "--out", str(tmp_path / "c")).returncode == 0
+    assert (
+        cli(
+            "export", "harbor", "--track", "demo", "--start", "clean", "--out", str(tmp_path / "c")
+        ).returncode
+        == 0
+    )
     assert len(json.loads((tmp_path / "c" / "export.json").read_text())["tasks"]) == DEMO_TASKS
-    assert cli("export", "harbor", "--track", "demo", "--start", "residual", "--out", str(tmp_path / "r")).returncode == 0
+    assert (
+        cli(
+            "export", "harbor", "--track", "demo", "--start", "residual", "--out", str(tmp_path / "r")
+        ).returncode
+        == 0
+    )
     starts = {e["start"] for e in json.loads((tmp_path / "r" / "export.json").read_text())["tasks"]}
     assert starts == {"residual"} and len(list((tmp_path / "r").iterdir())) == DEMO_STATES + 1
 
@@ -199,7 +249,7 @@ def test_out_must_be_new_or_empty(tmp_path):
     want = f"error: --out {tmp_path / 'out'}: exists and is not an empty dir; choose a new one"
     assert res.stderr.strip().splitlines() == [want]
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
-    assert [p.name for p in tmp_path.iterdir()] == ["out"]      # no half-written temp dir left
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no half-written temp dir left
 
 
 def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
@@ -208,9 +258,14 @@ def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
     clean, res = by_start["clean"], by_start["residual"]
     # the verifier writes ctrf.json itself (tests/ unchanged); task.toml gets Harbor's task schema
     assert clean["ctrf"] == res["ctrf"] == "task"
-    clean_src, clean_dest = tree_files(DEEPSWE / "wordstats-top-words"), tree_files(deepswe_export / clean["name"])
+    clean_src, clean_dest = (
+        tree_files(DEEPSWE / "wordstats-top-words"),
+        tree_files(deepswe_export / clean["name"]),
+    )
     assert clean_src.pop("task.toml") != clean_dest.pop("task.toml") and clean_src == clean_dest
-    schema_only_changed(DEEPSWE / "wordstats-top-words" / "task.toml", deepswe_export / clean["name"] / "task.toml")
+    schema_only_changed(
+        DEEPSWE / "wordstats-top-words" / "task.toml", deepswe_export / clean["name"] / "task.toml"
+    )
     assert clean["harbor_name"] == "swe-residual/wordstats-top-words"
     assert res["name"] == "wordstats-top-words--ties-by-first-seen"
     assert res["harbor_name"] == "swe-residual/wordstats-top-words--ties-by-first-seen"
@@ -228,7 +283,7 @@ def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
     assert sorted(p.name for p in (dest / "environment").iterdir()) == [".swe-residual", "Dockerfile"]
     assert (dest / "environment" / "Dockerfile").read_text().splitlines()[0] == f"FROM {image}"
     script = (dest / "environment" / ".swe-residual" / "apply-state.sh").read_text()
-    assert "base='491efc2f74f356d3bcee86f64cf0a65bcec8acdd'" in script   # HEAD is checked against it
+    assert "base='491efc2f74f356d3bcee86f64cf0a65bcec8acdd'" in script  # HEAD is checked against it
     # the separate verifier still builds on the clean image
     assert same_tree(DEEPSWE / "wordstats-top-words" / "tests", dest / "tests")
 
@@ -260,11 +315,19 @@ def test_symlink_leaving_the_task_is_refused(tmp_path):
     assert os.readlink(tmp_path / "out" / "calc--partial" / "environment" / "repo" / "alias.py") == "calc.py"
 
 
-@pytest.mark.parametrize("line, message", [
-    ('[environment]\ndocker_image = "x\\nRUN curl evil | sh"\n', r"environment.docker_image: .* is not an image reference"),
-    ('[environment]\ndocker_image = "img:1"\n[verifier]\nenvironment_mode = "separate"\n',
-     r"separate verifier without tests/Dockerfile"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (
+            '[environment]\ndocker_image = "x\\nRUN curl evil | sh"\n',
+            r"environment.docker_image: .* is not an image reference",
+        ),
+        (
+            '[environment]\ndocker_image = "img:1"\n[verifier]\nenvironment_mode = "separate"\n',
+            r"separate verifier without tests/Dockerfile",
+        ),
+    ],
+)
 def test_bad_environments_are_refused(tmp_path, line, message):
     task, states_path = _calc(tmp_path)
     text = (task / "task.toml").read_text().replace("[environment]\n", "[environment_old]\n")
@@ -277,7 +340,9 @@ def test_bad_environments_are_refused(tmp_path, line, message):
 def test_base_commit_must_be_hex(tmp_path):
     task, states_path = _calc(tmp_path)
     text = (task / "task.toml").read_text()
-    (task / "task.toml").write_text(text.replace('[metadata]\n', "[metadata]\nbase_commit_hash = \"$(reboot)\"\n"))
+    (task / "task.toml").write_text(
+        text.replace("[metadata]\n", '[metadata]\nbase_commit_hash = "$(reboot)"\n')
+    )
     with pytest.raises(InputError, match=r"metadata.base_commit_hash: '\$\(reboot\)' is not a commit hash"):
         _export(tmp_path, states_path)
 
@@ -286,8 +351,9 @@ def test_inline_metadata_cannot_be_extended(tmp_path):
     task, states_path = _calc(tmp_path)
     text = (task / "task.toml").read_text()
     start, end = text.index("[metadata]"), text.index("[agent]")
-    (task / "task.toml").write_text(text[:start] + 'metadata = {task_id = "calc", repository_dir = "environment/repo"}\n'
-                                    + text[end:])
+    (task / "task.toml").write_text(
+        text[:start] + 'metadata = {task_id = "calc", repository_dir = "environment/repo"}\n' + text[end:]
+    )
     with pytest.raises(InputError, match=r"task.toml: cannot add \[metadata.swe_residual\]"):
         _export(tmp_path, states_path)
 
@@ -296,17 +362,25 @@ def test_metadata_values_round_trip_through_toml():
     # failing test ids are free text: quotes, backslashes, control characters, DEL, non-ASCII
     odd = ['t["a\\"b"]', "line\nbreak\ttab\x00nul\x7fdel", "ünïcödé ✓ \U0001f600"]
     text = '[task]\nname = "org/x"\n\n[environment]\ndocker_image = "img:1"  # prebuilt\ncpus = 2\n'
-    out = rewrite_task_toml(text, Path("task.toml"), metadata={"failing_tests": odd, "state_id": 'a"b'},
-                            new_name="org/x--s", drop_docker_image=True)
-    assert tomllib.loads(out) == {"task": {"name": "org/x--s"}, "environment": {"cpus": 2},
-                                  "metadata": {"swe_residual": {"failing_tests": odd, "state_id": 'a"b'}}}
-    assert "# docker_image = \"img:1\"  # prebuilt" in out      # kept visible, as a comment
+    out = rewrite_task_toml(
+        text,
+        Path("task.toml"),
+        metadata={"failing_tests": odd, "state_id": 'a"b'},
+        new_name="org/x--s",
+        drop_docker_image=True,
+    )
+    assert tomllib.loads(out) == {
+        "task": {"name": "org/x--s"},
+        "environment": {"cpus": 2},
+        "metadata": {"swe_residual": {"failing_tests": odd, "state_id": 'a"b'}},
+    }
+    assert '# docker_image = "img:1"  # prebuilt' in out  # kept visible, as a comment
 
 
 def test_slugs_are_harbor_names():
     assert harbor_slug("Calc_Task v2") == "calc_task-v2"
     assert harbor_slug("..a..b..") == "a.b"
-    assert harbor_slug("ÄÖ") .startswith("task-")
+    assert harbor_slug("ÄÖ").startswith("task-")
     long = harbor_slug("x" * 300)
     assert len(long) == 100 and long.startswith("x" * 91 + "-")
 
@@ -339,8 +413,13 @@ print(json.dumps(out))
 
 
 def load_with_harbor(python: str, export_dir: Path) -> dict:
-    res = subprocess.run([python, "-c", LOAD_WITH_HARBOR, str(export_dir)], capture_output=True, text=True,
-                         timeout=600, check=False)
+    res = subprocess.run(
+        [python, "-c", LOAD_WITH_HARBOR, str(export_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout)
 
@@ -351,18 +430,23 @@ def test_harbor_loads_every_exported_dir(harbor_python, demo_export, deepswe_exp
     assert sorted(loaded) == sorted(index) and len(loaded) == 25
     for name, t in loaded.items():
         e = index[name]
-        assert t["valid"] and t["name"] == e["harbor_name"] and t["builds_dockerfile"] and not t["uses_prebuilt"]
+        assert (
+            t["valid"] and t["name"] == e["harbor_name"] and t["builds_dockerfile"] and not t["uses_prebuilt"]
+        )
         assert t["instruction"] == (ROOT / "suites/demo/tasks" / e["source"] / "instruction.md").read_text()
         if e["start"] == "residual":
             assert t["metadata"]["swe_residual"]["state_id"] == e["state_id"]
-            assert t["metadata"]["task_id"] == e["task"]          # the task's own metadata is kept
+            assert t["metadata"]["task_id"] == e["task"]  # the task's own metadata is kept
         else:
             assert "swe_residual" not in t["metadata"]
     deep = load_with_harbor(harbor_python, deepswe_export)
     clean, res = deep["wordstats-top-words"], deep["wordstats-top-words--ties-by-first-seen"]
     assert clean["valid"] and res["valid"]
     # Harbor runs the clean start on the prebuilt image and builds the residual one's Dockerfile
-    assert clean["uses_prebuilt"] and clean["docker_image"] == "swe-residual-fixtures/deepswe:swr-wordstats-top-words-v1.1"
+    assert (
+        clean["uses_prebuilt"]
+        and clean["docker_image"] == "swe-residual-fixtures/deepswe:swr-wordstats-top-words-v1.1"
+    )
     assert not res["uses_prebuilt"] and res["docker_image"] is None and res["builds_dockerfile"]
     assert res["name"] == "swe-residual/wordstats-top-words--ties-by-first-seen" != clean["name"]
 
@@ -384,7 +468,7 @@ def _build(client, context: Path, tag: str) -> str:
 
     try:
         image, _ = client.images.build(path=str(context), tag=tag, rm=True, forcerm=True)
-    except docker.errors.BuildError as exc:   # show the build log's tail
+    except docker.errors.BuildError as exc:  # show the build log's tail
         log = "".join(x.get("stream", "") for x in getattr(exc, "build_log", []) or [])
         pytest.fail(f"docker build of {context} failed: {exc}\n{log[-3000:]}", pytrace=False)
     return image.id
@@ -392,22 +476,30 @@ def _build(client, context: Path, tag: str) -> str:
 
 def check_state_uncommitted(client, image: str, base: str, patch: bytes) -> None:
     sep = "=====swe-residual====="
-    out = _in_container(client, image, f"""cd /app && git -c safe.directory='*' rev-parse HEAD && echo {sep} &&
+    out = _in_container(
+        client,
+        image,
+        f"""cd /app && git -c safe.directory='*' rev-parse HEAD && echo {sep} &&
         git -c safe.directory='*' rev-list --count HEAD && echo {sep} &&
         git -c safe.directory='*' status --porcelain -uall && echo {sep} &&
         cp -r /app /tmp/w && cd /tmp/w && git -c safe.directory='*' add -A &&
         git -c safe.directory='*' diff --cached --binary HEAD && echo {sep} &&
-        ls -a /tmp""")
+        ls -a /tmp""",
+    )
     head, count, status, diff, tmp = out.split(sep + "\n")
-    assert head.strip() == base and count.strip() == "1"        # HEAD is the base commit, no new commit
+    assert head.strip() == base and count.strip() == "1"  # HEAD is the base commit, no new commit
     changed = sorted(line[3:] for line in status.splitlines() if line.strip())
-    assert changed == sorted(patch_files(patch))                 # git status shows exactly the state's files
-    assert all(line[:2] in (" M", "??", " D") for line in status.splitlines() if line.strip())   # nothing staged
+    assert changed == sorted(patch_files(patch))  # git status shows exactly the state's files
+    assert all(
+        line[:2] in (" M", "??", " D") for line in status.splitlines() if line.strip()
+    )  # nothing staged
     got, want = parse_patch(diff.encode()), parse_patch(patch)
     assert sorted(got) == sorted(want)
-    for path, fd in want.items():                                # same content as the state's patch
-        assert (got[path].added, got[path].deleted, got[path].binary) == (fd.added, fd.deleted, fd.binary), path
-    assert ".swe-residual-state" not in tmp.split()              # the build's copy of the state is gone
+    for path, fd in want.items():  # same content as the state's patch
+        assert (got[path].added, got[path].deleted, got[path].binary) == (fd.added, fd.deleted, fd.binary), (
+            path
+        )
+    assert ".swe-residual-state" not in tmp.split()  # the build's copy of the state is gone
 
 
 @pytest.mark.docker
@@ -416,7 +508,9 @@ def test_docker_builds_demo_residual_task(docker_client, bookworm_image, demo_ex
     name = "date-range-merge--changelog-claims-done"
     patch = (demo_export / name / "environment" / ".swe-residual" / "state.patch").read_bytes()
     assert len(patch_files(patch)) == 5
-    base = repo.init_base_repo(ROOT / "suites/demo/tasks/date-range-merge/environment/repo", tmp_path / "base")
+    base = repo.init_base_repo(
+        ROOT / "suites/demo/tasks/date-range-merge/environment/repo", tmp_path / "base"
+    )
     image = _build(docker_client, demo_export / name / "environment", "swe-residual-test/export-harbor:demo")
     try:
         check_state_uncommitted(docker_client, image, base, patch)
@@ -446,36 +540,49 @@ def test_docker_builds_residual_through_dockerignore(docker_client, bookworm_ima
 # -- Harbor's task schema ------------------------------------------------------------------------
 def test_task_toml_targets_harbors_schema():
     # the deprecated fields as Harbor itself reads them, the old marker replaced, comments kept
-    old = ('version = "1.0"  # old marker\n[metadata]\ntask_id = "x"\n[environment]\nmemory = "2G"\n'
-           'storage = "512M"\nallow_internet = false  # offline\ncpus = 2\n[verifier]\ntimeout_sec = 60\n'
-           '[verifier.environment]\nallow_internet = true\nmemory_mb = 1024\nmemory = "1G"\n')
+    old = (
+        'version = "1.0"  # old marker\n[metadata]\ntask_id = "x"\n[environment]\nmemory = "2G"\n'
+        'storage = "512M"\nallow_internet = false  # offline\ncpus = 2\n[verifier]\ntimeout_sec = 60\n'
+        '[verifier.environment]\nallow_internet = true\nmemory_mb = 1024\nmemory = "1G"\n'
+    )
     out = target_schema(old, Path("task.toml"))
     assert tomllib.loads(out) == {
-        "schema_version": HARBOR_TASK_SCHEMA, "metadata": {"task_id": "x"},
+        "schema_version": HARBOR_TASK_SCHEMA,
+        "metadata": {"task_id": "x"},
         "environment": {"memory_mb": 2048, "storage_mb": 512, "network_mode": "no-network", "cpus": 2},
-        "verifier": {"timeout_sec": 60, "environment": {"network_mode": "public", "memory_mb": 1024}}}
+        "verifier": {"timeout_sec": 60, "environment": {"network_mode": "public", "memory_mb": 1024}},
+    }
     assert f'# was version = "1.0"; swe-residual export targets Harbor {HARBOR_VERSION}' in out
-    assert '# memory = "1G"' in out            # a duplicate of memory_mb: commented out, visible
+    assert '# memory = "1G"' in out  # a duplicate of memory_mb: commented out, visible
     # no marker: one is put at the top; an up-to-date task only gets the marker line rewritten
     assert target_schema("[metadata]\n", Path("t")).startswith(f'schema_version = "{HARBOR_TASK_SCHEMA}"')
     same = f'schema_version = "{HARBOR_TASK_SCHEMA}"\n[environment]\nmemory_mb = 4\n'
     assert tomllib.loads(target_schema(same, Path("t"))) == tomllib.loads(same)
 
 
-@pytest.mark.parametrize("text, message", [
-    ('schema_version = "9.0"\n', r'schema_version 9.0 is newer than the task schema of Harbor 0.26.0 \(1.4\)'),
-    ('schema_version = "one"\n', r"schema_version: 'one' is not a version"),
-    ('[environment]\nmemory = "2G"\nmemory_mb = 1024\n', r"memory = '2G' \(2048 MB\) contradicts memory_mb = 1024"),
-    ('[environment]\nmemory = "lots"\n', r"'lots' is not a size"),
-    ('environment = {memory = "2G"}\n', r"could not rewrite it for Harbor 0.26.0's task schema 1.4"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            'schema_version = "9.0"\n',
+            r"schema_version 9.0 is newer than the task schema of Harbor 0.26.0 \(1.4\)",
+        ),
+        ('schema_version = "one"\n', r"schema_version: 'one' is not a version"),
+        (
+            '[environment]\nmemory = "2G"\nmemory_mb = 1024\n',
+            r"memory = '2G' \(2048 MB\) contradicts memory_mb = 1024",
+        ),
+        ('[environment]\nmemory = "lots"\n', r"'lots' is not a size"),
+        ('environment = {memory = "2G"}\n', r"could not rewrite it for Harbor 0.26.0's task schema 1.4"),
+    ],
+)
 def test_task_toml_that_cannot_target_the_schema(text, message):
     with pytest.raises(InputError, match=message):
         target_schema(text, Path("task.toml"))
 
 
 # -- the verifier's per-test report: JUnit XML -> ctrf.json ---------------------------------------
-JUNIT_CASES = '''
+JUNIT_CASES = """
 import pytest
 
 @pytest.fixture
@@ -506,7 +613,7 @@ def test_skipped():
 @pytest.mark.parametrize("x", ["a b", "[x]", "ü"])
 def test_param(x):
     assert x != "[x]"
-'''
+"""
 
 
 def test_junit_to_ctrf_gives_our_grading_statuses(tmp_path):
@@ -516,20 +623,46 @@ def test_junit_to_ctrf_gives_our_grading_statuses(tmp_path):
     (tmp_path / "t" / "test_cases.py").write_text(JUNIT_CASES)
     logs = tmp_path / "logs"
     logs.mkdir()
-    for name, extra in (("a.xml", []), ("b.xml", ["-k", "ok or fails"])):   # b.xml overrides part of a.xml
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
-                        f"--junitxml={logs / name}", "t", *extra], cwd=tmp_path, capture_output=True, check=False)
-    (tmp_path / "b-edit").write_text((logs / "b.xml").read_text().replace('name="test_fails"', 'name="test_ok2"'))
+    for name, extra in (("a.xml", []), ("b.xml", ["-k", "ok or fails"])):  # b.xml overrides part of a.xml
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-o",
+                "junit_family=xunit1",
+                f"--junitxml={logs / name}",
+                "t",
+                *extra,
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            check=False,
+        )
+    (tmp_path / "b-edit").write_text(
+        (logs / "b.xml").read_text().replace('name="test_fails"', 'name="test_ok2"')
+    )
     (logs / "b.xml").write_text((tmp_path / "b-edit").read_text())
     (logs / "planted.xml").write_text('<testsuite><testcase classname="t" name="planted"/></testsuite>')
-    want = read_statuses(logs, frozenset({"junit"}), ("a.xml", "b.xml"))       # the declared files, in order
-    assert want["t.test_cases.test_passes_then_teardown_errors"] == "failed"     # worst status kept
+    want = read_statuses(logs, frozenset({"junit"}), ("a.xml", "b.xml"))  # the declared files, in order
+    assert want["t.test_cases.test_passes_then_teardown_errors"] == "failed"  # worst status kept
     assert {want["t.test_cases.test_error"], want["t.test_cases.test_skipped"]} == {"failed", "skipped"}
-    res = subprocess.run(["python3", "-I", str(JUNIT_TO_CTRF), str(logs), "a.xml", "b.xml"], capture_output=True,
-                         text=True, check=False)
+    res = subprocess.run(
+        ["python3", "-I", str(JUNIT_TO_CTRF), str(logs), "a.xml", "b.xml"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     ctrf = json.loads((logs / "ctrf.json").read_text())
-    assert "t.planted" not in want and ctrf_statuses(ctrf, "ctrf.json") == want and list(ctrf_statuses(ctrf, "ctrf.json")) == list(want)
+    assert (
+        "t.planted" not in want
+        and ctrf_statuses(ctrf, "ctrf.json") == want
+        and list(ctrf_statuses(ctrf, "ctrf.json")) == list(want)
+    )
     summary = ctrf["results"]["summary"]
     assert summary["tests"] == len(want) == summary["passed"] + summary["failed"] + summary["skipped"]
     failed = {t["name"]: t for t in ctrf["results"]["tests"] if t["status"] == "failed"}
@@ -548,8 +681,12 @@ def test_junit_to_ctrf_follows_no_link(tmp_path):
     (logs / "junit.xml").symlink_to(outside)
 
     def convert(*names: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["python3", "-I", str(JUNIT_TO_CTRF), str(logs), *names], capture_output=True,
-                              text=True, check=False)
+        return subprocess.run(
+            ["python3", "-I", str(JUNIT_TO_CTRF), str(logs), *names],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
     res = convert("junit.xml")
     assert res.returncode == 1 and "unreadable report junit.xml: not a regular file" in res.stderr
@@ -562,11 +699,15 @@ def test_junit_to_ctrf_follows_no_link(tmp_path):
     assert convert("junit.xml").returncode == 0
     assert not (logs / "ctrf.json").is_symlink() and not (tmp_path / "target.json").exists()
     assert [t["name"] for t in json.loads((logs / "ctrf.json").read_text())["results"]["tests"]] == ["x.real"]
-    (logs / "junit.xml").write_text("<testsuite><testcase")           # unreadable: nothing written
+    (logs / "junit.xml").write_text("<testsuite><testcase")  # unreadable: nothing written
     (logs / "ctrf.json").unlink()
     res = convert("junit.xml")
-    assert res.returncode == 1 and "unreadable JUnit report junit.xml" in res.stderr and not (logs / "ctrf.json").exists()
-    assert convert("missing.xml").returncode == 0 and not (logs / "ctrf.json").exists()    # none: nothing
+    assert (
+        res.returncode == 1
+        and "unreadable JUnit report junit.xml" in res.stderr
+        and not (logs / "ctrf.json").exists()
+    )
+    assert convert("missing.xml").returncode == 0 and not (logs / "ctrf.json").exists()  # none: nothing
     assert convert("../outside.xml").returncode == 1
 
 
@@ -604,8 +745,10 @@ def test_docker_residual_reference_and_ctrf_verifier(docker_client, bookworm_ima
             assert c.put_archive("/", buf.getvalue())
         rc, out = c.exec_run(["/solution/solve.sh"], workdir="/app")
         assert rc == 0, out.decode()
-        rc, out = c.exec_run(["git", "-c", "safe.directory=*", "status", "--porcelain", "-uall"], workdir="/app")
-        assert out.decode().splitlines() == [" M calc.py"]      # state gone, reference applied
+        rc, out = c.exec_run(
+            ["git", "-c", "safe.directory=*", "status", "--porcelain", "-uall"], workdir="/app"
+        )
+        assert out.decode().splitlines() == [" M calc.py"]  # state gone, reference applied
         rc, out = c.exec_run(["git", "-c", "safe.directory=*", "diff"], workdir="/app")
         ref = (task / "solution" / "solution.patch").read_text()
         assert parse_patch(out) == parse_patch(ref)
@@ -613,7 +756,7 @@ def test_docker_residual_reference_and_ctrf_verifier(docker_client, bookworm_ima
         assert rc == 0, out.decode()
         bits, _ = c.get_archive("/logs/verifier")
         with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
-            for m in tar.getmembers():           # regular files only, inside the target
+            for m in tar.getmembers():  # regular files only, inside the target
                 if m.isfile() and ".." not in Path(m.name).parts and not m.name.startswith("/"):
                     (tmp_path / "got" / m.name).parent.mkdir(parents=True, exist_ok=True)
                     (tmp_path / "got" / m.name).write_bytes(tar.extractfile(m).read())
@@ -623,7 +766,9 @@ def test_docker_residual_reference_and_ctrf_verifier(docker_client, bookworm_ima
     logs = tmp_path / "got" / "verifier"
     ctrf = json.loads((logs / "ctrf.json").read_text())
     statuses = ctrf_statuses(ctrf, "ctrf.json")
-    assert statuses == read_statuses(logs, frozenset({"junit"}), ("junit.xml",)) and set(statuses.values()) == {"passed"}
+    assert statuses == read_statuses(logs, frozenset({"junit"}), ("junit.xml",)) and set(
+        statuses.values()
+    ) == {"passed"}
     assert len(statuses) == len(load_tasks(tmp_path / "tasks", "demo")["calc"].grading.required)
 
 
@@ -636,19 +781,23 @@ print(json.dumps({"version": importlib.metadata.version("harbor"), "task_schema"
 
 
 def test_export_names_the_harbor_it_targets(harbor_python, demo_export, deepswe_export):
-    res = subprocess.run([harbor_python, "-c", HARBOR_FACTS], capture_output=True, text=True, timeout=300, check=False)
+    res = subprocess.run(
+        [harbor_python, "-c", HARBOR_FACTS], capture_output=True, text=True, timeout=300, check=False
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     facts = json.loads(res.stdout)
     for export in (demo_export, deepswe_export):
         named = json.loads((export / "export.json").read_text())["harbor"]
         assert (named["version"], named["task_schema"]) == (HARBOR_VERSION, HARBOR_TASK_SCHEMA)
-    if facts["version"] == HARBOR_VERSION:        # (SWE_RESIDUAL_HARBOR_SPEC may name another release)
+    if facts["version"] == HARBOR_VERSION:  # (SWE_RESIDUAL_HARBOR_SPEC may name another release)
         assert facts["task_schema"] == HARBOR_TASK_SCHEMA
     # Harbor's own linter: no invalid or unknown task.toml field, no invalid task file, in any
     # exported dir; the demo tasks' shared verifier (a property of the task) is all it reports
     dirs = sorted(str(p) for e in (demo_export, deepswe_export) for p in e.iterdir() if p.is_dir())
     harbor = str(Path(harbor_python).parent / "harbor")
-    res = subprocess.run([harbor, "lint", "--json", *dirs], capture_output=True, text=True, timeout=600, check=False)
+    res = subprocess.run(
+        [harbor, "lint", "--json", *dirs], capture_output=True, text=True, timeout=600, check=False
+    )
     findings = json.loads(res.stdout)
     assert {f["rule"] for f in findings} <= {"shared-verifier"}, findings
     assert len(dirs) == 27

@@ -20,9 +20,18 @@ from swe_residual.results import Manifest, Record, append_record
 
 
 def rec(task, start, outcome, state=None, agent="A", verdict=None, attempt=1) -> Record:
-    return Record(case_id=f"{agent}/{task}/{start}/{state}", agent=agent, track="repo", task=task, start=start,
-                  state=state, outcome=outcome, attempt=attempt,
-                  verdict=verdict or ("pass" if outcome == 1 else "fail"), declared_complete=True)
+    return Record(
+        case_id=f"{agent}/{task}/{start}/{state}",
+        agent=agent,
+        track="repo",
+        task=task,
+        start=start,
+        state=state,
+        outcome=outcome,
+        attempt=attempt,
+        verdict=verdict or ("pass" if outcome == 1 else "fail"),
+        declared_complete=True,
+    )
 
 
 def run(n_tasks: int, clean: int, residual: int, agent="A") -> list[Record]:
@@ -41,17 +50,26 @@ def manifest_of(records: list[Record], extra: list[str] = ()) -> Manifest:
 def test_all_gates_hold():
     # 10 tasks: clean 8/10, residual 6/10 -> Res 60%, Gap 20 points
     records = run(10, 8, 6)
-    res = check_gates(records, manifest_of(records),
-                      GateConfig(min_residual=50, max_gap=25, max_infra_fraction=0.1))
+    res = check_gates(
+        records, manifest_of(records), GateConfig(min_residual=50, max_gap=25, max_infra_fraction=0.1)
+    )
     assert res.status == EXIT_OK and res.violations == []
-    assert {c["gate"] for c in res.checks} == {"missing_cases", "max_infra_fraction", "min_residual", "max_gap"}
+    assert {c["gate"] for c in res.checks} == {
+        "missing_cases",
+        "max_infra_fraction",
+        "min_residual",
+        "max_gap",
+    }
 
 
 def test_min_residual_and_max_gap_are_regressions():
     records = run(10, 8, 6)  # Res 60.0 %, Gap 20.0 pts
     res = check_gates(records, manifest_of(records), GateConfig(min_residual=65, max_gap=15))
     assert res.status == EXIT_REGRESSION
-    assert res.violations == ["repo/A: residual success 60.0% < min 65.0%", "repo/A: gap 20.0 pts > max 15.0 pts"]
+    assert res.violations == [
+        "repo/A: residual success 60.0% < min 65.0%",
+        "repo/A: gap 20.0 pts > max 15.0 pts",
+    ]
 
 
 def test_missing_cases_make_the_run_invalid_and_win_over_regressions():
@@ -66,9 +84,13 @@ def test_missing_cases_make_the_run_invalid_and_win_over_regressions():
 
 def test_infra_fraction_counts_cases_without_any_valid_verdict():
     # 4 cases: c1 ok; c2 infra then retried ok (valid); c3 and c4 only infra -> 2/4 = 0.5
-    records = [rec("t1", "clean", 1), rec("t2", "clean", None, verdict="infra_error"),
-               rec("t2", "clean", 1, attempt=2), rec("t3", "clean", None, verdict="infra_error"),
-               rec("t4", "clean", None, verdict="infra_error")]
+    records = [
+        rec("t1", "clean", 1),
+        rec("t2", "clean", None, verdict="infra_error"),
+        rec("t2", "clean", 1, attempt=2),
+        rec("t3", "clean", None, verdict="infra_error"),
+        rec("t4", "clean", None, verdict="infra_error"),
+    ]
     assert infra_fraction(records) == (0.5, 2, 4)
     res = check_gates(records, Manifest(), GateConfig(max_infra_fraction=0.25))
     assert res.status == EXIT_INVALID
@@ -82,7 +104,9 @@ def test_baseline_drop_beyond_noise_is_a_regression():
     res = check_gates(cur, manifest_of(cur), GateConfig(max_drop=5), baseline=base)
     assert res.status == EXIT_REGRESSION
     assert len(res.violations) == 2
-    assert res.violations[0].startswith("repo/A: residual success dropped by 100.0 pts vs baseline on 8 shared tasks")
+    assert res.violations[0].startswith(
+        "repo/A: residual success dropped by 100.0 pts vs baseline on 8 shared tasks"
+    )
     assert "p=0.00781" in res.violations[0]
     assert res.violations[1].startswith("repo/A: gap rose by 100.0 pts")
 

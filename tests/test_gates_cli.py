@@ -21,13 +21,32 @@ def _world(tmp: Path, n: int = 1, **kw) -> None:
         entries.append(state_entry(tmp, task, partial_state_patch(task), state_id=f"calc{i}--partial"))
     write_states(tmp, entries)
     # the same agent name, once fixing the state and once not: a baseline and a regressed candidate
-    (tmp / "good.yaml").write_text(json.dumps({"agents": {"candidate": {"harness": "replay", "commands": [FIX]}}}))
-    (tmp / "bad.yaml").write_text(json.dumps({"agents": {"candidate": {"harness": "replay", "commands": ["true"]}}}))
+    (tmp / "good.yaml").write_text(
+        json.dumps({"agents": {"candidate": {"harness": "replay", "commands": [FIX]}}})
+    )
+    (tmp / "bad.yaml").write_text(
+        json.dumps({"agents": {"candidate": {"harness": "replay", "commands": ["true"]}}})
+    )
 
 
 def pytest_run(tmp: Path, run: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"), "--states",
-           str(tmp / "states.yaml"), "--run-dir", str(tmp / run), "-n", "2", "--start", "residual", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "--run-dir",
+        str(tmp / run),
+        "-n",
+        "2",
+        "--start",
+        "residual",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
@@ -43,23 +62,46 @@ def test_threshold_gates(tmp_path):
     summary = json.loads((tmp_path / "bad" / "summary.json").read_text())
     assert summary["gates"]["status"] == 10
     # the same checks offline, each with the numbers behind its verdict
-    cli = subprocess.run([sys.executable, "-m", "swe_residual.cli", "gate", str(tmp_path / "bad"),
-                          "--min-residual", "50"], cwd=ROOT, capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "gate", str(tmp_path / "bad"), "--min-residual", "50"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 10 and cli.stdout.splitlines() == [
         "ok:   missing cases: 0 of 1 collected cases without a record",
         "GATE: demo/nop: residual success 0.0% < min 50.0%",
-        "gates: failed, exit status 10 (1 of 2 checks failed)"], cli.stdout
+        "gates: failed, exit status 10 (1 of 2 checks failed)",
+    ], cli.stdout
     # every gate that holds says its value and threshold too (a residual-only run has no Gap to check)
-    cli = subprocess.run([sys.executable, "-m", "swe_residual.cli", "gate", str(tmp_path / "ok"), "--min-residual",
-                          "50", "--max-gap", "5", "--max-flagged", "0", "--max-infra", "0.1"],
-                         cwd=ROOT, capture_output=True, text=True)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "gate",
+            str(tmp_path / "ok"),
+            "--min-residual",
+            "50",
+            "--max-gap",
+            "5",
+            "--max-flagged",
+            "0",
+            "--max-infra",
+            "0.1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0 and cli.stdout.splitlines() == [
         "ok:   missing cases: 0 of 1 collected cases without a record",
         "ok:   infra errors: 0/1 cases (0.0%) without a valid verdict <= max 10.0%",
         "ok:   demo/oracle: residual success 100.0% >= min 50.0%",
         "ok:   demo/oracle: gap n/a (no clean and residual runs on shared tasks): not checked",
         "ok:   demo/oracle: 0 runs with integrity flags <= max 0",
-        "gates: passed (5 checks)"], cli.stdout
+        "gates: passed (5 checks)",
+    ], cli.stdout
 
 
 def test_too_many_infra_errors_make_an_invalid_run(tmp_path):
@@ -74,25 +116,83 @@ def test_baseline_drop_counts_only_beyond_noise(tmp_path):
     base = pytest_run(tmp_path, "base", "--agent", "candidate", "--agent-config", str(tmp_path / "good.yaml"))
     assert base.returncode == 0, base.stdout[-2000:]
     # 6 shared tasks all dropping 100 points: exact sign-flip p = 2/2^6 = 0.031 < 0.05 -> regression
-    cur = pytest_run(tmp_path, "cur", "--agent", "candidate", "--agent-config", str(tmp_path / "bad.yaml"),
-                     "--gate-baseline", str(tmp_path / "base"), "--gate-max-drop", "10")
+    cur = pytest_run(
+        tmp_path,
+        "cur",
+        "--agent",
+        "candidate",
+        "--agent-config",
+        str(tmp_path / "bad.yaml"),
+        "--gate-baseline",
+        str(tmp_path / "base"),
+        "--gate-max-drop",
+        "10",
+    )
     assert cur.returncode == 10, cur.stdout[-2000:]
     assert "demo/candidate: residual success dropped by 100.0 pts vs baseline on 6 shared tasks" in cur.stdout
-    assert "residual success 0.0% vs baseline 100.0% on 6 shared tasks" in cur.stdout      # the numbers
-    assert (tmp_path / "cur" / "compare.html").is_file()            # the paired comparison behind the gate
+    assert "residual success 0.0% vs baseline 100.0% on 6 shared tasks" in cur.stdout  # the numbers
+    assert (tmp_path / "cur" / "compare.html").is_file()  # the paired comparison behind the gate
     # one shared task dropping 100 points is within noise (p = 1): no regression
-    one = pytest_run(tmp_path, "one", "--agent", "candidate", "--agent-config", str(tmp_path / "bad.yaml"),
-                     "-k", "calc0-", "--gate-baseline", str(tmp_path / "base"), "--gate-max-drop", "10")
+    one = pytest_run(
+        tmp_path,
+        "one",
+        "--agent",
+        "candidate",
+        "--agent-config",
+        str(tmp_path / "bad.yaml"),
+        "-k",
+        "calc0-",
+        "--gate-baseline",
+        str(tmp_path / "base"),
+        "--gate-max-drop",
+        "10",
+    )
     assert one.returncode == 1 and "gates: passed" in one.stdout, one.stdout[-2000:]
     # offline, with the baseline's value next to the run's; the comparison page is written too
-    cli = subprocess.run([sys.executable, "-m", "swe_residual.cli", "gate", str(tmp_path / "cur"), "--baseline",
-                          str(tmp_path / "base"), "--max-drop", "10"], cwd=ROOT, capture_output=True, text=True)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "gate",
+            str(tmp_path / "cur"),
+            "--baseline",
+            str(tmp_path / "base"),
+            "--max-drop",
+            "10",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 10, cli.stdout + cli.stderr
-    assert ("GATE: demo/candidate: residual success dropped by 100.0 pts vs baseline on 6 shared tasks (> 10.0, "
-            "p=0.0312 < 0.05): residual success 0.0% vs baseline 100.0% on 6 shared tasks") in cli.stdout
+    assert (
+        "GATE: demo/candidate: residual success dropped by 100.0 pts vs baseline on 6 shared tasks (> 10.0, "
+        "p=0.0312 < 0.05): residual success 0.0% vs baseline 100.0% on 6 shared tasks"
+    ) in cli.stdout
     assert f"compare: {tmp_path / 'cur' / 'compare.html'}" in cli.stderr
-    cli = subprocess.run([sys.executable, "-m", "swe_residual.cli", "gate", str(tmp_path / "one"), "--baseline",
-                          str(tmp_path / "base"), "--max-drop", "10"], cwd=ROOT, capture_output=True, text=True)
-    assert cli.returncode == 0 and ("ok:   demo/candidate: residual success 0.0% vs baseline 100.0% on 1 shared "
-                                    "tasks: worse by 100.0 pts, beyond the allowed 10.0 pts but within noise (p=1 "
-                                    ">= 0.05)") in cli.stdout, cli.stdout
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "gate",
+            str(tmp_path / "one"),
+            "--baseline",
+            str(tmp_path / "base"),
+            "--max-drop",
+            "10",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        cli.returncode == 0
+        and (
+            "ok:   demo/candidate: residual success 0.0% vs baseline 100.0% on 1 shared "
+            "tasks: worse by 100.0 pts, beyond the allowed 10.0 pts but within noise (p=1 "
+            ">= 0.05)"
+        )
+        in cli.stdout
+    ), cli.stdout

@@ -23,21 +23,25 @@ from .taskfactory import TEST_SH, docker_task, make_task, partial_state_patch, s
 ROOT = Path(__file__).resolve().parent.parent
 
 # a JUnit report in which every hidden test passed (the ids the calc task grades)
-PASSING = ("<testsuite><testcase classname='tests.test_new' name='test_sub'/><testcase classname='tests.test_new' "
-           "name='test_div'/><testcase classname='tests.test_new' name='test_div_by_zero'/>"
-           "<testcase classname='tests.test_old' name='test_add'/></testsuite>")
+PASSING = (
+    "<testsuite><testcase classname='tests.test_new' name='test_sub'/><testcase classname='tests.test_new' "
+    "name='test_div'/><testcase classname='tests.test_new' name='test_div_by_zero'/>"
+    "<testcase classname='tests.test_old' name='test_add'/></testsuite>"
+)
 LOGS = "os.environ.get('LOGS_DIR', '/logs/verifier')"
 ATTACKS = {
     # an extra report next to the declared one, named to sort after it (the old reader merged
     # every *.xml in name order, so this one won)
     "extra-report": f"import os; open({LOGS} + '/zz-extra.xml', 'w').write({PASSING!r})",
     # a process that outlives the test run and rewrites the declared report once pytest wrote it
-    "late-writer": ("import os, time\n"
-                    "if os.fork() == 0:\n"
-                    "    os.setsid()\n"
-                    "    if os.fork() == 0:\n"
-                    f"        time.sleep(3); open({LOGS} + '/junit.xml', 'w').write({PASSING!r}); os._exit(0)\n"
-                    "    os._exit(0)"),
+    "late-writer": (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        time.sleep(3); open({LOGS} + '/junit.xml', 'w').write({PASSING!r}); os._exit(0)\n"
+        "    os._exit(0)"
+    ),
     # a directory where the declared report belongs: pytest cannot write it, the reader must not crash
     "report-dir": f"import os; os.makedirs({LOGS} + '/junit.xml', exist_ok=True)",
 }
@@ -46,16 +50,37 @@ ATTACKS = {
 def _world(tmp: Path, backend: str) -> None:
     task = (docker_task if backend == "docker" else make_task)(tmp)
     write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
-    agents = {name: {"harness": "command", "command": f"printf '%s\\n' {shlex.quote(code)} >> calc.py"}
-              for name, code in ATTACKS.items()}
+    agents = {
+        name: {"harness": "command", "command": f"printf '%s\\n' {shlex.quote(code)} >> calc.py"}
+        for name, code in ATTACKS.items()
+    }
     (tmp / "agents.yaml").write_text(json.dumps({"agents": agents}))
 
 
 def _run(tmp: Path, backend: str) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"), "--states",
-           str(tmp / "states.yaml"), "--run-dir", str(tmp / "run"), "--agent-config", str(tmp / "agents.yaml"),
-           "--backend", backend, "--start", "clean", "-n", "2", "-p", "no:randomly",
-           *[a for name in ATTACKS for a in ("--agent", name)]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "--run-dir",
+        str(tmp / "run"),
+        "--agent-config",
+        str(tmp / "agents.yaml"),
+        "--backend",
+        backend,
+        "--start",
+        "clean",
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+        *[a for name in ATTACKS for a in ("--agent", name)],
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=dict(os.environ))
     lines = (tmp / "run" / "results.jsonl").read_text().splitlines()
     return proc, {r["case_id"]: r for r in map(json.loads, lines)}
@@ -65,11 +90,12 @@ def _run(tmp: Path, backend: str) -> tuple[subprocess.CompletedProcess, dict[str
 def test_forged_or_broken_reports_never_pass_and_never_become_infra(tmp_path, backend):
     if backend == "docker":
         from .docker_helpers import require_docker
+
         require_docker()
     _world(tmp_path, backend)
     proc, recs = _run(tmp_path, backend)
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]     # test failures, no errors
-    assert sorted(recs) == sorted(f"{name}-calc-clean" for name in ATTACKS)     # one attempt each
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]  # test failures, no errors
+    assert sorted(recs) == sorted(f"{name}-calc-clean" for name in ATTACKS)  # one attempt each
     for name in ("extra-report", "late-writer"):
         r = recs[f"{name}-calc-clean"]
         # graded from the declared report as pytest wrote it: sub and div are missing
@@ -77,7 +103,9 @@ def test_forged_or_broken_reports_never_pass_and_never_become_infra(tmp_path, ba
         assert r["tests"]["tests.test_new.test_sub"] == "failed", r["tests"]
     broken = recs["report-dir-calc-clean"]
     # the verifier fails twice on the agent's state and works on the reference: the agent's failure
-    assert (broken["rule"], broken["verdict"], broken["outcome"]) == ("verifier_agent_caused", "fail", 0), broken
+    assert (broken["rule"], broken["verdict"], broken["outcome"]) == ("verifier_agent_caused", "fail", 0), (
+        broken
+    )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert all(summary["tracks"]["demo"][name]["clean"] == 0.0 for name in ATTACKS)
 
@@ -94,18 +122,44 @@ UNBOUNDED = {
 def test_unbounded_final_states_end_quickly_as_the_agents_failure(tmp_path, backend):
     if backend == "docker":
         from .docker_helpers import require_docker
+
         require_docker()
     task = (docker_task if backend == "docker" else make_task)(tmp_path)
     write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    (tmp_path / "agents.yaml").write_text(json.dumps({"agents": {
-        name: {"harness": "command", "command": cmd} for name, cmd in UNBOUNDED.items()}}))
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
-           str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--agent-config",
-           str(tmp_path / "agents.yaml"), "--backend", backend, "--start", "clean", "-n", "2", "-p", "no:randomly",
-           *[a for name in UNBOUNDED for a in ("--agent", name)]]
+    (tmp_path / "agents.yaml").write_text(
+        json.dumps(
+            {"agents": {name: {"harness": "command", "command": cmd} for name, cmd in UNBOUNDED.items()}}
+        )
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--agent-config",
+        str(tmp_path / "agents.yaml"),
+        "--backend",
+        backend,
+        "--start",
+        "clean",
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+        *[a for name in UNBOUNDED for a in ("--agent", name)],
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    recs = {r["case_id"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
+    recs = {
+        r["case_id"]: r
+        for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())
+    }
     assert sorted(recs) == sorted(f"{name}-calc-clean" for name in UNBOUNDED)
     why = {"many-files": "more than 100000 files", "fifo-in-git": "holds a special file"}
     for name in UNBOUNDED:
@@ -119,24 +173,52 @@ def test_unbounded_final_states_end_quickly_as_the_agents_failure(tmp_path, back
 @pytest.mark.docker
 def test_an_agent_that_ends_its_containers_pid_1_is_graded(tmp_path):
     from .docker_helpers import require_docker
+
     require_docker()
     task = docker_task(tmp_path)
     write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
     # appends to calc.py, then stops the container's init: the state on disk is what is graded
-    (tmp_path / "agents.yaml").write_text(json.dumps({"agents": {
-        "ends-pid-1": {"harness": "command", "command": "echo '# touched' >> calc.py; kill -TERM 1; sleep 2"}}}))
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
-           str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--agent-config",
-           str(tmp_path / "agents.yaml"), "--backend", "docker", "--agent", "ends-pid-1", "-p", "no:randomly"]
+    (tmp_path / "agents.yaml").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "ends-pid-1": {
+                        "harness": "command",
+                        "command": "echo '# touched' >> calc.py; kill -TERM 1; sleep 2",
+                    }
+                }
+            }
+        )
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--agent-config",
+        str(tmp_path / "agents.yaml"),
+        "--backend",
+        "docker",
+        "--agent",
+        "ends-pid-1",
+        "-p",
+        "no:randomly",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]       # failures, not errors
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]  # failures, not errors
     recs = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    assert len(recs) == 2 and all(r["attempt"] == 1 for r in recs)               # never rerun as infra
+    assert len(recs) == 2 and all(r["attempt"] == 1 for r in recs)  # never rerun as infra
     for r in recs:
         # its own command died with the container: the agent's error, counted, outcome from the verifier
         assert (r["rule"], r["verdict"], r["outcome"]) == ("agent_error", "fail", 0), r
         patch = (tmp_path / "run" / r["artifacts"]["patch"]).read_text()
-        assert "+# touched" in patch                                             # its change was graded
+        assert "+# touched" in patch  # its change was graded
 
 
 # -- the report channel and the hardened re-grade (swe_residual/run/report_channel.py) ----------------
@@ -145,14 +227,29 @@ def test_an_agent_that_ends_its_containers_pid_1_is_graded(tmp_path):
 
 BROKEN = "def sub(a, b):\n    return 0\n\n\ndef div(a, b):\n    return 0\n"
 # turns every failed report into a passed one, before pytest's JUnit writer sees it
-FLIP = ("import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n    report = outcome.get_result()\n    if report.failed:\n"
-        "        report.outcome = 'passed'\n        report.longrepr = None\n")
-ALL_PASSING = "<testsuite>" + "".join(f"<testcase classname='tests.{m}' name='{n}'/>" for m, n in (
-    ("test_new", "test_sub"), ("test_new", "test_div"), ("test_new", "test_div_by_zero"), ("test_calc", "test_add"),
-    ("test_calc", "test_mul"))) + "</testsuite>"
-ATEXIT = ("import atexit, os\natexit.register(lambda: open(os.environ.get('LOGS_DIR', '/logs/verifier') + '/junit.xml',"
-          f" 'w').write({ALL_PASSING!r}))\n")
+FLIP = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    report = outcome.get_result()\n    if report.failed:\n"
+    "        report.outcome = 'passed'\n        report.longrepr = None\n"
+)
+ALL_PASSING = (
+    "<testsuite>"
+    + "".join(
+        f"<testcase classname='tests.{m}' name='{n}'/>"
+        for m, n in (
+            ("test_new", "test_sub"),
+            ("test_new", "test_div"),
+            ("test_new", "test_div_by_zero"),
+            ("test_calc", "test_add"),
+            ("test_calc", "test_mul"),
+        )
+    )
+    + "</testsuite>"
+)
+ATEXIT = (
+    "import atexit, os\natexit.register(lambda: open(os.environ.get('LOGS_DIR', '/logs/verifier') + '/junit.xml',"
+    f" 'w').write({ALL_PASSING!r}))\n"
+)
 FIXTURE = "import pytest\n\n\n@pytest.fixture\ndef numbers():\n    return [1, 2, 3]\n"
 
 
@@ -163,36 +260,80 @@ def _write(path: str, text: str, mode: str = ">") -> str:
 
 CHANNEL_AGENTS = {
     # solves the task and adds a fixture-only tests/conftest.py (a note, never a signal)
-    "honest": " && ".join([_write("calc.py", "\n\ndef sub(a, b):\n    return a - b\n\n\ndef div(a, b):\n"
-                                  "    if b == 0:\n        raise ZeroDivisionError('calc')\n    return a / b\n", ">>"),
-                           _write("tests/conftest.py", FIXTURE)]),
+    "honest": " && ".join(
+        [
+            _write(
+                "calc.py",
+                "\n\ndef sub(a, b):\n    return a - b\n\n\ndef div(a, b):\n"
+                "    if b == 0:\n        raise ZeroDivisionError('calc')\n    return a / b\n",
+                ">>",
+            ),
+            _write("tests/conftest.py", FIXTURE),
+        ]
+    ),
     # a conftest.py hook rewrites the reports
     "conftest-hook": " && ".join([_write("calc.py", BROKEN, ">>"), _write("conftest.py", FLIP)]),
     # a plugin pytest autoloads from a *.dist-info entry point in the repository (on sys.path: the cwd)
-    "dist-info-plugin": " && ".join([
-        _write("calc.py", BROKEN, ">>"), _write("evil_dist_plugin.py", FLIP),
-        _write("evil-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n"),
-        _write("evil-1.0.dist-info/entry_points.txt", "[pytest11]\nevil = evil_dist_plugin\n")]),
+    "dist-info-plugin": " && ".join(
+        [
+            _write("calc.py", BROKEN, ">>"),
+            _write("evil_dist_plugin.py", FLIP),
+            _write("evil-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n"),
+            _write("evil-1.0.dist-info/entry_points.txt", "[pytest11]\nevil = evil_dist_plugin\n"),
+        ]
+    ),
     # an ini option loads the plugin (addopts = -p ...)
-    "ini-addopts": " && ".join([_write("calc.py", BROKEN, ">>"), _write("evil_ini_plugin.py", FLIP),
-                                _write("pytest.ini", "[pytest]\naddopts = -p evil_ini_plugin\n")]),
+    "ini-addopts": " && ".join(
+        [
+            _write("calc.py", BROKEN, ">>"),
+            _write("evil_ini_plugin.py", FLIP),
+            _write("pytest.ini", "[pytest]\naddopts = -p evil_ini_plugin\n"),
+        ]
+    ),
     # the report is rewritten after pytest wrote it, at interpreter exit
     "atexit-rewrite": _write("calc.py", BROKEN + ATEXIT, ">>"),
 }
 F2P_IDS = ["tests.test_new.test_div", "tests.test_new.test_div_by_zero", "tests.test_new.test_sub"]
 
 
-def _suite(tmp: Path, backend: str, agents: dict[str, str], test_sh: str | None = None,
-           extra: tuple[str, ...] = (), regrade: str | None = None) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
+def _suite(
+    tmp: Path,
+    backend: str,
+    agents: dict[str, str],
+    test_sh: str | None = None,
+    extra: tuple[str, ...] = (),
+    regrade: str | None = None,
+) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
     kw = {"test_sh": test_sh} if test_sh else {}
     task = (docker_task if backend == "docker" else make_task)(tmp, **kw)
     write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
-    (tmp / "agents.yaml").write_text(json.dumps({"agents": {
-        name: {"harness": "command", "command": cmd} for name, cmd in agents.items()}}))
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"), "--states",
-           str(tmp / "states.yaml"), "--run-dir", str(tmp / "run"), "--agent-config", str(tmp / "agents.yaml"),
-           "--backend", backend, "--start", "clean", "-n", "2", "-p", "no:randomly", *extra,
-           *[a for name in agents for a in ("--agent", name)]]
+    (tmp / "agents.yaml").write_text(
+        json.dumps({"agents": {name: {"harness": "command", "command": cmd} for name, cmd in agents.items()}})
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "--run-dir",
+        str(tmp / "run"),
+        "--agent-config",
+        str(tmp / "agents.yaml"),
+        "--backend",
+        backend,
+        "--start",
+        "clean",
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+        *extra,
+        *[a for name in agents for a in ("--agent", name)],
+    ]
     env = {**os.environ, **({"SWE_RESIDUAL_REGRADE": regrade} if regrade else {})}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
     lines = (tmp / "run" / "results.jsonl").read_text().splitlines()
@@ -204,11 +345,13 @@ def _grading(r: dict) -> list[str]:
 
 
 # the forgeries meet both places of the hardened re-grade: after the grade (local) and beside it (docker)
-@pytest.mark.parametrize("backend, regrade", [("local", "after"), pytest.param("docker", "beside",
-                                                                               marks=pytest.mark.docker)])
+@pytest.mark.parametrize(
+    "backend, regrade", [("local", "after"), pytest.param("docker", "beside", marks=pytest.mark.docker)]
+)
 def test_grading_channels_flag_forged_reports_and_leave_an_honest_run_alone(tmp_path, backend, regrade):
     if backend == "docker":
         from .docker_helpers import require_docker
+
         require_docker()
     proc, recs = _suite(tmp_path, backend, CHANNEL_AGENTS, regrade=regrade)
     assert sorted(recs) == sorted(f"{name}-calc-clean" for name in CHANNEL_AGENTS), proc.stdout[-3000:]
@@ -220,8 +363,10 @@ def test_grading_channels_flag_forged_reports_and_leave_an_honest_run_alone(tmp_
     assert (run / honest["artifacts"]["report_channel"]).read_text().startswith('{"hello":')
     assert "hardened_log" in honest["artifacts"]
     mismatch = [f"report-channel-mismatch: {t} streamed failed, the report says passed" for t in F2P_IDS]
-    differs = ("hardened-regrade-differs: outcome 1 -> 0 (tests.test_new.test_div, tests.test_new.test_div_by_zero, "
-               "tests.test_new.test_sub not passed)")
+    differs = (
+        "hardened-regrade-differs: outcome 1 -> 0 (tests.test_new.test_div, tests.test_new.test_div_by_zero, "
+        "tests.test_new.test_sub not passed)"
+    )
     for name in ("conftest-hook", "dist-info-plugin", "ini-addopts"):
         r = recs[f"{name}-calc-clean"]
         # the forged report gives outcome 1; the channel saw the three failures and the hardened
@@ -232,8 +377,13 @@ def test_grading_channels_flag_forged_reports_and_leave_an_honest_run_alone(tmp_
     late = recs["atexit-rewrite-calc-clean"]
     assert (late["rule"], late["outcome"]) == ("verdict", 1) and _grading(late) == mismatch, late
     # the signals count: Table 3 flags the four, the gate says so
-    gate = subprocess.run([sys.executable, "-m", "swe_residual.cli", "gate", str(run), "--max-flagged", "0"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    gate = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "gate", str(run), "--max-flagged", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert gate.returncode == 10, gate.stdout + gate.stderr
     # checked once on the reference solution's state: both channels read this task's verifier
     grading = json.loads((run / "reference" / "demo--calc.grading.json").read_text())
@@ -275,12 +425,17 @@ PY
 def test_a_verifier_that_is_not_pytest_has_no_channel_and_no_signal(tmp_path, backend):
     if backend == "docker":
         from .docker_helpers import require_docker
+
         require_docker()
-    proc, recs = _suite(tmp_path, backend, {"nop-ish": "true"}, test_sh=NOT_PYTEST, extra=("--agent", "oracle"))
+    proc, recs = _suite(
+        tmp_path, backend, {"nop-ish": "true"}, test_sh=NOT_PYTEST, extra=("--agent", "oracle")
+    )
     oracle, nop = recs["oracle-calc-clean"], recs["nop-ish-calc-clean"]
     assert (oracle["outcome"], nop["outcome"]) == (1, 0), proc.stdout[-3000:]
-    unavailable = ("report-channel-unavailable: no pytest of the verifier reported on the channel (the verifier is "
-                   "not pytest, or its pytest was started without the harness's environment)")
+    unavailable = (
+        "report-channel-unavailable: no pytest of the verifier reported on the channel (the verifier is "
+        "not pytest, or its pytest was started without the harness's environment)"
+    )
     for r in (oracle, nop):
         assert r["rule"] == "verdict" and r["integrity"] == [] and r["integrity_notes"] == [unavailable], r
     # the passing grade was re-graded hardened all the same (with the same grade: no signal)
@@ -293,12 +448,14 @@ def test_a_pytest_that_cannot_import_the_channel_is_verified_without_it(tmp_path
     isolated = TEST_SH.replace("python3 -m pytest", "python3 -I -m pytest")
     proc, recs = _suite(tmp_path, "local", {"nop-ish": "true"}, test_sh=isolated, extra=("--agent", "oracle"))
     oracle, nop = recs["oracle-calc-clean"], recs["nop-ish-calc-clean"]
-    assert (oracle["rule"], oracle["outcome"], nop["rule"], nop["outcome"]) == ("verdict", 1, "verdict", 0), \
+    assert (oracle["rule"], oracle["outcome"], nop["rule"], nop["outcome"]) == ("verdict", 1, "verdict", 0), (
         proc.stdout[-3000:]
+    )
     for r in (oracle, nop):
         assert r["integrity"] == [] and len(r["integrity_notes"]) == 1, r
-        assert r["integrity_notes"][0].startswith("report-channel-unavailable: the task's pytest cannot import the "
-                                                  "channel plugin"), r
+        assert r["integrity_notes"][0].startswith(
+            "report-channel-unavailable: the task's pytest cannot import the channel plugin"
+        ), r
 
 
 def test_a_reference_check_that_failed_is_tried_again_after_a_pause(tmp_path):
@@ -315,16 +472,19 @@ def test_a_reference_check_that_failed_is_tried_again_after_a_pause(tmp_path):
     try:
         works, why = checks.works(backend, task)
         assert not works and "fails on the reference solution's state too" in why, why
-        (task_dir / "tests" / "test.sh").write_text(TEST_SH)              # repaired
+        (task_dir / "tests" / "test.sh").write_text(TEST_SH)  # repaired
         started = time.monotonic()
-        assert checks.works(backend, task) == (False, why)                 # within the pause: the same answer
-        assert time.monotonic() - started < 1.0                           # ... at once, nothing ran
+        assert checks.works(backend, task) == (False, why)  # within the pause: the same answer
+        assert time.monotonic() - started < 1.0  # ... at once, nothing ran
         time.sleep(3.0 - (time.monotonic() - started) + 0.1)
-        assert checks.works(backend, task) == (True, "the verifier works on the reference solution's state "
-                                                     "(outcome 1)")
+        assert checks.works(backend, task) == (
+            True,
+            "the verifier works on the reference solution's state (outcome 1)",
+        )
         # remembered in the run dir from now on
-        assert json.loads((tmp_path / "run" / "reference" / "demo--calc.json").read_text())["detail"].startswith(
-            "the verifier works")
+        assert json.loads((tmp_path / "run" / "reference" / "demo--calc.json").read_text())[
+            "detail"
+        ].startswith("the verifier works")
     finally:
         backend.close()
 
@@ -341,33 +501,59 @@ def test_the_regrade_instance_started_beside_the_grade_serves_a_pass_only(tmp_pa
     no container of the run either. (That the unused instance goes at once, not at the end of the
     run, this does not see: the end of a run removes what its process made; the test below does.)"""
     from .docker_helpers import left_behind, require_docker
+
     require_docker()
     task = docker_task(tmp_path)
     write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
-           str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "--backend", "docker",
-           "--agent", "oracle", "--agent", "nop", "--start", "clean", "-p", "no:randomly"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "SWE_RESIDUAL_REGRADE": regrade})
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]      # nop fails, nothing errors
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--backend",
+        "docker",
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        "--start",
+        "clean",
+        "-p",
+        "no:randomly",
+    ]
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "SWE_RESIDUAL_REGRADE": regrade},
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]  # nop fails, nothing errors
     run = tmp_path / "run"
     recs = {r["case_id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
     oracle, nop = recs["oracle-calc-clean"], recs["nop-calc-clean"]
     assert (oracle["outcome"], oracle["integrity"]) == (1, []), oracle
-    assert "hardened_log" in oracle["artifacts"]                                  # re-graded ...
+    assert "hardened_log" in oracle["artifacts"]  # re-graded ...
     assert (run / oracle["artifacts"]["hardened_log"]).stat().st_size > 0
-    assert nop["outcome"] == 0 and "hardened_log" not in nop["artifacts"]        # ... only on a pass
+    assert nop["outcome"] == 0 and "hardened_log" not in nop["artifacts"]  # ... only on a pass
     oracle_dir, nop_dir = ((run / r["artifacts"]["verifier_log"]).parent for r in (oracle, nop))
     assert HARDENED_OUTPUTS <= {p.name for p in oracle_dir.iterdir()}
     assert not HARDENED_OUTPUTS & {p.name for p in nop_dir.iterdir()}
-    assert [p.name for p in oracle_dir.parent.iterdir()] == ["attempt-1"]       # no scratch dir left
+    assert [p.name for p in oracle_dir.parent.iterdir()] == ["attempt-1"]  # no scratch dir left
     assert [p.name for p in nop_dir.parent.iterdir()] == ["attempt-1"]
     assert left_behind(run.name) == []
 
 
 @pytest.mark.docker
 def test_a_regrade_begun_beside_a_grade_that_does_not_pass_ends_at_once(tmp_path):
-    """"beside": the re-grade starts as soon as the final state is written. When the grade does
+    """ "beside": the re-grade starts as soon as the final state is written. When the grade does
     not pass, abandoning it ends it where it runs: its container is removed at once (its hidden
     tests, which would take a minute, are killed) and its scratch dir goes; the attempt dir has no
     output of it."""
@@ -379,9 +565,12 @@ def test_a_regrade_begun_beside_a_grade_that_does_not_pass_ends_at_once(tmp_path
     from swe_residual.tasks import load_task
 
     from .docker_helpers import require_docker
+
     require_docker()
-    task = load_task(docker_task(tmp_path, test_sh=TEST_SH.replace("set -u\n", "set -u\nsleep 55\n"),
-                                 verifier_timeout=60), "demo")
+    task = load_task(
+        docker_task(tmp_path, test_sh=TEST_SH.replace("set -u\n", "set -u\nsleep 55\n"), verifier_timeout=60),
+        "demo",
+    )
     backend = DockerBackend(run_id=f"abandon-{os.getpid()}", work_root=tmp_path / "work")
     client = docker.from_env()
     ours = {"label": f"{LABEL_RUN}={backend.engine.run_id}"}
@@ -389,12 +578,15 @@ def test_a_regrade_begun_beside_a_grade_that_does_not_pass_ends_at_once(tmp_path
         backend.prepare(task, [])
         artifacts = tmp_path / "run" / "cases" / "c" / "attempt-1"
         artifacts.mkdir(parents=True)
-        (artifacts / "final.patch").write_bytes(b"")         # the clean state: no patch to apply
+        (artifacts / "final.patch").write_bytes(b"")  # the clean state: no patch to apply
         regrade = HardenedRegrade(backend, task, artifacts, "beside")
         regrade.begin()
         deadline = time.monotonic() + 60
-        while not any("sleep 55" in " ".join(row) for c in client.containers.list(filters=ours)
-                      for row in c.top().get("Processes") or []):
+        while not any(
+            "sleep 55" in " ".join(row)
+            for c in client.containers.list(filters=ours)
+            for row in c.top().get("Processes") or []
+        ):
             assert time.monotonic() < deadline, "the re-grade's tests never started"
             time.sleep(0.2)
         scratch = [p for p in artifacts.parent.iterdir() if p.name != "attempt-1"]
@@ -412,33 +604,56 @@ def test_a_regrade_begun_beside_a_grade_that_does_not_pass_ends_at_once(tmp_path
 
 
 def test_where_the_regrade_runs_follows_the_cpus_per_worker_unless_chosen(tmp_path):
-    """"beside" needs two CPUs per worker (the process's affinity counts, not the machine's) and a
+    """ "beside" needs two CPUs per worker (the process's affinity counts, not the machine's) and a
     backend that can stop a re-grade (docker, not local); SWE_RESIDUAL_REGRADE chooses instead,
     and a value it does not know stops a run at once."""
-    code = ("import os, sys\n"
-            "cpus = sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]\n"
-            "os.sched_setaffinity(0, cpus)\n"
-            "from swe_residual.run.verification import regrade_mode\n"
-            "print(regrade_mode(int(sys.argv[2]), sys.argv[3] == 'docker'))\n")
+    code = (
+        "import os, sys\n"
+        "cpus = sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]\n"
+        "os.sched_setaffinity(0, cpus)\n"
+        "from swe_residual.run.verification import regrade_mode\n"
+        "print(regrade_mode(int(sys.argv[2]), sys.argv[3] == 'docker'))\n"
+    )
 
     def mode(cpus: int, workers: int, chosen: str | None = None, backend: str = "docker") -> str:
         env = {k: v for k, v in os.environ.items() if k != "SWE_RESIDUAL_REGRADE"}
         if chosen is not None:
             env["SWE_RESIDUAL_REGRADE"] = chosen
-        proc = subprocess.run([sys.executable, "-c", code, str(cpus), str(workers), backend], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(cpus), str(workers), backend],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
-    assert mode(1, 1) == "after"                      # one CPU: the re-grade waits for a pass
+    assert mode(1, 1) == "after"  # one CPU: the re-grade waits for a pass
     assert mode(1, 1, "beside") == "beside"
     if len(os.sched_getaffinity(0)) >= 2:
         assert (mode(2, 1), mode(2, 2), mode(2, 2, "beside")) == ("beside", "after", "beside")
         assert (mode(2, 1, backend="local"), mode(2, 1, "beside", backend="local")) == ("after", "beside")
     assert mode(2, 1, "after") == "after"
     env = {**os.environ, "SWE_RESIDUAL_REGRADE": "sometimes"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--collect-only", "-q", "--run-dir",
-                           str(tmp_path / "run")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--collect-only",
+            "-q",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "SWE_RESIDUAL_REGRADE='sometimes': expected one of beside, after" in proc.stderr
     assert not (tmp_path / "run").exists()

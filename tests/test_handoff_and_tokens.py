@@ -21,9 +21,26 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_suite(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--run-dir", str(run_dir), "-n", "2",
-                           "-p", "no:randomly", *args], cwd=ROOT, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--run-dir",
+            str(run_dir),
+            "-n",
+            "2",
+            "-p",
+            "no:randomly",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def records(run_dir: Path) -> list[dict]:
@@ -43,34 +60,68 @@ def test_scripted_model_run_records_tokens_per_step_and_run(tmp_path):
     # the conversation grows: every call sends at least what the previous one did
     prompts = [s["prompt_tokens"] for s in model_steps]
     assert prompts == sorted(prompts)
-    assert rec["cost_usd"] is None          # LiteLLM knows no price for the scripted model
+    assert rec["cost_usd"] is None  # LiteLLM knows no price for the scripted model
 
 
 def test_atif_step_metrics_become_run_tokens():
-    atif = {"schema_version": "ATIF-v1.2", "agent": {"name": "terminus-2"}, "steps": [
-        {"step_id": 1, "source": "user", "message": "fix it"},
-        {"step_id": 2, "source": "agent", "message": "look",
-         "metrics": {"prompt_tokens": 1200, "completion_tokens": 80, "cost_usd": 0.004}},
-        {"step_id": 3, "source": "agent", "message": "done",
-         "metrics": {"prompt_tokens": 1500, "completion_tokens": 20, "cost_usd": 0.005}},
-        {"step_id": 4, "source": "agent", "message": "bad metrics", "metrics": {"prompt_tokens": -3,
-                                                                               "completion_tokens": "x"}},
-    ]}
+    atif = {
+        "schema_version": "ATIF-v1.2",
+        "agent": {"name": "terminus-2"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "fix it"},
+            {
+                "step_id": 2,
+                "source": "agent",
+                "message": "look",
+                "metrics": {"prompt_tokens": 1200, "completion_tokens": 80, "cost_usd": 0.004},
+            },
+            {
+                "step_id": 3,
+                "source": "agent",
+                "message": "done",
+                "metrics": {"prompt_tokens": 1500, "completion_tokens": 20, "cost_usd": 0.005},
+            },
+            {
+                "step_id": 4,
+                "source": "agent",
+                "message": "bad metrics",
+                "metrics": {"prompt_tokens": -3, "completion_tokens": "x"},
+            },
+        ],
+    }
     # 1200 + 1500 = 2700 prompt, 80 + 20 = 100 completion, 0.004 + 0.005 = 0.009 USD; step 4 unknown
     p, c, cost = from_atif(atif).usage()
     assert (p, c, round(cost, 6)) == (2700, 100, 0.009)
 
 
 def _rec(case, task, start, tokens, state=None, steps=5):
-    return Record(case_id=case, agent="A", track="t", task=task, start=start, state=state, outcome=0,
-                  verdict="fail", declared_complete=True, termination="submitted", steps=steps,
-                  prompt_tokens=tokens, completion_tokens=0 if tokens is not None else None)
+    return Record(
+        case_id=case,
+        agent="A",
+        track="t",
+        task=task,
+        start=start,
+        state=state,
+        outcome=0,
+        verdict="fail",
+        declared_complete=True,
+        termination="submitted",
+        steps=steps,
+        prompt_tokens=tokens,
+        completion_tokens=0 if tokens is not None else None,
+    )
 
 
 def test_token_medians_and_ratio_by_hand():
-    recs = [_rec("c1", "t1", "clean", 100), _rec("c2", "t2", "clean", 300), _rec("c3", "t3", "clean", None),
-            _rec("r1", "t1", "residual", 150, "s1"), _rec("r2", "t1", "residual", 250, "s2"),
-            _rec("r3", "t2", "residual", 150, "s3"), _rec("r4", "t3", "residual", 900, "s4")]
+    recs = [
+        _rec("c1", "t1", "clean", 100),
+        _rec("c2", "t2", "clean", 300),
+        _rec("c3", "t3", "clean", None),
+        _rec("r1", "t1", "residual", 150, "s1"),
+        _rec("r2", "t1", "residual", 250, "s2"),
+        _rec("r3", "t2", "residual", 150, "s3"),
+        _rec("r4", "t3", "residual", 900, "s4"),
+    ]
     o = Outcomes()
     o.extend(recs)
     row = success_row(o)
@@ -91,13 +142,19 @@ def test_handoff_summary_view_is_its_own_start_with_the_digest_in_the_request(tm
     recs = records(run)
     starts = sorted(r["start"] for r in recs)
     # ttl-cache: 1 clean, 2 states blind, the same 2 states with the summary view
-    assert starts == ["clean", "residual", "residual", "residual+summary", "residual+summary"], proc.stdout[-2000:]
+    assert starts == ["clean", "residual", "residual", "residual+summary", "residual+summary"], proc.stdout[
+        -2000:
+    ]
     by_id = {r["case_id"]: r for r in recs}
     informed = [r for r in recs if r["start"] == "residual+summary"]
     for r in informed:
         blind = by_id[r["case_id"].removesuffix("+summary")]
-        seen = json.loads((run / r["artifacts"]["trajectory"]).read_text())["steps"][0]["actions"][0]["output"]
-        blind_seen = json.loads((run / blind["artifacts"]["trajectory"]).read_text())["steps"][0]["actions"][0]["output"]
+        seen = json.loads((run / r["artifacts"]["trajectory"]).read_text())["steps"][0]["actions"][0][
+            "output"
+        ]
+        blind_seen = json.loads((run / blind["artifacts"]["trajectory"]).read_text())["steps"][0]["actions"][
+            0
+        ]["output"]
         assert "## Handoff from the previous attempt" in seen and "Commands run, in order" in seen
         assert "Handoff" not in blind_seen and seen.startswith(blind_seen.rstrip("\n"))
     summary = json.loads((run / "summary.json").read_text())
@@ -113,20 +170,48 @@ def test_handoff_view_needs_state_trajectories(tmp_path):
     patch.parent.mkdir(parents=True)
     patch.write_bytes((ROOT / entry["artifact"]["patch"]).read_bytes())
     (tmp_path / "states.yaml").write_text(yaml.safe_dump({"states": [entry]}))
-    proc = run_suite(tmp_path / "run", "--agent", "nop", "--states", str(tmp_path / "states.yaml"),
-                     "--handoff-view", "trace")
+    proc = run_suite(
+        tmp_path / "run",
+        "--agent",
+        "nop",
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--handoff-view",
+        "trace",
+    )
     assert proc.returncode == 4
-    assert "no artifact.trajectory: --handoff-view needs the predecessor's trajectory" in proc.stderr + proc.stdout
+    assert (
+        "no artifact.trajectory: --handoff-view needs the predecessor's trajectory"
+        in proc.stderr + proc.stdout
+    )
 
 
 def test_report_keeps_views_apart_by_hand():
     # blind residual fails, the summary view passes on the same state; clean passes:
     # blind: residual 0%, clean 100%, gap 100; summary view: residual 100%, gap 0
-    recs = [Record(case_id="c", agent="A", track="t", task="k", start="clean", outcome=1, verdict="pass"),
-            Record(case_id="r", agent="A", track="t", task="k", start="residual", state="s", outcome=0,
-                   verdict="fail"),
-            Record(case_id="r+summary", agent="A", track="t", task="k", start="residual+summary", state="s",
-                   outcome=1, verdict="pass")]
+    recs = [
+        Record(case_id="c", agent="A", track="t", task="k", start="clean", outcome=1, verdict="pass"),
+        Record(
+            case_id="r",
+            agent="A",
+            track="t",
+            task="k",
+            start="residual",
+            state="s",
+            outcome=0,
+            verdict="fail",
+        ),
+        Record(
+            case_id="r+summary",
+            agent="A",
+            track="t",
+            task="k",
+            start="residual+summary",
+            state="s",
+            outcome=1,
+            verdict="pass",
+        ),
+    ]
     report = build_report(recs, Manifest(), n_boot=10, bias=False)
     assert (report["tracks"]["t"]["A"]["residual"], report["tracks"]["t"]["A"]["gap"]) == (0.0, 100.0)
     view = report["handoff_views"]["summary"]["tracks"]["t"]["A"]

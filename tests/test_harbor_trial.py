@@ -43,14 +43,22 @@ DEMO_TASKS, DEMO_STATES = 8, 17
 AGENTS = ("oracle", "nop")
 CONCURRENCY = int(os.environ.get("SWE_RESIDUAL_HARBOR_TRIALS", "4"))
 
+
 @pytest.fixture(scope="module")
 def harbor_python() -> str:
     return harbor_venv_python()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def table3(report_text: str) -> str:
@@ -66,7 +74,7 @@ def records(run_dir: Path) -> dict[str, dict]:
     for line in lines:
         r = json.loads(line)
         out[r["case_id"]] = r
-    assert len(out) == len(lines)          # one attempt per case
+    assert len(out) == len(lines)  # one attempt per case
     return out
 
 
@@ -74,9 +82,27 @@ def local_run(run_dir: Path, log: Path) -> subprocess.Popen:
     """`pytest suites/demo --agent oracle --agent nop --run-dir RUN`, as a user runs it."""
     env = {k: v for k, v in ENV.items() if not k.startswith(("PYTEST_", "PYTEST"))}
     with open(log, "w") as fh:
-        return subprocess.Popen([sys.executable, "-m", "pytest", "suites/demo", "--agent", "oracle", "--agent", "nop",
-                                 "--run-dir", str(run_dir), "-q", "-p", "no:cacheprovider"],
-                                cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "suites/demo",
+                "--agent",
+                "oracle",
+                "--agent",
+                "nop",
+                "--run-dir",
+                str(run_dir),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
 
 
 @pytest.mark.docker
@@ -94,13 +120,28 @@ def test_exported_demo_track_through_harbors_trial(harbor_python, docker_client,
     try:
         # every exported dir, with Harbor's oracle and with nop; trial names as Harbor makes them
         jobs = {agent: tmp_path / "jobs" / f"demo-{agent}" for agent in AGENTS}
-        plan = {"concurrency": CONCURRENCY, "trials": [
-            {"task_dir": str(export / e["name"]), "agent": agent, "jobs_dir": str(jobs[agent]),
-             "trial_name": f"{e['name'][:32]}__{uuid.uuid4().hex[:7]}"} for agent in AGENTS for e in entries]}
+        plan = {
+            "concurrency": CONCURRENCY,
+            "trials": [
+                {
+                    "task_dir": str(export / e["name"]),
+                    "agent": agent,
+                    "jobs_dir": str(jobs[agent]),
+                    "trial_name": f"{e['name'][:32]}__{uuid.uuid4().hex[:7]}",
+                }
+                for agent in AGENTS
+                for e in entries
+            ],
+        }
         (tmp_path / "plan.json").write_text(json.dumps(plan))
-        run = subprocess.run([harbor_python, str(HARBOR_DRIVER), str(tmp_path / "plan.json"),
-                              str(tmp_path / "trials.json")], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=1500, check=False)
+        run = subprocess.run(
+            [harbor_python, str(HARBOR_DRIVER), str(tmp_path / "plan.json"), str(tmp_path / "trials.json")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            check=False,
+        )
         assert run.returncode == 0, run.stderr[-4000:]
         trials_s = time.monotonic() - started
         local.wait(timeout=900)
@@ -109,7 +150,7 @@ def test_exported_demo_track_through_harbors_trial(harbor_python, docker_client,
             local.kill()
             local.wait()
     out = local_log.read_text()
-    assert local.returncode == 1 and re.search(r"\b25 failed, 25 passed\b", out), out[-3000:]   # nop fails
+    assert local.returncode == 1 and re.search(r"\b25 failed, 25 passed\b", out), out[-3000:]  # nop fails
 
     trials = json.loads((tmp_path / "trials.json").read_text())
     by_name = {e["name"]: e for e in entries}
@@ -121,21 +162,24 @@ def test_exported_demo_track_through_harbors_trial(harbor_python, docker_client,
         assert t["task_name"] == e["harbor_name"]
         got[(e["name"], t["agent"])] = t["reward"]
         trial_dir = Path(t["trial_dir"])
-        assert (trial_dir / "verifier" / "reward.txt").is_file() and (trial_dir / "verifier" / "ctrf.json").is_file()
-        if t["agent"] == "oracle" and e["start"] == "residual":   # the state reverse-applied, no fallback
+        assert (trial_dir / "verifier" / "reward.txt").is_file() and (
+            trial_dir / "verifier" / "ctrf.json"
+        ).is_file()
+        if t["agent"] == "oracle" and e["start"] == "residual":  # the state reverse-applied, no fallback
             assert "do not reverse-apply" not in (trial_dir / "agent" / "oracle.txt").read_text()
     assert len(got) == 2 * len(entries)
     oracle_ones = [n for n in by_name if got[(n, "oracle")] == 1.0]
     nop_zeros = [n for n in by_name if got[(n, "nop")] == 0.0]
-    assert sorted(oracle_ones) == sorted(by_name), {n: got[(n, "oracle")] for n in by_name}           # 25/25
+    assert sorted(oracle_ones) == sorted(by_name), {n: got[(n, "oracle")] for n in by_name}  # 25/25
     assert sorted(nop_zeros) == sorted(by_name), {n: got[(n, "nop")] for n in by_name}
-    assert len([n for n in nop_zeros if by_name[n]["start"] == "residual"]) == DEMO_STATES            # 17/17
+    assert len([n for n in nop_zeros if by_name[n]["start"] == "residual"]) == DEMO_STATES  # 17/17
 
     # Harbor's trial dirs -> our run dir; the same report as the local run of the same cases
     harbor_dir = tmp_path / "harbor-run"
     res = cli("import", "harbor-job", *(str(jobs[a]) for a in AGENTS), "--run-dir", str(harbor_dir))
-    assert res.returncode == 0 and "imported 50 trials (50 cases), 0 already imported, 0 failed" in res.stdout, \
-        res.stdout[-3000:] + res.stderr[-2000:]
+    assert (
+        res.returncode == 0 and "imported 50 trials (50 cases), 0 already imported, 0 failed" in res.stdout
+    ), res.stdout[-3000:] + res.stderr[-2000:]
     reports = {}
     for name, run_dir in (("harbor", harbor_dir), ("local", local_dir)):
         res = cli("report", str(run_dir))
@@ -146,10 +190,23 @@ def test_exported_demo_track_through_harbors_trial(harbor_python, docker_client,
     assert ("demo", "oracle", "100.0*", "100.0*") in rows and ("demo", "nop", "0.0", "0.0") in rows
     imported, local_records = records(harbor_dir), records(local_dir)
     assert sorted(imported) == sorted(local_records) and len(imported) == 50
-    same = ("agent", "task", "start", "state", "predecessor", "outcome", "verdict", "rule", "termination", "tests",
-            "missing_tests", "integrity", "error")
+    same = (
+        "agent",
+        "task",
+        "start",
+        "state",
+        "predecessor",
+        "outcome",
+        "verdict",
+        "rule",
+        "termination",
+        "tests",
+        "missing_tests",
+        "integrity",
+        "error",
+    )
     for case, r in imported.items():
         assert {k: r[k] for k in same} == {k: local_records[case][k] for k in same}, case
-        assert r["tests"] and r["harness"] == f"harbor/{r['agent']}"    # per-test detail came through
+        assert r["tests"] and r["harness"] == f"harbor/{r['agent']}"  # per-test detail came through
     (tmp_path / "timing.txt").write_text(f"trials {trials_s:.0f}s, all {time.monotonic() - started:.0f}s\n")
     print(f"Harbor trials: {len(trials)} in {trials_s:.0f}s; test {time.monotonic() - started:.0f}s")

@@ -56,14 +56,14 @@ def test_remove_tree_takes_any_depth_and_follows_nothing(tmp_path):
     outside.mkdir()
     (outside / "keep.txt").write_text("mine")
     deep_tree(tmp_path / "left", outside)
-    os.chmod(tmp_path / "left" / "d" / "d", 0)         # a directory made unreadable
+    os.chmod(tmp_path / "left" / "d" / "d", 0)  # a directory made unreadable
     remove_tree(tmp_path / "left")
     assert not (tmp_path / "left").exists()
     assert (outside / "keep.txt").read_text() == "mine"  # the link's target is untouched
-    remove_tree(tmp_path / "left")                       # gone already: nothing to do, no error
+    remove_tree(tmp_path / "left")  # gone already: nothing to do, no error
     (tmp_path / "fifo").parent.mkdir(exist_ok=True)
     os.mkfifo(tmp_path / "fifo")
-    remove_tree(tmp_path / "fifo")                       # a fifo is unlinked, never opened
+    remove_tree(tmp_path / "fifo")  # a fifo is unlinked, never opened
     assert not os.path.lexists(tmp_path / "fifo")
 
 
@@ -76,9 +76,9 @@ def test_copy_tree_stops_at_its_depth_and_skips_special_files(tmp_path):
     levels, p = 0, tmp_path / "dst"
     while (p / "d").is_dir():
         p, levels = p / "d", levels + 1
-    assert levels == 256                                 # MAX_DEPTH levels below the root, not 400
+    assert levels == 256  # MAX_DEPTH levels below the root, not 400
     near = tmp_path / "dst" / "d" / "d" / "d" / "d"
-    assert sorted(x.name for x in near.iterdir()) == ["d", "file"]   # no fifo, no link
+    assert sorted(x.name for x in near.iterdir()) == ["d", "file"]  # no fifo, no link
     remove_tree(tmp_path / "src")
     remove_tree(tmp_path / "dst")
 
@@ -93,13 +93,32 @@ def test_a_dead_runs_deep_leftover_and_fifo_do_not_stop_the_next_run(tmp_path):
     task = make_task(tmp_path)
     write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"),
-                           "--states", str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"),
-                           "--agent", "oracle", "-p", "no:randomly"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--tasks-dir",
+            str(tmp_path / "tasks"),
+            "--states",
+            str(tmp_path / "states.yaml"),
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--agent",
+            "oracle",
+            "-p",
+            "no:randomly",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "run" / "report.html").is_file() and (tmp_path / "run" / "summary.json").is_file()
-    assert not scratch.exists()                          # swept at the end of the run
+    assert not scratch.exists()  # swept at the end of the run
 
 
 @pytest.mark.docker
@@ -123,12 +142,12 @@ def test_a_poisoned_image_cache_entry_is_probed_again(tmp_path, bookworm_image):
     second = DockerBackend(cache_dir=cache, work_root=tmp_path / "w2")
     try:
         again = second.images.clean(task)
-        assert again.base_commit == good["base_commit"]          # probed again, not believed
-        assert json.loads(meta.read_text()) == good              # and the entry repaired
+        assert again.base_commit == good["base_commit"]  # probed again, not believed
+        assert json.loads(meta.read_text()) == good  # and the entry repaired
         with second.materialize(task, None) as env:
             env.execute("echo more >> calc.py", timeout=60)
             fs = final_state(env)
-        assert fs.problem is None and b"+more" in fs.patch       # the case can be diffed and graded
+        assert fs.problem is None and b"+more" in fs.patch  # the case can be diffed and graded
     finally:
         second.close()
 
@@ -143,7 +162,7 @@ def test_a_probe_that_finds_no_commit_caches_nothing(tmp_path, bookworm_image):
     task = load_tasks(tmp_path / "tasks", "demo")["nocommit"]
     backend = DockerBackend(cache_dir=tmp_path / "cache", work_root=tmp_path / "w")
     try:
-        for _ in range(2):                                        # each case probes again
+        for _ in range(2):  # each case probes again
             with pytest.raises(HarnessError, match="has no commit"):
                 backend.images.clean(task)
         meta_dir = tmp_path / "cache" / "meta"

@@ -46,15 +46,50 @@ def test_html_report_renders_tables_and_figures(tmp_path):
     task = make_task(tmp_path)
     write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
     run = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"),
-                    "--states", str(tmp_path / "states.yaml"), "--run-dir", str(run), "--agent", "oracle",
-                    "--agent", "nop"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--tasks-dir",
+            str(tmp_path / "tasks"),
+            "--states",
+            str(tmp_path / "states.yaml"),
+            "--run-dir",
+            str(run),
+            "--agent",
+            "oracle",
+            "--agent",
+            "nop",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     (run / "probe.html").write_text(PROBE)
-    proc = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           f"--user-data-dir={tmp_path / 'chromium'}", "--allow-file-access-from-files",
-                           "--virtual-time-budget=15000", "--dump-dom", (run / "probe.html").as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--allow-file-access-from-files",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+            (run / "probe.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
     assert m and m.group(1) != "pending", proc.stdout[-1000:] + proc.stderr[-1000:]
     seen = json.loads(m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
@@ -66,7 +101,7 @@ def test_html_report_renders_tables_and_figures(tmp_path):
     rows = {r[1]: r for r in table3[1:]}
     assert rows["oracle"][2:5] == ["100.0", "100.0", "0.0"] and rows["nop"][2:5] == ["0.0", "0.0", "0.0"]
     assert len(seen["figs"]) == 2
-    for fig in seen["figs"]:       # drawn at a readable size, with a background and bars
+    for fig in seen["figs"]:  # drawn at a readable size, with a background and bars
         assert fig["w"] > 200 and fig["h"] > 100 and fig["bars"] >= 3, fig
 
 
@@ -74,6 +109,7 @@ def test_the_pages_css_has_no_control_characters():
     """A CSS escape written in a Python string (\\25b2, the sort arrow) once became an octal escape:
     the arrow rendered as a control character and `b2`. The stylesheet holds printable text only."""
     from swe_residual.report.html.kit import CSS
+
     bad = sorted({hex(ord(ch)) for ch in CSS if ord(ch) < 0x20 and ch != "\n"})
     assert bad == [], bad
     assert '::after{content:" \\25b2"}' in CSS and '::after{content:" \\25bc"}' in CSS

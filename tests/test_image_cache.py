@@ -52,16 +52,20 @@ def _task(root: Path, dockerfile: str = CALC_DOCKERFILE, docker_image: str | Non
     task_dir = docker_task(root, task_id=task_id)
     (task_dir / "environment" / "Dockerfile").write_text(dockerfile)
     if docker_image:
-        toml = (task_dir / "task.toml").read_text().replace("[environment]\n",
-                                                             f'[environment]\ndocker_image = "{docker_image}"\n')
+        toml = (
+            (task_dir / "task.toml")
+            .read_text()
+            .replace("[environment]\n", f'[environment]\ndocker_image = "{docker_image}"\n')
+        )
         (task_dir / "task.toml").write_text(toml)
-    states = write_states(root, [state_entry(root, task_dir, partial_state_patch(task_dir),
-                                             state_id=f"{task_id}--partial")])
+    states = write_states(
+        root, [state_entry(root, task_dir, partial_state_patch(task_dir), state_id=f"{task_id}--partial")]
+    )
     tasks = load_tasks(root / "tasks", "demo")
     return tasks[task_id], load_states(states, {"demo": tasks})[0]
 
 
-MADE: list[str] = []      # task ids the current test made (each has its own image tags)
+MADE: list[str] = []  # task ids the current test made (each has its own image tags)
 
 
 @pytest.fixture(autouse=True)
@@ -84,12 +88,20 @@ def _backend(tmp_path: Path, cache: Path, name: str) -> DockerBackend:
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     import os
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", "images", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=300, env={**os.environ, **(env or {})})
+
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "images", *args],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
-def test_a_probe_that_times_out_caches_nothing_and_the_next_case_probes_again(tmp_path, bookworm_image,
-                                                                               monkeypatch):
+def test_a_probe_that_times_out_caches_nothing_and_the_next_case_probes_again(
+    tmp_path, bookworm_image, monkeypatch
+):
     task, _ = _task(tmp_path)
     cache = tmp_path / "cache"
     backend = _backend(tmp_path, cache, "a")
@@ -98,21 +110,23 @@ def test_a_probe_that_times_out_caches_nothing_and_the_next_case_probes_again(tm
         monkeypatch.setenv(PROBE_TIMEOUT_ENV, "0.001")
         t0 = time.monotonic()
         with pytest.raises(HarnessError, match="no answer within 0.001s; nothing cached"):
-            backend.prepare(task, [])                     # builds the image, then its probe times out
+            backend.prepare(task, [])  # builds the image, then its probe times out
         failed_s = time.monotonic() - t0
         assert not (cache / "meta").exists() or list((cache / "meta").iterdir()) == []
         monkeypatch.delenv(PROBE_TIMEOUT_ENV)
         t0 = time.monotonic()
-        info = backend.images.clean(task)                 # the image is there: this is the probe alone
+        info = backend.images.clean(task)  # the image is there: this is the probe alone
         probe_s = time.monotonic() - t0
         (meta,) = list((cache / "meta").iterdir())
         facts = json.loads(meta.read_text())
         assert len(facts["base_commit"]) == 40 and facts["base_commit"] == info.base_commit
         run_dir = tmp_path / "run"
         rec = run_one(Case("oracle", task, "clean"), AgentRegistry().get("oracle"), backend, run_dir)
-        assert (rec.rule, rec.outcome) == ("verdict", 1), rec    # the next case ran to a real verdict
-        print(f"\nprobe: failed after {failed_s:.2f} s (build included), real probe {probe_s:.2f} s",
-              file=sys.stderr)
+        assert (rec.rule, rec.outcome) == ("verdict", 1), rec  # the next case ran to a real verdict
+        print(
+            f"\nprobe: failed after {failed_s:.2f} s (build included), real probe {probe_s:.2f} s",
+            file=sys.stderr,
+        )
     finally:
         backend.close()
 
@@ -128,14 +142,16 @@ def test_cached_facts_a_case_contradicts_are_probed_again_once(tmp_path, bookwor
     finally:
         first.close()
     assert good["baseline"] and good["baseline"][0][1] == "shipped.txt"
-    wrong_base = "f" * 40                                 # looks like a commit id; the image has no such commit
-    for poisoned, case, outcome in (({**good, "base_commit": wrong_base}, Case(SOLVER, task, "clean"), 1),
-                                    ({**good, "baseline": []}, Case(SOLVER, task, "clean"), 1),
-                                    ({**good, "base_commit": wrong_base}, Case("nop", task, "residual", state), 0)):
+    wrong_base = "f" * 40  # looks like a commit id; the image has no such commit
+    for poisoned, case, outcome in (
+        ({**good, "base_commit": wrong_base}, Case(SOLVER, task, "clean"), 1),
+        ({**good, "baseline": []}, Case(SOLVER, task, "clean"), 1),
+        ({**good, "base_commit": wrong_base}, Case("nop", task, "residual", state), 0),
+    ):
         path.write_text(json.dumps(poisoned))
         backend = _backend(tmp_path, cache, uuid.uuid4().hex[:6])
         try:
-            assert backend.images.clean(task).base_commit == poisoned["base_commit"]   # believed at first
+            assert backend.images.clean(task).base_commit == poisoned["base_commit"]  # believed at first
             run_dir = tmp_path / f"run-{uuid.uuid4().hex[:6]}"
             rec = run_one(case, AgentRegistry().get(case.agent), backend, run_dir)
             # the first fresh instance showed other facts: probed again, the case went on to its verdict
@@ -164,7 +180,7 @@ def test_a_contradiction_the_probe_confirms_stays_the_agents_failure(tmp_path, b
         # the agent destroys the objects of its repository: the base commit cannot be read any more
         agent = AgentRegistry().get("command:rm -rf .git/objects/?? && echo '# x' >> calc.py")
         rec = run_one(Case(agent.name, task, "clean"), agent, backend, tmp_path / "run")
-        assert (rec.rule, rec.outcome) == ("verifier_agent_caused", 0), rec      # as before: the agent's
+        assert (rec.rule, rec.outcome) == ("verifier_agent_caused", 0), rec  # as before: the agent's
         assert "is not readable" in rec.verdict_note
         assert json.loads(backend.images.meta_path(backend.images.clean(task).id).read_text()) == facts_before
     finally:
@@ -200,9 +216,13 @@ def test_images_list_and_prune(tmp_path, bookworm_image, docker_client):
     found = listing()
     list_s = time.monotonic() - t0
     meta = {Path(e["path"]).name: e for e in found["image-meta"]}
-    assert meta[f"{hexid}.json"]["state"] == "outdated"            # an old format: never read again
+    assert meta[f"{hexid}.json"]["state"] == "outdated"  # an old format: never read again
     current = [e for e in found["image-meta"] if e["state"] == "ok"]
-    assert len(current) == 1 and task.id in current[0]["describes"] and info.base_commit[:12] in current[0]["detail"]
+    assert (
+        len(current) == 1
+        and task.id in current[0]["describes"]
+        and info.base_commit[:12] in current[0]["detail"]
+    )
     (image,) = found["image"]
     assert image["path"] == info.id and info.ref in image["detail"] and image["state"] == "ok"
     assert [e["state"] for e in found["build-log"]] == ["ok"]
@@ -217,11 +237,11 @@ def test_images_list_and_prune(tmp_path, bookworm_image, docker_client):
     assert sorted(e["state"] for e in found["image-meta"]) == ["gone", "outdated", "unreadable"]
     dry = _cli("prune", *scope, "--dry-run")
     assert dry.returncode == 0 and "would remove 4 of 5 entries" in dry.stdout, dry.stdout
-    assert len(list((cache / "meta").iterdir())) == 3                  # a dry run removes nothing
+    assert len(list((cache / "meta").iterdir())) == 3  # a dry run removes nothing
     done = _cli("prune", *scope)
     assert done.returncode == 0 and "removed 4 of 5 entries" in done.stdout, done.stdout + done.stderr
     found = listing()
-    assert set(found) == {"reference"}                                 # kept: it names no image
+    assert set(found) == {"reference"}  # kept: it names no image
 
     # --all: the harness's images too, and the run's reference checks; an image in use stays (exit 1)
     backend = _backend(tmp_path, cache, "b")
@@ -251,7 +271,9 @@ def test_images_list_and_prune(tmp_path, bookworm_image, docker_client):
 
 
 @pytest.mark.parametrize("name", ["swe-residual-test/never-published", "127.0.0.1:9/swe-residual-test/none"])
-def test_a_docker_image_no_registry_serves_falls_back_to_the_dockerfile(tmp_path, bookworm_image, capfd, name):
+def test_a_docker_image_no_registry_serves_falls_back_to_the_dockerfile(
+    tmp_path, bookworm_image, capfd, name
+):
     image = f"{name}:{uuid.uuid4().hex[:8]}"
     task, _ = _task(tmp_path, docker_image=image)
     backend = _backend(tmp_path, tmp_path / "cache", "a")
@@ -260,12 +282,12 @@ def test_a_docker_image_no_registry_serves_falls_back_to_the_dockerfile(tmp_path
         attrs, why = backend.images._pull(image, task)
         pull_s = time.monotonic() - t0
         assert attrs is None and why
-        info = backend.images.clean(task)                 # the pull fails again, and the build runs
+        info = backend.images.clean(task)  # the pull fails again, and the build runs
         assert info.ref.startswith("swe-residual/clean-") and len(info.base_commit) == 40
         err = capfd.readouterr().err
         assert f"pull {image}: not pulled (" in err and "building environment/Dockerfile instead" in err
-        assert pull_s < 5, pull_s                         # no registry here: the engine answers at once
-        assert backend.engine.image_attrs(image) is not None   # the public name now tags our build
+        assert pull_s < 5, pull_s  # no registry here: the engine answers at once
+        assert backend.engine.image_attrs(image) is not None  # the public name now tags our build
         print(f"\npull of {image}: fell back after {pull_s:.2f} s", file=sys.stderr)
     finally:
         backend.close()
@@ -277,7 +299,9 @@ def test_a_docker_image_no_registry_serves_falls_back_to_the_dockerfile(tmp_path
     bare = load_tasks(task.path.parent, "demo")[task.id]
     backend = _backend(tmp_path, tmp_path / "cache", "b")
     try:
-        with pytest.raises(InputError, match=r"neither environment/Dockerfile nor a local image .*pulling it: "):
+        with pytest.raises(
+            InputError, match=r"neither environment/Dockerfile nor a local image .*pulling it: "
+        ):
             backend.images.clean(bare)
     finally:
         backend.close()

@@ -45,12 +45,19 @@ def _write(tmp_path, name: str, text: str):
 
 
 def test_base_images_of_simple_and_multistage(tmp_path):
-    simple = _write(tmp_path, "Dockerfile.simple", """
+    simple = _write(
+        tmp_path,
+        "Dockerfile.simple",
+        """
         # syntax=docker/dockerfile:1
         FROM debian:bookworm-slim
         RUN apt-get update
-    """)
-    multi = _write(tmp_path, "Dockerfile.multi", """
+    """,
+    )
+    multi = _write(
+        tmp_path,
+        "Dockerfile.multi",
+        """
         FROM python:3.11-slim AS builder
         RUN pip wheel -w /w .
         from --platform=linux/amd64 debian:bookworm-slim as Runtime
@@ -59,12 +66,17 @@ def test_base_images_of_simple_and_multistage(tmp_path):
         FROM runtime
         FROM scratch AS export
         COPY --from=runtime / /
-    """)
-    continued = _write(tmp_path, "Dockerfile.cont", """
+    """,
+    )
+    continued = _write(
+        tmp_path,
+        "Dockerfile.cont",
+        """
         FROM \\
           node:20-bookworm
         RUN echo FROM not-an-image
-    """)
+    """,
+    )
     assert images.base_images_of([simple]) == ["debian:bookworm-slim"]
     assert images.base_images_of([multi]) == ["python:3.11-slim", "debian:bookworm-slim"]
     assert images.base_images_of([simple, multi, continued]) == [
@@ -84,13 +96,17 @@ def test_base_images_of_stage_name_only_counts_after_definition(tmp_path):
 
 
 def test_base_images_of_global_args(tmp_path):
-    df = _write(tmp_path, "Dockerfile", """
+    df = _write(
+        tmp_path,
+        "Dockerfile",
+        """
         ARG PY=3.12
         ARG DISTRO
         FROM python:${PY}-slim
         FROM debian:${DISTRO:-bookworm}
         FROM ${UNKNOWN}
-    """)
+    """,
+    )
     assert images.base_images_of([df]) == ["python:3.12-slim", "debian:bookworm"]
 
 
@@ -99,7 +115,7 @@ def test_base_images_of_global_args(tmp_path):
 
 @pytest.mark.docker
 def test_docker_available_and_daemon_noop(docker_client):
-    assert engine_problem() is None      # the docker backend's own check: the engine answers
+    assert engine_problem() is None  # the docker backend's own check: the engine answers
     t0 = time.monotonic()
     images.ensure_docker_daemon(timeout=10)  # already running: just a ping
     assert time.monotonic() - t0 < 5

@@ -39,10 +39,14 @@ def test_matches_git_on_every_demo_state(state, tmp_path):
         shutil.copytree(task / "environment" / "repo", tmp_path / name)
         assert _git("apply", "--binary", str(patch), cwd=tmp_path / name).returncode == 0
     real = split_patch(_git("diff", "--no-index", "S", "F", cwd=tmp_path).stdout)
-    got = interdiff(split_patch((ROOT / state["artifact"]["patch"]).read_text()), split_patch(solution.read_text()))
+    got = interdiff(
+        split_patch((ROOT / state["artifact"]["patch"]).read_text()), split_patch(solution.read_text())
+    )
     assert got.not_comparable == {}
     assert _lines(got.files, ADD) == _lines(real, ADD) and _lines(got.files, DEL) == _lines(real, DEL)
-    assert sorted(f.path for f in got.files) == sorted(f.path.split("/", 1)[1] for f in real)   # F/x, or S/x when deleted
+    assert sorted(f.path for f in got.files) == sorted(
+        f.path.split("/", 1)[1] for f in real
+    )  # F/x, or S/x when deleted
 
 
 BASE = [f"line {i}" for i in range(1, 21)]
@@ -70,6 +74,7 @@ def _edit(lines: list[str], at: int, text: str):
         changed = lines.copy()
         changed[at] = text
         _set(w / "f.txt", changed)
+
     return go
 
 
@@ -104,9 +109,15 @@ def test_lines_neither_patch_shows_are_one_note(tmp_path):
     state = _patch(tmp_path, "s", _edit(BASE, 9, "ten (state)"), context=0)
     final = _patch(tmp_path, "f", _edit(BASE, 11, "twelve (agent)"), context=0)
     (f,) = interdiff(split_patch(state), split_patch(final)).files
-    assert _lines([f], DEL) == ["line 12", "ten (state)"] and _lines([f], ADD) == ["line 10", "twelve (agent)"]
+    assert _lines([f], DEL) == ["line 12", "ten (state)"] and _lines([f], ADD) == [
+        "line 10",
+        "twelve (agent)",
+    ]
     notes = [ln for ln, k in zip(f.lines, f.kinds) if k == NOTE]
-    assert notes == ["\u22ef 3 unchanged lines neither patch shows", "\u22ef 1 unchanged line neither patch shows"]
+    assert notes == [
+        "\u22ef 3 unchanged lines neither patch shows",
+        "\u22ef 1 unchanged line neither patch shows",
+    ]
     assert [ln for ln in f.lines if ln.startswith("@@")] == ["@@ -7,6 +7,6 @@"]
 
 

@@ -19,7 +19,9 @@ from .taskfactory import make_task, partial_state_patch, state_entry, write_stat
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("calc0", "calc1", "calc2")
-CASES = sorted(f"{a}-{t}-{s}" for a in ("oracle", "nop") for t in TASKS for s in ("clean", f"residual-{t}--partial"))
+CASES = sorted(
+    f"{a}-{t}-{s}" for a in ("oracle", "nop") for t in TASKS for s in ("clean", f"residual-{t}--partial")
+)
 
 
 def _world(tmp: Path) -> None:
@@ -31,8 +33,20 @@ def _world(tmp: Path) -> None:
 
 
 def _args(tmp: Path, *extra: str) -> list[str]:
-    return ["suites/demo", "--tasks-dir", str(tmp / "tasks"), "--states", str(tmp / "states.yaml"), "-p",
-            "no:randomly", "--agent", "oracle", "--agent", "nop", *extra]
+    return [
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "-p",
+        "no:randomly",
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        *extra,
+    ]
 
 
 def _records(run: Path) -> list[dict]:
@@ -43,16 +57,23 @@ def _records(run: Path) -> list[dict]:
 def _interrupt(tmp: Path, args: list[str], *, group: bool) -> subprocess.CompletedProcess:
     """Start the run, send SIGINT once its first record is written, wait for it to end."""
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**env, "CI": "1"}, start_new_session=group)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "CI": "1"},
+        start_new_session=group,
+    )
     deadline = time.monotonic() + 300
     while not _records(tmp / "run") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before the first record: nothing to interrupt"
     if group:
-        os.killpg(proc.pid, signal.SIGINT)      # what Ctrl-C in a terminal does
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     else:
-        proc.send_signal(signal.SIGINT)         # the controller only
+        proc.send_signal(signal.SIGINT)  # the controller only
     out, err = proc.communicate(timeout=300)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -74,12 +95,20 @@ def test_ctrl_c_counts_what_ran_names_the_resume_command_and_resume_completes(tm
     assert (cases["collected"], cases["recorded"], cases["missing"]) == (12, len(recorded), [])
     assert cases["not_run"] == sorted(set(CASES) - recorded)
     stopped = summary["interrupted"]
-    assert (stopped["recorded"], stopped["not_run"], stopped["collected"]) == (len(recorded), 12 - len(recorded), 12)
-    resume = shlex.join(["pytest", *[a for a in args if a not in ("--run-dir", str(run))], "--resume", str(run)])
+    assert (stopped["recorded"], stopped["not_run"], stopped["collected"]) == (
+        len(recorded),
+        12 - len(recorded),
+        12,
+    )
+    resume = shlex.join(
+        ["pytest", *[a for a in args if a not in ("--run-dir", str(run))], "--resume", str(run)]
+    )
     assert stopped["resume"] == resume
     lines = out.splitlines()
-    assert f"interrupted: {len(recorded)} of 12 cases recorded ({stopped['valid']} with a valid verdict), " \
-           f"{12 - len(recorded)} not run; no gate checked" in lines
+    assert (
+        f"interrupted: {len(recorded)} of 12 cases recorded ({stopped['valid']} with a valid verdict), "
+        f"{12 - len(recorded)} not run; no gate checked" in lines
+    )
     assert f"continue it with: {resume}" in lines
     assert "missing cases" not in out
     # the run page says so, and gives no wrong reason for a missing figure
@@ -87,16 +116,25 @@ def test_ctrl_c_counts_what_ran_names_the_resume_command_and_resume_completes(tm
     assert "interrupted" in page.lower() and resume.split(" --resume ")[0] in page.replace("&#x27;", "'")
     assert "matplotlib is missing" not in page
     # --resume: says what it keeps and what it runs, then completes the run
-    kept = sum(1 for c in recorded if any(r["case_id"] == c and r["verdict"] != "infra_error" for r in records))
-    proc = subprocess.run([sys.executable, "-m", *shlex.split(resume)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    kept = sum(
+        1 for c in recorded if any(r["case_id"] == c and r["verdict"] != "infra_error" for r in records)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", *shlex.split(resume)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     # nop's failures, if one of its cases is among those left to run (how many ran before the
     # interrupt stopped the run depends on the machine's speed)
     left = {c for c in CASES if not any(r["case_id"] == c and r["verdict"] != "infra_error" for r in records)}
     expected = 1 if any(c.startswith("nop-") for c in left) else 0
     assert proc.returncode == expected, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert (f"--resume {run}: kept {kept} cases with a valid verdict; running {12 - kept} "
-            f"(0 again after an infra error or a crash, {12 - kept} not run before)") in proc.stdout
+    assert (
+        f"--resume {run}: kept {kept} cases with a valid verdict; running {12 - kept} "
+        f"(0 again after an infra error or a crash, {12 - kept} not run before)"
+    ) in proc.stdout
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["cases"]["missing"] == [] and summary["cases"]["recorded"] == 12 and "interrupted" not in summary
+    assert (
+        summary["cases"]["missing"] == []
+        and summary["cases"]["recorded"] == 12
+        and "interrupted" not in summary
+    )
     assert {r["case_id"] for r in _records(run)} == set(CASES)

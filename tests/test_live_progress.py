@@ -40,34 +40,71 @@ def test_run_progress_counts_eta_tallies_and_the_slowest_case():
     p.apply({"kind": "prepare", "phase": "images", "key": "demo/calc", "status": "done", "worker": "gw0"})
     assert p.phase == "cases" and p.phases_text() == "images 1 ready"
     clock.t = 10.0
-    p.apply({"kind": "record", "case": "A-calc-clean", "agent": "A", "start": "clean", "outcome": 1, "valid": True,
-             "flagged": True})
+    p.apply(
+        {
+            "kind": "record",
+            "case": "A-calc-clean",
+            "agent": "A",
+            "start": "clean",
+            "outcome": 1,
+            "valid": True,
+            "flagged": True,
+        }
+    )
     p.apply({"kind": "end", "case": "A-calc-clean"})
     # 1 of 4 done 10 s after the first start: 3 left at 10 s each -> ETA 30 s; the other case has
     # run 10 s since t = 0
-    assert p.line() == ("swe-residual: 1/4 cases done, 1 running, 2 left, ETA 30 s; A: Residual 0/0, "
-                        "Clean 1/1 (100.0%); infra 0, flagged 1; slowest running: A-calc-residual-s "
-                        "(gw1, 10 s); images 1 ready")
+    assert p.line() == (
+        "swe-residual: 1/4 cases done, 1 running, 2 left, ETA 30 s; A: Residual 0/0, "
+        "Clean 1/1 (100.0%); infra 0, flagged 1; slowest running: A-calc-residual-s "
+        "(gw1, 10 s); images 1 ready"
+    )
     # an infra record, then the rerun's valid failure; a handoff start counts as residual
-    p.apply({"kind": "record", "case": "A-calc-residual-s", "agent": "A", "start": "residual", "outcome": None,
-             "valid": False})
-    p.apply({"kind": "record", "case": "A-calc-residual-s", "agent": "A", "start": "residual", "outcome": 0,
-             "valid": True})
-    p.apply({"kind": "record", "case": "A-calc-residual-s+summary", "agent": "A", "start": "residual+summary",
-             "outcome": 1, "valid": True})
+    p.apply(
+        {
+            "kind": "record",
+            "case": "A-calc-residual-s",
+            "agent": "A",
+            "start": "residual",
+            "outcome": None,
+            "valid": False,
+        }
+    )
+    p.apply(
+        {
+            "kind": "record",
+            "case": "A-calc-residual-s",
+            "agent": "A",
+            "start": "residual",
+            "outcome": 0,
+            "valid": True,
+        }
+    )
+    p.apply(
+        {
+            "kind": "record",
+            "case": "A-calc-residual-s+summary",
+            "agent": "A",
+            "start": "residual+summary",
+            "outcome": 1,
+            "valid": True,
+        }
+    )
     p.apply({"kind": "end", "case": "A-calc-residual-s"})
     p.apply({"kind": "bogus"})
-    p.apply({"kind": "start"})             # malformed events are ignored
+    p.apply({"kind": "start"})  # malformed events are ignored
     clock.t = 20.0
     assert p.tallies()["A"]["residual"].text() == "1/2 (50.0%)"
-    assert p.final_line() == ("swe-residual: 2/4 cases done in 20 s; A: Residual 1/2 (50.0%), Clean 1/1 (100.0%); "
-                              "infra 1, flagged 1")
+    assert p.final_line() == (
+        "swe-residual: 2/4 cases done in 20 s; A: Residual 1/2 (50.0%), Clean 1/1 (100.0%); "
+        "infra 1, flagged 1"
+    )
 
 
 def test_event_channel_keeps_lines_of_concurrent_writers_whole(tmp_path):
     path = tmp_path / "events.jsonl"
     reader = EventChannel(path)
-    assert reader.receive() == []          # nothing written yet
+    assert reader.receive() == []  # nothing written yet
     writers = [EventChannel(path) for _ in range(4)]
 
     def send(w: EventChannel, n: int) -> None:
@@ -91,14 +128,16 @@ def test_event_channel_keeps_lines_of_concurrent_writers_whole(tmp_path):
     with open(path, "ab") as fh:
         fh.write(b'se": "x"}\n')
     assert reader.receive() == [{"kind": "end", "case": "x"}]
-    EventChannel(tmp_path / "no" / "such" / "dir" / "f").send({"kind": "start"})   # never raises
+    EventChannel(tmp_path / "no" / "such" / "dir" / "f").send({"kind": "start"})  # never raises
 
 
 def test_plain_display_prints_lines_at_its_interval_and_stops():
     p = RunProgress(total=2)
     lines: list[str] = []
     queue = [[{"kind": "start", "case": "a"}], [{"kind": "end", "case": "a"}]]
-    d = RunDisplay(p, "plain", write_line=lines.append, interval=0.2, poll=lambda: queue.pop(0) if queue else [])
+    d = RunDisplay(
+        p, "plain", write_line=lines.append, interval=0.2, poll=lambda: queue.pop(0) if queue else []
+    )
     d.start()
     threading.Event().wait(1.0)
     d.stop()
@@ -119,11 +158,12 @@ def test_loop_progress_bar_on_a_terminal_only():
     plain = io.StringIO()
     p = Progress(4, "states", label="validate", stream=plain, live=False, clock=clock)
     p.advance()
-    p.abandon()                               # a failed step: no final line
+    p.abandon()  # a failed step: no final line
     assert plain.getvalue() == "validate: 1/4 states (25%)\n"
 
 
 # -- real suite runs --------------------------------------------------------------------------------
+
 
 def _world(tmp: Path) -> None:
     task = make_task(tmp)
@@ -131,9 +171,25 @@ def _world(tmp: Path) -> None:
 
 
 def _cmd(tmp: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"), "--states",
-            str(tmp / "states.yaml"), "--run-dir", str(tmp / "run"), "-p", "no:randomly", "--agent", "oracle",
-            "--agent", "nop", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "--run-dir",
+        str(tmp / "run"),
+        "-p",
+        "no:randomly",
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        *extra,
+    ]
 
 
 def _env(**over: str) -> dict[str, str]:
@@ -143,8 +199,14 @@ def _env(**over: str) -> dict[str, str]:
 
 def test_plain_progress_lines_under_ci_with_xdist(tmp_path):
     _world(tmp_path)
-    proc = subprocess.run(_cmd(tmp_path, "-n", "2", "--progress-interval", "0.2"), cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=_env(CI="1"))
+    proc = subprocess.run(
+        _cmd(tmp_path, "-n", "2", "--progress-interval", "0.2"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(CI="1"),
+    )
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:] + proc.stderr[-2000:]
     lines = [line for line in out.splitlines() if line.startswith("swe-residual: ")]
@@ -152,16 +214,19 @@ def test_plain_progress_lines_under_ci_with_xdist(tmp_path):
     # the workers' events reach the controller: running cases, the running success per agent
     assert any(re.search(r"cases done, [12] running", line) for line in lines[1:-1]), lines
     assert any("slowest running: " in line and "(gw" in line for line in lines[1:-1]), lines
-    assert re.fullmatch(r"swe-residual: 4/4 cases done in \S+ s; nop: Residual 0/1 \(0\.0%\), Clean 0/1 \(0\.0%\); "
-                        r"oracle: Residual 1/1 \(100\.0%\), Clean 1/1 \(100\.0%\); infra 0, flagged 0",
-                        lines[-1]), lines[-1]
-    assert "\x1b[" not in out            # no live drawing in a log
+    assert re.fullmatch(
+        r"swe-residual: 4/4 cases done in \S+ s; nop: Residual 0/1 \(0\.0%\), Clean 0/1 \(0\.0%\); "
+        r"oracle: Residual 1/1 \(100\.0%\), Clean 1/1 \(100\.0%\); infra 0, flagged 0",
+        lines[-1],
+    ), lines[-1]
+    assert "\x1b[" not in out  # no live drawing in a log
 
 
 def test_quiet_run_prints_no_progress(tmp_path):
     _world(tmp_path)
-    proc = subprocess.run(_cmd(tmp_path, "-q"), cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, env=_env(CI="1"))
+    proc = subprocess.run(
+        _cmd(tmp_path, "-q"), cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(CI="1")
+    )
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "swe-residual: " not in proc.stdout and "Table 3" in proc.stdout
 
@@ -175,7 +240,7 @@ def _run_in_pty(cmd: list[str], env: dict[str, str], timeout: float = 600) -> tu
     import time
 
     pid, fd = pty.fork()
-    if pid == 0:   # the child: no Python-level cleanup may run here
+    if pid == 0:  # the child: no Python-level cleanup may run here
         try:
             os.chdir(ROOT)
             os.execve(cmd[0], cmd, env)
@@ -188,7 +253,7 @@ def _run_in_pty(cmd: list[str], env: dict[str, str], timeout: float = 600) -> tu
         if ready:
             try:
                 data = os.read(fd, 65536)
-            except OSError:     # the child closed the terminal
+            except OSError:  # the child closed the terminal
                 break
             if not data:
                 break

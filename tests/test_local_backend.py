@@ -38,9 +38,15 @@ def test_residual_workspace_has_clean_history_and_uncommitted_patch(world):
     _, task, state, patch, backend = world
     with backend.materialize(task, None) as clean, backend.materialize(task, state) as res:
         clean_ws, res_ws = clean.workspace, res.workspace
-        assert git_out(res_ws, "log", "--format=%H %an %ad %s") == git_out(clean_ws, "log", "--format=%H %an %ad %s")
+        assert git_out(res_ws, "log", "--format=%H %an %ad %s") == git_out(
+            clean_ws, "log", "--format=%H %an %ad %s"
+        )
         assert git_out(clean_ws, "status", "--porcelain") == ""
-        assert git_out(res_ws, "status", "--porcelain").splitlines() == [" M calc.py", "?? NOTES.md", "?? logo.bin"]
+        assert git_out(res_ws, "status", "--porcelain").splitlines() == [
+            " M calc.py",
+            "?? NOTES.md",
+            "?? logo.bin",
+        ]
         # the whole working tree differs from the base by exactly the state's patch (binary file included),
         # as the harness computes a final patch (an environment nothing ran in is taken to be its start:
         # one no-op command makes final_state diff the tree)
@@ -62,27 +68,30 @@ def test_agent_in_sandbox_cannot_find_hidden_tests_solution_or_project(world, re
     with backend.materialize(task, state) as env:
         # search everything the sandbox shows outside system dirs, by name and by content
         # (calc.py is the positive control: the search must find the workspace's own file)
-        search = ("find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( -name test_new.py "
-                  "-o -name solution.patch -o -name solve.sh -o -name results.jsonl -o -name taskfactory.py "
-                  "-o -name residual.py -o -name calc.py \\) -print 2>/dev/null; "
-                  # contents only the hidden tests, the solution, states.yaml or the checkout's code hold
-                  "grep -rlsI -e test_div_by_zero -e 'calc: division by zero' -e initial_verdict "
-                  "-e 'The SWE-Residual pytest plugin' /app /tmp /run /root /home /work /opt /srv /mnt /var "
-                  "2>/dev/null | grep -v '^/app/' ; "
-                  f"cat {task.tests_dir}/hidden/test_new.py {ROOT}/pyproject.toml 2>&1 | head -2; "
-                  f"ls {root} {ROOT} 2>&1; echo searched")
+        search = (
+            "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( -name test_new.py "
+            "-o -name solution.patch -o -name solve.sh -o -name results.jsonl -o -name taskfactory.py "
+            "-o -name residual.py -o -name calc.py \\) -print 2>/dev/null; "
+            # contents only the hidden tests, the solution, states.yaml or the checkout's code hold
+            "grep -rlsI -e test_div_by_zero -e 'calc: division by zero' -e initial_verdict "
+            "-e 'The SWE-Residual pytest plugin' /app /tmp /run /root /home /work /opt /srv /mnt /var "
+            "2>/dev/null | grep -v '^/app/' ; "
+            f"cat {task.tests_dir}/hidden/test_new.py {ROOT}/pyproject.toml 2>&1 | head -2; "
+            f"ls {root} {ROOT} 2>&1; echo searched"
+        )
         res = env.execute(search, timeout=60)
-        lines = [l for l in res.output.splitlines() if l.strip()]
+        lines = [line for line in res.output.splitlines() if line.strip()]
         assert lines[-1] == "searched"
-        found = [l for l in lines[:-1] if "No such file or directory" not in l]
+        found = [line for line in lines[:-1] if "No such file or directory" not in line]
         assert found == ["/app/calc.py"], found
         # the harness's Python with pytest runs the tasks' tests inside
         py = env.execute("python3 -c 'import sys, pytest; print(sys.prefix)'", timeout=30)
         assert py.exit_code == 0, py.output
         # the workspace and the request are there; the network is not
         assert env.execute("ls /app/calc.py && cat /run/task/instruction.md", timeout=10).exit_code == 0
-        net = env.execute("python3 -c \"import socket; socket.create_connection(('8.8.8.8', 53), timeout=2)\"",
-                          timeout=20)
+        net = env.execute(
+            "python3 -c \"import socket; socket.create_connection(('8.8.8.8', 53), timeout=2)\"", timeout=20
+        )
         assert net.exit_code != 0
 
 
@@ -92,6 +101,7 @@ def test_sandboxed_processes_die_with_the_command(world, require_bwrap):
         res = env.execute("(sleep 30; touch /app/survived) & sleep 0.2; echo started", timeout=10)
         assert res.exit_code == 0 and "started" in res.output
         import time
+
         time.sleep(0.5)
         assert not (env.workspace / "survived").exists()
         timed = env.execute("sleep 30", timeout=1)
@@ -102,13 +112,21 @@ def test_oracle_and_nop_records(world):
     tmp, task, state, _, backend = world
     run_dir = tmp / "run"
     run_dir.mkdir()
-    for agent, start, st, outcome in [("oracle", "clean", None, 1), ("oracle", "residual", state, 1),
-                                      ("nop", "residual", state, 0), ("nop", "clean", None, 0)]:
+    for agent, start, st, outcome in [
+        ("oracle", "clean", None, 1),
+        ("oracle", "residual", state, 1),
+        ("nop", "residual", state, 0),
+        ("nop", "clean", None, 0),
+    ]:
         rec = run_one(Case(agent, task, start, st), AgentRegistry().get(agent), backend, run_dir)
         assert rec.outcome == outcome, rec
     records = list(iter_records(run_dir))
-    assert [r.case_id for r in records] == ["oracle-calc-clean", "oracle-calc-residual-calc--partial",
-                                            "nop-calc-residual-calc--partial", "nop-calc-clean"]
+    assert [r.case_id for r in records] == [
+        "oracle-calc-clean",
+        "oracle-calc-residual-calc--partial",
+        "nop-calc-residual-calc--partial",
+        "nop-calc-clean",
+    ]
     nop_res = records[2]
     # the state fails exactly its recorded test; the other 4 hidden tests pass
     assert nop_res.verdict == "fail" and nop_res.termination == "submitted" and nop_res.declared_complete
@@ -129,8 +147,12 @@ def _infra(tmp, task, state, backend):
     run_dir = tmp / "run"
     run_dir.mkdir(exist_ok=True)
     with pytest.raises(InfraError) as err:
-        run_one(Case("nop", task, "residual" if state else "clean", state), AgentRegistry().get("nop"), backend,
-                run_dir)
+        run_one(
+            Case("nop", task, "residual" if state else "clean", state),
+            AgentRegistry().get("nop"),
+            backend,
+            run_dir,
+        )
     records = list(iter_records(run_dir))
     assert len(records) == 1 and records[0].outcome is None and records[0].verdict == "infra_error"
     assert records[0].error == str(err.value) and "\n" not in str(err.value)
@@ -139,8 +161,13 @@ def _infra(tmp, task, state, backend):
 
 def test_patch_that_does_not_apply_is_an_infra_error_without_outcome(world):
     tmp, task, _, _, backend = world
-    bad = state_entry(tmp, task.path, b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
-                      b"@@ -1,2 +1,2 @@\n-def nothing_like_this():\n+def x():\n     return a + b\n", state_id="bad")
+    bad = state_entry(
+        tmp,
+        task.path,
+        b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
+        b"@@ -1,2 +1,2 @@\n-def nothing_like_this():\n+def x():\n     return a + b\n",
+        state_id="bad",
+    )
     state = load_states(write_states(tmp, [bad]), {"demo": {"calc": task}})[0]
     msg = _infra(tmp, task, state, backend)
     assert msg.startswith("state bad: patch ") and "does not apply" in msg
@@ -152,8 +179,10 @@ def test_hanging_test_runner_is_an_infra_error(tmp_path):
     backend = LocalBackend(work_root=tmp_path / "work")
     msg = _infra(tmp_path, task, None, backend)
     # it hangs on the reference solution's state too: the verifier is broken, not the agent's work
-    assert msg.startswith("verifier timed out after 1.5s running tests/test.sh (twice; the verifier fails on the "
-                          "reference solution's state too"), msg
+    assert msg.startswith(
+        "verifier timed out after 1.5s running tests/test.sh (twice; the verifier fails on the "
+        "reference solution's state too"
+    ), msg
 
 
 def test_missing_report_is_an_infra_error(tmp_path):
@@ -188,7 +217,11 @@ def test_without_bwrap_the_same_cases_run_unsandboxed_on_host_paths(world):
     run_dir = tmp / "run-unsandboxed"
     run_dir.mkdir()
     outcomes = {}
-    for agent, start, st in [("oracle", "clean", None), ("oracle", "residual", state), ("nop", "residual", state)]:
+    for agent, start, st in [
+        ("oracle", "clean", None),
+        ("oracle", "residual", state),
+        ("nop", "residual", state),
+    ]:
         rec = run_one(Case(agent, task, start, st), AgentRegistry().get(agent), backend, run_dir)
         outcomes[(agent, start)] = rec.outcome
         assert rec.rule == "verdict", rec
@@ -201,15 +234,18 @@ def test_without_bwrap_the_same_cases_run_unsandboxed_on_host_paths(world):
 
 def test_grading_reads_only_the_report_kinds_the_task_declares(tmp_path):
     from swe_residual.verdicts import grade
+
     task = load_task(make_task(tmp_path), "demo")
-    assert task.reports == frozenset({"junit"})      # its test.sh writes JUnit only
+    assert task.reports == frozenset({"junit"})  # its test.sh writes JUnit only
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "junit.xml").write_text('<testsuite><testcase classname="tests.test_new" name="test_sub">'
-                                    '<failure/></testcase></testsuite>')
+    (logs / "junit.xml").write_text(
+        '<testsuite><testcase classname="tests.test_new" name="test_sub"><failure/></testcase></testsuite>'
+    )
     # code under test wrote a ctrf.json and a reward claiming success: neither is this task's report
-    (logs / "ctrf.json").write_text(json.dumps({"results": {"tests": [{"name": t, "status": "passed"}
-                                                                      for t in task.grading.required]}}))
+    (logs / "ctrf.json").write_text(
+        json.dumps({"results": {"tests": [{"name": t, "status": "passed"} for t in task.grading.required]}})
+    )
     (logs / "reward.txt").write_text("1")
     verdict = grade(task, logs)
     assert verdict.outcome == 0 and verdict.tests["tests.test_new.test_sub"] == "failed"
@@ -224,10 +260,13 @@ def test_grading_reads_only_the_report_kinds_the_task_declares(tmp_path):
 def test_malformed_ctrf_reports_are_verifier_problems_not_crashes(tmp_path):
     from swe_residual.errors import VerifierError
     from swe_residual.verdicts import parse_ctrf
-    for body in ({"results": {"tests": [{"status": "passed"}]}},          # a test without a name
-                 {"results": {"tests": None}},                              # tests: null
-                 {"results": {"tests": ["x"]}},                             # not an object
-                 {"results": []}):
+
+    for body in (
+        {"results": {"tests": [{"status": "passed"}]}},  # a test without a name
+        {"results": {"tests": None}},  # tests: null
+        {"results": {"tests": ["x"]}},  # not an object
+        {"results": []},
+    ):
         path = tmp_path / "ctrf.json"
         path.write_text(json.dumps(body))
         with pytest.raises(VerifierError, match="unreadable CTRF report ctrf.json"):

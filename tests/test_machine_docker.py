@@ -42,7 +42,10 @@ def tasks():
 
 @pytest.fixture(scope="module")
 def bundled(tasks):
-    return {s.id: s for s in load_states(ROOT / "states.yaml", {"terminal_bench": tasks}, tracks={"terminal_bench"})}
+    return {
+        s.id: s
+        for s in load_states(ROOT / "states.yaml", {"terminal_bench": tasks}, tracks={"terminal_bench"})
+    }
 
 
 @pytest.fixture(scope="module")
@@ -61,21 +64,29 @@ def variant(tmp_path: Path, tasks, base: str | None, task: str, extra: list[dict
     (tmp_path / "s").mkdir(exist_ok=True)
     name = hashlib.sha256(lines.encode()).hexdigest()[:8]
     (tmp_path / "s" / f"{name}.jsonl").write_text(lines)
-    entry = {"id": f"{task}--{name}", "track": "terminal_bench", "task": task,
-             "predecessor": {"agent": "test", "model_family": "test"},
-             "artifact": {"interactions": f"s/{name}.jsonl", "sha256": hashlib.sha256(lines.encode()).hexdigest(),
-                          **artifact},
-             "initial_verdict": {"failing_tests": ["test_outputs.test_guest_is_web01"]}}
+    entry = {
+        "id": f"{task}--{name}",
+        "track": "terminal_bench",
+        "task": task,
+        "predecessor": {"agent": "test", "model_family": "test"},
+        "artifact": {
+            "interactions": f"s/{name}.jsonl",
+            "sha256": hashlib.sha256(lines.encode()).hexdigest(),
+            **artifact,
+        },
+        "initial_verdict": {"failing_tests": ["test_outputs.test_guest_is_web01"]},
+    }
     path = tmp_path / "states.yaml"
     path.write_text(yaml.safe_dump({"states": [entry]}))
     return path, load_states(path, {"terminal_bench": tasks})[0]
 
 
-def test_criu_probe_says_no_on_this_machine_and_is_asked_once_per_engine(backend, docker_client, bookworm_image,
-                                                                         tmp_path, monkeypatch):
+def test_criu_probe_says_no_on_this_machine_and_is_asked_once_per_engine(
+    backend, docker_client, bookworm_image, tmp_path, monkeypatch
+):
     if docker_client.api.info().get("ExperimentalBuild"):
         pytest.skip("this engine runs with --experimental: the probe's negative answer cannot be shown here")
-    monkeypatch.setattr(backend.engine, "cache_dir", tmp_path)     # no earlier answer on disk
+    monkeypatch.setattr(backend.engine, "cache_dir", tmp_path)  # no earlier answer on disk
     monkeypatch.setattr(criu, "_memo", {})
     first = criu.probe(backend.engine, bookworm_image)
     assert not first.available and not first.cached
@@ -89,8 +100,12 @@ def test_criu_probe_says_no_on_this_machine_and_is_asked_once_per_engine(backend
     from_disk = criu.probe(backend.engine, bookworm_image)
     assert (again.cached, from_disk.cached, from_disk.reason) == (True, True, first.reason)
     # the probe container is gone (only this backend's: other processes may probe their engine now)
-    assert docker_client.api.containers(all=True, filters={"label": [f"{LABEL_CASE}=criu-probe",
-                                                                     f"{LABEL_RUN}={RUN}"]}) == []
+    assert (
+        docker_client.api.containers(
+            all=True, filters={"label": [f"{LABEL_CASE}=criu-probe", f"{LABEL_RUN}={RUN}"]}
+        )
+        == []
+    )
     assert criu.choose_method(backend.engine, bookworm_image) == ("commit-restart", again)
     monkeypatch.setenv(criu.METHOD_ENV, "criu")
     with pytest.raises(Exception, match=r"SWE_RESIDUAL_SNAPSHOT=criu but this engine cannot checkpoint"):
@@ -103,8 +118,10 @@ def _sh(env, command: str) -> str:
     return res.output
 
 
-CONSOLE = ("python3 -c \"import socket,sys; s=socket.create_connection(('127.0.0.1',%d),5); f=s.makefile('rw'); "
-           "print(f.readline().strip()); f.write(sys.argv[1]+'\\n'); f.flush(); print(f.readline().strip())\" '%s'")
+CONSOLE = (
+    "python3 -c \"import socket,sys; s=socket.create_connection(('127.0.0.1',%d),5); f=s.makefile('rw'); "
+    "print(f.readline().strip()); f.write(sys.argv[1]+'\\n'); f.flush(); print(f.readline().strip())\" '%s'"
+)
 
 
 def test_long_running_process_runs_and_answers_after_restore(backend, tasks, bundled):
@@ -112,29 +129,39 @@ def test_long_running_process_runs_and_answers_after_restore(backend, tasks, bun
     snap = backend.machine.snapshot(task, state)
     assert snap.method == "commit-restart" and "experimental" in snap.criu_probe
     assert snap.deterministic, snap.differences
-    [emu] = snap.processes        # typed into a terminal: the harness's tmux is not part of the state
+    [emu] = snap.processes  # typed into a terminal: the harness's tmux is not part of the state
     assert emu.argv[:2] == ["python3", "/opt/emu/emu.py"] and "128" in emu.argv
     assert [p.port for p in emu.ports] == [4555] and emu.stdout == "/var/log/emu/web01.log"
     one, two = backend.materialize(task, state), backend.materialize(task, state)
     try:
         assert one.report["method"] == "commit-restart" and one.report["restore_s"] > 0
         # the VM runs again and its console answers, with the arguments it was started with
-        assert _sh(one, CONSOLE % (4555, "free -m")).split("\n")[:2] == ["Rescue System 3.1 rescue ttyS0", "Mem: 128"]
+        assert _sh(one, CONSOLE % (4555, "free -m")).split("\n")[:2] == [
+            "Rescue System 3.1 rescue ttyS0",
+            "Mem: 128",
+        ]
         # the pid file names the restarted process, not the one of the replay
         pid = _sh(one, "cat /run/emu/web01.pid").strip()
         assert pid == str(one.report["processes"][0]["pid"]) != str(emu.pid)
         assert "emu.py" in _sh(one, f"tr '\\0' ' ' < /proc/{pid}/cmdline")
         # every continuation has its own instance
         _sh(one, "touch /root/only-in-one && kill $(cat /run/emu/web01.pid)")
-        assert _sh(two, "ls /root; " + CONSOLE % (4555, "hostname")).split() == ["Rescue", "System", "3.1",
-                                                                               "rescue", "ttyS0", "rescue"]
+        assert _sh(two, "ls /root; " + CONSOLE % (4555, "hostname")).split() == [
+            "Rescue",
+            "System",
+            "3.1",
+            "rescue",
+            "ttyS0",
+            "rescue",
+        ]
     finally:
         one.close()
         two.close()
 
 
-def test_a_service_whose_config_changed_after_it_started_comes_back_with_the_config_it_read(backend, tasks,
-                                                                                           bundled):
+def test_a_service_whose_config_changed_after_it_started_comes_back_with_the_config_it_read(
+    backend, tasks, bundled
+):
     task, state = tasks["kv-service"], bundled["kv-service--config-not-reloaded"]
     snap = backend.machine.snapshot(task, state)
     # the service started at interaction 1; the configuration was edited after it (interaction 3)
@@ -142,7 +169,7 @@ def test_a_service_whose_config_changed_after_it_started_comes_back_with_the_con
     env = backend.materialize(task, state)
     try:
         assert "port = 7070" in _sh(env, "cat /etc/kvstore/kvstore.conf")
-        health = "python3 -c \"import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1],timeout=3).read())\""
+        health = 'python3 -c "import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1],timeout=3).read())"'
         assert _sh(env, f"{health} http://127.0.0.1:8000/health").strip() == "b'ok\\n'"
         assert env.execute(f"{health} http://127.0.0.1:7070/health", timeout=60).exit_code != 0
         assert _sh(env, "test -d /srv/kvstore && echo yes").strip() == "yes"
@@ -151,12 +178,19 @@ def test_a_service_whose_config_changed_after_it_started_comes_back_with_the_con
 
 
 def test_replay_that_does_not_reproduce_the_recording_is_a_replay_error(backend, tasks, tmp_path):
-    _, state = variant(tmp_path, tasks, "top-level-only", "sales-report",
-                       [{"kind": "command", "input": "test -f /data/out/never-written.json", "exit_status": 0}])
+    _, state = variant(
+        tmp_path,
+        tasks,
+        "top-level-only",
+        "sales-report",
+        [{"kind": "command", "input": "test -f /data/out/never-written.json", "exit_status": 0}],
+    )
     with pytest.raises(ReplayError) as err:
         backend.machine.snapshot(tasks["sales-report"], state)
-    assert str(err.value).startswith(f"state {state.id}: interaction 4 (command 'test -f /data/out/never-written"
-                                     ".json') exited 1 on replay, 0 when recorded")
+    assert str(err.value).startswith(
+        f"state {state.id}: interaction 4 (command 'test -f /data/out/never-written"
+        ".json') exited 1 on replay, 0 when recorded"
+    )
 
 
 def test_non_deterministic_replays_are_reported_and_volatile_paths_accept_them(backend, tasks, tmp_path):
@@ -166,7 +200,9 @@ def test_non_deterministic_replays_are_reported_and_volatile_paths_accept_them(b
     _, state = variant(tmp_path / "a", tasks, "top-level-only", "sales-report", stamp)
     snap = backend.machine.snapshot(tasks["sales-report"], state)
     assert snap.deterministic is False and snap.differences == ["/root/stamp: content differs"]
-    _, state = variant(tmp_path / "b", tasks, "top-level-only", "sales-report", stamp, volatile_paths=["/root/stamp"])
+    _, state = variant(
+        tmp_path / "b", tasks, "top-level-only", "sales-report", stamp, volatile_paths=["/root/stamp"]
+    )
     snap = backend.machine.snapshot(tasks["sales-report"], state)
     assert snap.deterministic is True and snap.differences == []
 
@@ -174,47 +210,108 @@ def test_non_deterministic_replays_are_reported_and_volatile_paths_accept_them(b
 def test_a_recorded_process_that_cannot_come_back_is_a_restore_error(backend, tasks, tmp_path):
     # the emulator runs from a tmpfs (/dev/shm): a committed filesystem does not hold it, so the
     # recorded process cannot be started again - a limit of commit-restart that restore reports
-    start = ("mkdir -p /dev/shm/vm && cp /opt/emu/emu.py /dev/shm/vm/ && nohup python3 /dev/shm/vm/emu.py -m 512 "
-             "-drive file=/srv/vm/web01.img -serial tcp:127.0.0.1:4555,server,nowait >/dev/null 2>&1 &")
-    _, state = variant(tmp_path, tasks, None, "vm-console", [{"kind": "command", "input": start, "exit_status": 0},
-                                                             {"kind": "command", "input": "sleep 1", "exit_status": 0}])
+    start = (
+        "mkdir -p /dev/shm/vm && cp /opt/emu/emu.py /dev/shm/vm/ && nohup python3 /dev/shm/vm/emu.py -m 512 "
+        "-drive file=/srv/vm/web01.img -serial tcp:127.0.0.1:4555,server,nowait >/dev/null 2>&1 &"
+    )
+    _, state = variant(
+        tmp_path,
+        tasks,
+        None,
+        "vm-console",
+        [
+            {"kind": "command", "input": start, "exit_status": 0},
+            {"kind": "command", "input": "sleep 1", "exit_status": 0},
+        ],
+    )
     # the background list's subshell is not started again, the emulator it ran is
     [emu] = backend.machine.snapshot(tasks["vm-console"], state).processes
     assert emu.argv[:2] == ["python3", "/dev/shm/vm/emu.py"]
     assert emu.label == "python3 /dev/shm/vm/emu.py -m 512 -drive file=/srv/vm/web01.img -serial tcp:1..."
     with pytest.raises(RestoreError) as err:
         backend.materialize(tasks["vm-console"], state)
-    assert str(err.value) == (f"state {state.id}: after restore, process `{emu.label}` exited right after it was "
-                              "started")
+    assert str(err.value) == (
+        f"state {state.id}: after restore, process `{emu.label}` exited right after it was started"
+    )
 
 
-def test_validation_fails_with_one_line_when_the_live_process_is_killed_in_the_snapshot(backend, tasks, tmp_path):
-    path, state = variant(tmp_path, tasks, "rescue-image-128mb", "vm-console",
-                          [{"kind": "keys", "input": "pkill -f emu.py\n", "wait": 0.5}],
-                          live_processes=[{"match": "emu.py", "ports": [4555]}])
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "validate", "--track", "terminal_bench",
-                           "--states", str(path), "--run-dir", str(tmp_path / "v")],
-                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=900)
+def test_validation_fails_with_one_line_when_the_live_process_is_killed_in_the_snapshot(
+    backend, tasks, tmp_path
+):
+    path, state = variant(
+        tmp_path,
+        tasks,
+        "rescue-image-128mb",
+        "vm-console",
+        [{"kind": "keys", "input": "pkill -f emu.py\n", "wait": 0.5}],
+        live_processes=[{"match": "emu.py", "ports": [4555]}],
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "validate",
+            "--track",
+            "terminal_bench",
+            "--states",
+            str(path),
+            "--run-dir",
+            str(tmp_path / "v"),
+        ],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     at = lines.index(f"FAIL {state.id}  (state passes n/a of hidden tests)")
     assert lines[at + 1].startswith("     snapshot commit-restart: built in ")
-    assert lines[at + 2] == (f"     - state {state.id}: after restore, the expected live process 'emu.py' "
-                             "(ports 4555) is not running")
+    assert lines[at + 2] == (
+        f"     - state {state.id}: after restore, the expected live process 'emu.py' "
+        "(ports 4555) is not running"
+    )
     assert lines[-1] == "0/1 states valid"
     shutil.rmtree(tmp_path / "v", ignore_errors=True)
 
 
-def test_suite_oracle_solves_every_state_nop_fails_them_and_terminus_repairs_kv_service(docker_client,
-                                                                                       bookworm_image, tmp_path):
+def test_suite_oracle_solves_every_state_nop_fails_them_and_terminus_repairs_kv_service(
+    docker_client, bookworm_image, tmp_path
+):
     # `pytest suites/terminal_bench --backend docker --agent oracle --agent nop -n 2`, with the
     # scripted terminal agent as a third agent
     run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(TB), "--backend", "docker", "--agent", "oracle",
-                           "--agent", "nop", "--agent", "scripted-terminus", "-n", "2", "--run-dir", str(run),
-                           "-p", "no:randomly", "-q"],
-                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]     # failures, no errors
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(TB),
+            "--backend",
+            "docker",
+            "--agent",
+            "oracle",
+            "--agent",
+            "nop",
+            "--agent",
+            "scripted-terminus",
+            "-n",
+            "2",
+            "--run-dir",
+            str(run),
+            "-p",
+            "no:randomly",
+            "-q",
+        ],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # failures, no errors
     assert " error" not in proc.stdout.splitlines()[-1], proc.stdout.splitlines()[-1]
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     states = yaml.safe_load((ROOT / "states.yaml").read_text())["states"]
@@ -226,19 +323,30 @@ def test_suite_oracle_solves_every_state_nop_fails_them_and_terminus_repairs_kv_
         assert r["verdict"] != "infra_error" and r["rule"] == "verdict", (r["case_id"], r["error"])
         solved = r["agent"] == "oracle" or (r["agent"] == "scripted-terminus" and r["task"] == "kv-service")
         assert r["outcome"] == int(solved), r["case_id"]
-        assert r["artifacts"]["changes"].endswith("final.changes")      # verified in the agent's container
+        assert r["artifacts"]["changes"].endswith("final.changes")  # verified in the agent's container
         if r["start"] == "residual":
             snap = json.loads((run / r["artifacts"]["snapshot"]).read_text())
-            assert snap["state"] == r["state"] and snap["method"] == "commit-restart" and snap["restore_s"] > 0
+            assert (
+                snap["state"] == r["state"] and snap["method"] == "commit-restart" and snap["restore_s"] > 0
+            )
             if r["agent"] == "nop":
                 # nop submits the state as it is: its failing tests are the recorded ones
                 failing = sorted(t for t, st in r["tests"].items() if st != "passed")
                 assert failing == tb[r["state"]]["initial_verdict"]["failing_tests"], r["case_id"]
     oracle = next(r for r in records if r["agent"] == "oracle" and r["start"] == "residual")
-    steps = [json.loads(line) for line in (run / oracle["artifacts"]["interactions"]).read_text().splitlines()]
-    assert steps == [{"kind": "command", "input": 'bash "/solution/solve.sh"', "exit_status": 0,
-                      "output_sha256": steps[0]["output_sha256"], "timeout": steps[0]["timeout"],
-                      "duration_s": steps[0]["duration_s"]}]
+    steps = [
+        json.loads(line) for line in (run / oracle["artifacts"]["interactions"]).read_text().splitlines()
+    ]
+    assert steps == [
+        {
+            "kind": "command",
+            "input": 'bash "/solution/solve.sh"',
+            "exit_status": 0,
+            "output_sha256": steps[0]["output_sha256"],
+            "timeout": steps[0]["timeout"],
+            "duration_s": steps[0]["duration_s"],
+        }
+    ]
     assert docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run.name}"}) == []
 
 
@@ -263,35 +371,90 @@ def test_published_layout_task_dirs_run_unchanged_from_tasks_dir(docker_client, 
     `memory = "2G"`; a test.sh writing CTRF and reward.txt) with its own states file."""
     task = tmp_path / "tasks" / "sales-summary"
     shutil.copytree(TB / "tasks" / "sales-report", task)
-    (task / "task.toml").write_text('version = "1.0"\n\n[metadata]\nauthor_name = "someone"\ndifficulty = "easy"\n'
-                                    'category = "data-processing"\n\n[verifier]\ntimeout_sec = 120.0\n\n[agent]\n'
-                                    'timeout_sec = 600.0\n\n[environment]\nbuild_timeout_sec = 600.0\ncpus = 1\n'
-                                    'memory = "2G"\nstorage = "10G"\n')
+    (task / "task.toml").write_text(
+        'version = "1.0"\n\n[metadata]\nauthor_name = "someone"\ndifficulty = "easy"\n'
+        'category = "data-processing"\n\n[verifier]\ntimeout_sec = 120.0\n\n[agent]\n'
+        "timeout_sec = 600.0\n\n[environment]\nbuild_timeout_sec = 600.0\ncpus = 1\n"
+        'memory = "2G"\nstorage = "10G"\n'
+    )
     (task / "tests" / "test.sh").write_text(TB2_TEST_SH)
     src = TB / "states" / "sales-report" / "top-level-only.interactions.jsonl"
     shutil.copy(src, tmp_path / "top-level.jsonl")
     path = tmp_path / "states.yaml"
-    path.write_text(yaml.safe_dump({"states": [{
-        "id": "sales-summary--top-level", "track": "terminal_bench", "task": "sales-summary",
-        "predecessor": {"agent": "test", "model_family": "test"},
-        "artifact": {"interactions": "top-level.jsonl", "sha256": hashlib.sha256(src.read_bytes()).hexdigest()},
-        "initial_verdict": {"failing_tests": ["test_every_input_file_is_listed", "test_region_totals",
-                                              "test_row_count"]}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "states": [
+                    {
+                        "id": "sales-summary--top-level",
+                        "track": "terminal_bench",
+                        "task": "sales-summary",
+                        "predecessor": {"agent": "test", "model_family": "test"},
+                        "artifact": {
+                            "interactions": "top-level.jsonl",
+                            "sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+                        },
+                        "initial_verdict": {
+                            "failing_tests": [
+                                "test_every_input_file_is_listed",
+                                "test_region_totals",
+                                "test_row_count",
+                            ]
+                        },
+                    }
+                ]
+            }
+        )
+    )
     run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(TB), "--tasks-dir", str(tmp_path / "tasks"),
-                           "--states", str(path), "--agent", "oracle", "--agent", "nop", "--run-dir", str(run),
-                           "-p", "no:randomly", "-q"],
-                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(TB),
+            "--tasks-dir",
+            str(tmp_path / "tasks"),
+            "--states",
+            str(path),
+            "--agent",
+            "oracle",
+            "--agent",
+            "nop",
+            "--run-dir",
+            str(run),
+            "-p",
+            "no:randomly",
+            "-q",
+        ],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = {}
     for line in (run / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
         out[r["case_id"]] = (r["outcome"], sorted(t for t, s in r["tests"].items() if s != "passed"))
     # graded from ctrf.json (test names as CTRF gives them) and reward.txt
-    assert out == {"oracle-sales-summary-clean": (1, []),
-                   "oracle-sales-summary-residual-sales-summary--top-level": (1, []),
-                   "nop-sales-summary-clean": (0, ["test_amounts_are_rounded_to_cents", "test_every_input_file_is_listed",
-                                                   "test_region_totals", "test_report_exists",
-                                                   "test_report_has_the_fields", "test_row_count"]),
-                   "nop-sales-summary-residual-sales-summary--top-level": (0, ["test_every_input_file_is_listed",
-                                                                               "test_region_totals", "test_row_count"])}
+    assert out == {
+        "oracle-sales-summary-clean": (1, []),
+        "oracle-sales-summary-residual-sales-summary--top-level": (1, []),
+        "nop-sales-summary-clean": (
+            0,
+            [
+                "test_amounts_are_rounded_to_cents",
+                "test_every_input_file_is_listed",
+                "test_region_totals",
+                "test_report_exists",
+                "test_report_has_the_fields",
+                "test_row_count",
+            ],
+        ),
+        "nop-sales-summary-residual-sales-summary--top-level": (
+            0,
+            ["test_every_input_file_is_listed", "test_region_totals", "test_row_count"],
+        ),
+    }

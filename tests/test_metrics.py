@@ -21,16 +21,26 @@ from swe_residual.report.metrics import (
 from swe_residual.results import Manifest, Record, StateFacts, TaskFacts
 
 
-def rec(agent="A", track="repo", task="t1", start="residual", state=None, outcome=1, family="DS", **kw) -> Record:
+def rec(
+    agent="A", track="repo", task="t1", start="residual", state=None, outcome=1, family="DS", **kw
+) -> Record:
     verdict = kw.pop("verdict", "pass" if outcome == 1 else "fail")
     kw.setdefault("termination", "submitted")
     kw.setdefault("declared_complete", True)
     if start == "residual" and state is None:
         state = f"{task}-s"
-    return Record(case_id=f"{agent}/{track}/{task}/{start}/{state}/{kw.get('attempt', 1)}", agent=agent, track=track,
-                  task=task, start=start, state=state if start == "residual" else None,
-                  predecessor={"agent": family.lower(), "model_family": family} if start == "residual" else None,
-                  outcome=outcome, verdict=verdict, **kw)
+    return Record(
+        case_id=f"{agent}/{track}/{task}/{start}/{state}/{kw.get('attempt', 1)}",
+        agent=agent,
+        track=track,
+        task=task,
+        start=start,
+        state=state if start == "residual" else None,
+        predecessor={"agent": family.lower(), "model_family": family} if start == "residual" else None,
+        outcome=outcome,
+        verdict=verdict,
+        **kw,
+    )
 
 
 def runs(task, clean, states, **kw) -> list[Record]:
@@ -92,11 +102,13 @@ def test_cond_fail_none_without_clean_success():
 def test_infra_errors_are_never_outcomes_and_attempts_average_within_case():
     # t1: clean 1; state s0: attempt1 infra error (ignored), attempt2 -> 0, attempt3 -> 1 => 1/2
     # a run ended by an infra interruption (termination=infra) is not an outcome either.
-    records = [rec(task="t1", start="clean", outcome=1),
-               rec(task="t1", state="s0", outcome=None, verdict="infra_error", attempt=1),
-               rec(task="t1", state="s0", outcome=0, attempt=2),
-               rec(task="t1", state="s0", outcome=1, attempt=3),
-               rec(task="t1", state="s1", outcome=0, termination="infra")]
+    records = [
+        rec(task="t1", start="clean", outcome=1),
+        rec(task="t1", state="s0", outcome=None, verdict="infra_error", attempt=1),
+        rec(task="t1", state="s0", outcome=0, attempt=2),
+        rec(task="t1", state="s0", outcome=1, attempt=3),
+        rec(task="t1", state="s1", outcome=0, termination="infra"),
+    ]
     clean_t, res_t = task_outcomes(records)
     assert clean_t == {"t1": 1.0} and res_t == {"t1": 0.5}
     row = success_table(records)["repo"]["A"]
@@ -126,11 +138,15 @@ def test_predecessor_groups_pool_tracks_and_match_clean():
     # Overall: res (1/2 + 0 + 1)/3 = 0.5;  clean (1 + 1 + 0)/3 = 2/3
     # DS: tasks repo/t1 (s1 only -> 1), repo/t2 (0): res 0.5;  clean (1+1)/2 = 1
     # QW: tasks repo/t1 (s2 only -> 0), machine/t1 (1): res 0.5; clean (1+0)/2 = 0.5
-    records = [rec(task="t1", start="clean", outcome=1), rec(task="t1", state="s1", outcome=1, family="DS"),
-               rec(task="t1", state="s2", outcome=0, family="QW"),
-               rec(task="t2", start="clean", outcome=1), rec(task="t2", state="s3", outcome=0, family="DS"),
-               rec(track="machine", task="t1", start="clean", outcome=0),
-               rec(track="machine", task="t1", state="s4", outcome=1, family="QW")]
+    records = [
+        rec(task="t1", start="clean", outcome=1),
+        rec(task="t1", state="s1", outcome=1, family="DS"),
+        rec(task="t1", state="s2", outcome=0, family="QW"),
+        rec(task="t2", start="clean", outcome=1),
+        rec(task="t2", state="s3", outcome=0, family="DS"),
+        rec(track="machine", task="t1", start="clean", outcome=0),
+        rec(track="machine", task="t1", state="s4", outcome=1, family="QW"),
+    ]
     groups = predecessor_groups(records)
     assert groups["families"] == ["DS", "QW"]
     a = groups["agents"]["A"]
@@ -141,8 +157,17 @@ def test_predecessor_groups_pool_tracks_and_match_clean():
 
 
 def test_predecessor_family_falls_back_to_manifest():
-    manifest = Manifest(states={"s1": StateFacts(track="repo", task="t1", predecessor={"agent": "g", "model_family": "GLM"},
-                                                 failing_tests=["x"], patch="")})
+    manifest = Manifest(
+        states={
+            "s1": StateFacts(
+                track="repo",
+                task="t1",
+                predecessor={"agent": "g", "model_family": "GLM"},
+                failing_tests=["x"],
+                patch="",
+            )
+        }
+    )
     r = rec(task="t1", state="s1", outcome=0)
     r.predecessor = None
     groups = predecessor_groups([rec(task="t1", start="clean", outcome=1), r], manifest)
@@ -191,31 +216,66 @@ def test_benchmark_statistics_table2(tmp_path):
     repo = make_repo(tmp_path)
     run = tmp_path / "run"
     (run / "states").mkdir(parents=True)
-    p1 = state_patch(repo, {"a.py": "one\nTWO\nthree\n"})                       # 1 file, +1 -1
+    p1 = state_patch(repo, {"a.py": "one\nTWO\nthree\n"})  # 1 file, +1 -1
     p2 = state_patch(repo, {"a.py": "one\ntwo\nthree\nfour\n", "c.py": "c\n"})  # 2 files, +2 -0
-    p3 = state_patch(repo, {"b.py": None})                                      # 1 file, +0 -1
+    p3 = state_patch(repo, {"b.py": None})  # 1 file, +0 -1
     for name, p in (("s1", p1), ("s2", p2), ("s3", p3)):
         (run / "states" / f"{name}.patch").write_bytes(p)
     tests = [f"test_{i}" for i in range(10)]
     manifest = Manifest(
-        tasks={"repo/t1": TaskFacts(track="repo", tests=tests), "repo/t2": TaskFacts(track="repo", tests=tests),
-               "repo/t3": TaskFacts(track="repo", tests=tests)},
+        tasks={
+            "repo/t1": TaskFacts(track="repo", tests=tests),
+            "repo/t2": TaskFacts(track="repo", tests=tests),
+            "repo/t3": TaskFacts(track="repo", tests=tests),
+        },
         states={
             # t1 has two states, t2 one, t3 none (source task not covered)
-            "s1": StateFacts(track="repo", task="t1", predecessor={"agent": "d", "model_family": "DS"},
-                             failing_tests=["test_0"], patch="states/s1.patch"),
-            "s2": StateFacts(track="repo", task="t1", predecessor={"agent": "q", "model_family": "QW"},
-                             failing_tests=tests[:4], patch="states/s2.patch"),
-            "s3": StateFacts(track="repo", task="t2", predecessor={"agent": "d", "model_family": "DS"},
-                             failing_tests=tests[:5], patch="states/s3.patch"),
-        })
-    construction = [{"track": "repo", "task": "t1", "stage_result": "included", "state": "s1", "steps": 100, "duration_s": 600},
-                    {"track": "repo", "task": "t1", "stage_result": "included", "state": "s2", "steps": 140, "duration_s": 1800},
-                    {"track": "repo", "task": "t2", "stage_result": "included", "state": "s3", "steps": 30}]
+            "s1": StateFacts(
+                track="repo",
+                task="t1",
+                predecessor={"agent": "d", "model_family": "DS"},
+                failing_tests=["test_0"],
+                patch="states/s1.patch",
+            ),
+            "s2": StateFacts(
+                track="repo",
+                task="t1",
+                predecessor={"agent": "q", "model_family": "QW"},
+                failing_tests=tests[:4],
+                patch="states/s2.patch",
+            ),
+            "s3": StateFacts(
+                track="repo",
+                task="t2",
+                predecessor={"agent": "d", "model_family": "DS"},
+                failing_tests=tests[:5],
+                patch="states/s3.patch",
+            ),
+        },
+    )
+    construction = [
+        {
+            "track": "repo",
+            "task": "t1",
+            "stage_result": "included",
+            "state": "s1",
+            "steps": 100,
+            "duration_s": 600,
+        },
+        {
+            "track": "repo",
+            "task": "t1",
+            "stage_result": "included",
+            "state": "s2",
+            "steps": 140,
+            "duration_s": 1800,
+        },
+        {"track": "repo", "task": "t2", "stage_result": "included", "state": "s3", "steps": 30},
+    ]
     s = benchmark_statistics(manifest, construction, root=run)["repo"]
     assert s["source_tasks"] == 3 and s["tasks_covered"] == 2 and s["residual_states"] == 3
     assert s["states_per_predecessor"] == {"DS": 2, "QW": 1}
-    assert s["tasks_by_state_count"] == {"1": 1, "2": 1}        # t2 has one state, t1 two
+    assert s["tasks_by_state_count"] == {"1": 1, "2": 1}  # t2 has one state, t1 two
     # pass rates per state (10 tests): s1 9/10, s2 6/10, s3 5/10 -> mean 2.0/3 = 0.6667, median 0.6
     assert s["pass_rate_mean"]["value"] == pytest.approx(2.0 / 3)
     assert s["pass_rate_median"]["value"] == pytest.approx(0.6)
@@ -230,8 +290,17 @@ def test_benchmark_statistics_table2(tmp_path):
 
 
 def test_benchmark_statistics_na_without_prior_effort_or_patches():
-    manifest = Manifest(states={"s1": StateFacts(track="machine", task="t1", predecessor={"agent": "g", "model_family": "GLM"},
-                                                 failing_tests=["only"], patch="missing.patch")})
+    manifest = Manifest(
+        states={
+            "s1": StateFacts(
+                track="machine",
+                task="t1",
+                predecessor={"agent": "g", "model_family": "GLM"},
+                failing_tests=["only"],
+                patch="missing.patch",
+            )
+        }
+    )
     s = benchmark_statistics(manifest)["machine"]
     assert s["prior_steps_median"]["value"] is None and "Stage I" in s["prior_steps_median"]["reason"]
     assert s["files_changed_median"]["value"] is None and s["files_changed_median"]["reason"]
@@ -242,14 +311,17 @@ def test_benchmark_statistics_na_without_prior_effort_or_patches():
 
 def test_construction_accounting_table5():
     # DeepSWE-like column: 3 passed review (1 replay failed, 1 no longer failing, 1 included) + 2 earlier exclusions
-    rows = ([{"track": "repo", "task": "t1", "stage_result": r} for r in
-             ("rebuild_failed", "no_longer_failing", "included", "review_rejected", "not_submitted")]
-            + [{"track": "machine", "task": "m1", "stage_result": r} for r in ("env_unusable", "included", "bogus")])
+    rows = [
+        {"track": "repo", "task": "t1", "stage_result": r}
+        for r in ("rebuild_failed", "no_longer_failing", "included", "review_rejected", "not_submitted")
+    ] + [{"track": "machine", "task": "m1", "stage_result": r} for r in ("env_unusable", "included", "bogus")]
     table = construction_accounting(rows)["value"]
     assert list(table) == ["machine", "repo", "total"]
     repo = table["repo"]
     assert repo["predecessor_runs"] == 5 and repo["passed_review"] == 3
-    assert repo["rebuild_failed"] == 1 and repo["no_valid_verdict_or_not_failing"] == 1 and repo["included"] == 1
+    assert (
+        repo["rebuild_failed"] == 1 and repo["no_valid_verdict_or_not_failing"] == 1 and repo["included"] == 1
+    )
     assert repo["review_rejected"] == 1 and repo["not_submitted"] == 1
     assert table["machine"]["passed_review"] == 2 and table["machine"]["other"] == 1
     assert table["total"]["included"] == 2 and table["total"]["predecessor_runs"] == 8

@@ -43,8 +43,14 @@ STUB = r"printf '\n\ndef merge(ranges):\n    raise NotImplementedError\n' >> dat
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, env=env, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -57,29 +63,59 @@ def test_a_local_predecessor_is_recorded_under_its_models_family(monkeypatch):
     assert agent_family(None, "builtin") == "builtin"
     # a model named through a variable: the model the agent runs, else (unset) the harness
     monkeypatch.setenv("SWE_TEST_MODEL", "openai/gpt-5")
-    assert agent_family(AgentSpec(harness="mini-swe-agent", model="${SWE_TEST_MODEL}"), "mini-swe-agent") == "gpt"
+    assert (
+        agent_family(AgentSpec(harness="mini-swe-agent", model="${SWE_TEST_MODEL}"), "mini-swe-agent")
+        == "gpt"
+    )
     monkeypatch.delenv("SWE_TEST_MODEL")
-    assert agent_family(AgentSpec(harness="mini-swe-agent", model="${SWE_TEST_MODEL}"),
-                        "mini-swe-agent") == "mini-swe-agent"
+    assert (
+        agent_family(AgentSpec(harness="mini-swe-agent", model="${SWE_TEST_MODEL}"), "mini-swe-agent")
+        == "mini-swe-agent"
+    )
 
 
 def test_local_and_imported_runs_of_one_model_are_one_table8_group(tmp_path: Path):
     work, out, run_dir = tmp_path / "work", tmp_path / "out" / "states.yaml", tmp_path / "run"
     config = tmp_path / "agents.yaml"
-    config.write_text(yaml.safe_dump({"agents": {"sonnet-local": {
-        "harness": "command", "description": "a first step at date-range-merge, by Claude Sonnet 4.5",
-        "model": MODEL, "command": STUB}}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "agents": {
+                    "sonnet-local": {
+                        "harness": "command",
+                        "description": "a first step at date-range-merge, by Claude Sonnet 4.5",
+                        "model": MODEL,
+                        "command": STUB,
+                    }
+                }
+            }
+        )
+    )
     job = tmp_path / "job"
     shutil.copytree(TRIAL, job / TRIAL.name)
 
     # Stage I: one run made here, one imported
-    cli("residualize", "run", "--track", "demo", "--backend", "local", "--predecessor", "sonnet-local",
-        "--agent-config", str(config), "--task", "date-range-merge", str(work))
+    cli(
+        "residualize",
+        "run",
+        "--track",
+        "demo",
+        "--backend",
+        "local",
+        "--predecessor",
+        "sonnet-local",
+        "--agent-config",
+        str(config),
+        "--task",
+        "date-range-merge",
+        str(work),
+    )
     cli("residualize", "import", "--format", "harbor", "--track", "demo", str(job), str(work))
     runs = [json.loads(line) for line in (work / "stage1.jsonl").read_text().splitlines()]
     assert {r["task"]: r["predecessor"] for r in runs} == {
         "date-range-merge": {"agent": "sonnet-local", "model_family": "claude"},
-        "ttl-cache": {"agent": "terminus-2", "model_family": "claude"}}
+        "ttl-cache": {"agent": "terminus-2", "model_family": "claude"},
+    }
 
     # Stages II-IV: both are candidates, both kept, both rebuilt as states
     cli("residualize", "filter", str(work))
@@ -87,22 +123,63 @@ def test_local_and_imported_runs_of_one_model_are_one_table8_group(tmp_path: Pat
     assert len(status["candidates"]) == 2
     for cand in status["candidates"]:
         for reviewer in ("ana", "ben"):
-            cli("residualize", "review", "--reviewer", reviewer, "--candidate", cand["id"], "--task-directed", "yes",
-                "--consistent", "yes", "--comment", "", str(work))
+            cli(
+                "residualize",
+                "review",
+                "--reviewer",
+                reviewer,
+                "--candidate",
+                cand["id"],
+                "--task-directed",
+                "yes",
+                "--consistent",
+                "yes",
+                "--comment",
+                "",
+                str(work),
+            )
     cli("residualize", "build", "--backend", "local", "--states", str(out), str(work))
     built = yaml.safe_load(out.read_text())["states"]
     assert sorted((s["task"], s["predecessor"]["model_family"]) for s in built) == [
-        ("date-range-merge", "claude"), ("ttl-cache", "claude")]
+        ("date-range-merge", "claude"),
+        ("ttl-cache", "claude"),
+    ]
 
     # a suite run from those states, and its Table 8
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--agent", "nop", "--agent", "oracle",
-                           "--start", "both", "--states", str(out), "--run-dir", str(run_dir),
-                           "-k", "date-range-merge or ttl-cache", "-n", "2", "-q", "-p", "no:cacheprovider"],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--agent",
+            "nop",
+            "--agent",
+            "oracle",
+            "--start",
+            "both",
+            "--states",
+            str(out),
+            "--run-dir",
+            str(run_dir),
+            "-k",
+            "date-range-merge or ttl-cache",
+            "-n",
+            "2",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert (run_dir / "results.jsonl").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 8      # 2 agents x 2 tasks x (clean + the task's state)
+    assert len(records) == 8  # 2 agents x 2 tasks x (clean + the task's state)
     assert {r["predecessor"]["model_family"] for r in records if r["start"] == "residual"} == {"claude"}
 
     report = json.loads(cli("report", str(run_dir), "--format", "json", "--n-boot", "20").stdout)
@@ -113,5 +190,5 @@ def test_local_and_imported_runs_of_one_model_are_one_table8_group(tmp_path: Pat
     for agent in ("nop", "oracle"):
         assert t8["agents"][agent]["overall"] == t8["agents"][agent]["claude"]
     text = cli("report", str(run_dir), "--n-boot", "20").stdout
-    table8 = text[text.index("Table 8"):].split("\n\n")[0]
+    table8 = text[text.index("Table 8") :].split("\n\n")[0]
     assert "claude Clean" in table8 and "claude-sonnet-4-5" not in table8

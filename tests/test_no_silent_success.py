@@ -19,9 +19,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def suite(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--run-dir", str(tmp / "run"), "-p", "no:randomly", *args]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache"), **(env or {})})
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--run-dir",
+        str(tmp / "run"),
+        "-p",
+        "no:randomly",
+        *args,
+    ]
+    return subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache"), **(env or {})},
+    )
 
 
 def usage_error(proc: subprocess.CompletedProcess) -> str:
@@ -49,8 +65,10 @@ def test_explicit_states_with_a_misspelt_track_stop_the_run_naming_it(tmp_path):
     proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--states", str(states), "-n", "2")
     line = usage_error(proc)
     # before: the state was dropped without a word and the track had "no states"
-    assert line == (f"ERROR: {states}: states[0] (id 'calc--partial'): track: unknown track 'dmeo' "
-                    "(did you mean 'demo'? known: deepswe, demo, terminal_bench)"), line
+    assert line == (
+        f"ERROR: {states}: states[0] (id 'calc--partial'): track: unknown track 'dmeo' "
+        "(did you mean 'demo'? known: deepswe, demo, terminal_bench)"
+    ), line
     assert "workers" not in proc.stdout and records(tmp_path) == []
 
 
@@ -58,8 +76,10 @@ def test_explicit_states_with_an_unknown_task_stop_the_run_naming_the_tasks(tmp_
     states = calc_world(tmp_path, task="clac")
     proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--states", str(states))
     line = usage_error(proc)
-    assert line == (f"ERROR: {states}: states[0] (id 'calc--partial'): task: unknown task 'clac': no such task of "
-                    f"track 'demo' in {(tmp_path / 'tasks').resolve()} (did you mean 'calc'? tasks: calc)"), line
+    assert line == (
+        f"ERROR: {states}: states[0] (id 'calc--partial'): task: unknown task 'clac': no such task of "
+        f"track 'demo' in {(tmp_path / 'tasks').resolve()} (did you mean 'calc'? tasks: calc)"
+    ), line
     assert records(tmp_path) == []
 
 
@@ -68,71 +88,133 @@ def test_a_fetched_pack_is_explicit_too(tmp_path):
     states = calc_world(tmp_path)
     cache = tmp_path / "cache"
     env = {**os.environ, "SWE_RESIDUAL_CACHE": str(cache)}
-    for args in (["states", "pack", "--states", str(states), "--tasks-dir", str(tmp_path / "tasks"), "--out",
-                  str(tmp_path / "pack")], ["states", "fetch", str(tmp_path / "pack")]):
-        proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)
+    for args in (
+        [
+            "states",
+            "pack",
+            "--states",
+            str(states),
+            "--tasks-dir",
+            str(tmp_path / "tasks"),
+            "--out",
+            str(tmp_path / "pack"),
+        ],
+        ["states", "fetch", str(tmp_path / "pack")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "swe_residual.cli", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
     other = tmp_path / "other"
     make_task(other, task_id="calc2")
     proc = suite(tmp_path, "--tasks-dir", str(other / "tasks"))
     line = usage_error(proc)
     pack_states = cache / "states" / "demo" / "states.yaml"
-    assert line.startswith(f"ERROR: {pack_states}: states[0] (id 'calc--partial'): task: unknown task 'calc': "), line
+    assert line.startswith(
+        f"ERROR: {pack_states}: states[0] (id 'calc--partial'): task: unknown task 'calc': "
+    ), line
     assert "tasks: calc2)" in line
 
 
 def test_default_states_of_tasks_not_in_tasks_dir_are_left_out_with_one_line(tmp_path):
     # only ttl-cache of the bundled demo tasks: its 2 states run, the other demo states are left out
     (tmp_path / "tasks").mkdir()
-    subprocess.run(["cp", "-r", str(ROOT / "suites/demo/tasks/ttl-cache"), str(tmp_path / "tasks")], check=True)
+    subprocess.run(
+        ["cp", "-r", str(ROOT / "suites/demo/tasks/ttl-cache"), str(tmp_path / "tasks")], check=True
+    )
     bundled = yaml.safe_load((ROOT / "states.yaml").read_text())["states"]
     others = [s for s in bundled if s["track"] == "demo" and s["task"] != "ttl-cache"]
     other_tasks = sorted({s["task"] for s in others})
-    assert len(others) == 15 and len(other_tasks) == 7      # 17 demo states, 2 of them of ttl-cache
+    assert len(others) == 15 and len(other_tasks) == 7  # 17 demo states, 2 of them of ttl-cache
     proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--agent", "oracle", "-n", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     notes = [ln for ln in proc.stdout.splitlines() if ln.startswith("note: ")]
-    assert notes == [f"note: 15 states of the default states file {ROOT / 'states.yaml'} left out: their tasks are "
-                     f"not in --tasks-dir {tmp_path / 'tasks'} ({', '.join('demo/' + t for t in other_tasks)}); "
-                     "pass --states FILE for states of these tasks"], notes
+    assert notes == [
+        f"note: 15 states of the default states file {ROOT / 'states.yaml'} left out: their tasks are "
+        f"not in --tasks-dir {tmp_path / 'tasks'} ({', '.join('demo/' + t for t in other_tasks)}); "
+        "pass --states FILE for states of these tasks"
+    ], notes
     got = sorted((r["task"], r["start"], r["state"], r["outcome"]) for r in records(tmp_path))
-    assert got == [("ttl-cache", "clean", None, 1),
-                   ("ttl-cache", "residual", "ttl-cache--five-minute-default", 1),
-                   ("ttl-cache", "residual", "ttl-cache--stats-and-decorator-lag", 1)], got
+    assert got == [
+        ("ttl-cache", "clean", None, 1),
+        ("ttl-cache", "residual", "ttl-cache--five-minute-default", 1),
+        ("ttl-cache", "residual", "ttl-cache--stats-and-decorator-lag", 1),
+    ], got
     # the same tasks with the default states passed explicitly: the user asked for those states
-    proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--states", str(ROOT / "states.yaml"),
-                 "--run-dir", str(tmp_path / "run-explicit"))
-    index, first = next((i, s) for i, s in enumerate(bundled) if s["track"] == "demo" and s["task"] != "ttl-cache")
-    assert usage_error(proc).startswith(f"ERROR: {ROOT / 'states.yaml'}: states[{index}] (id {first['id']!r}): task: "
-                                        f"unknown task {first['task']!r}: no such task of track 'demo'")
+    proc = suite(
+        tmp_path,
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(ROOT / "states.yaml"),
+        "--run-dir",
+        str(tmp_path / "run-explicit"),
+    )
+    index, first = next(
+        (i, s) for i, s in enumerate(bundled) if s["track"] == "demo" and s["task"] != "ttl-cache"
+    )
+    assert usage_error(proc).startswith(
+        f"ERROR: {ROOT / 'states.yaml'}: states[{index}] (id {first['id']!r}): task: "
+        f"unknown task {first['task']!r}: no such task of track 'demo'"
+    )
 
 
 def test_start_clean_runs_every_task_with_or_without_states(tmp_path):
     # two tasks, no state of either (the project's states are of other tasks)
     make_task(tmp_path, task_id="calc")
     make_task(tmp_path, task_id="calc2")
-    proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--agent", "oracle", "--agent", "nop",
-                 "--start", "clean", "-n", "2")
+    proc = suite(
+        tmp_path,
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        "--start",
+        "clean",
+        "-n",
+        "2",
+    )
     # nop fails both tasks from clean (its verdicts are test failures: exit 1), the oracle solves both
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     got = sorted((r["agent"], r["task"], r["start"], r["outcome"]) for r in records(tmp_path))
-    assert got == [("nop", "calc", "clean", 0), ("nop", "calc2", "clean", 0),
-                   ("oracle", "calc", "clean", 1), ("oracle", "calc2", "clean", 1)], got
+    assert got == [
+        ("nop", "calc", "clean", 0),
+        ("nop", "calc2", "clean", 0),
+        ("oracle", "calc", "clean", 1),
+        ("oracle", "calc2", "clean", 1),
+    ], got
     assert "2 failed, 2 passed" in proc.stdout and "skipped" not in proc.stdout
     # residual starts still need states: a usage error saying so and how to get a clean-only baseline
     proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--run-dir", str(tmp_path / "run2"))
     line = usage_error(proc)
-    assert line.startswith(f"ERROR: suites/demo has nothing to run: states file {ROOT / 'states.yaml'} has no "
-                           "states of the tasks in --tasks-dir (its 17 states of track 'demo' are of other tasks): "
-                           "run `--start clean` for a clean-only baseline"), line
+    assert line.startswith(
+        f"ERROR: suites/demo has nothing to run: states file {ROOT / 'states.yaml'} has no "
+        "states of the tasks in --tasks-dir (its 17 states of track 'demo' are of other tasks): "
+        "run `--start clean` for a clean-only baseline"
+    ), line
 
 
 def test_start_clean_with_states_runs_the_tasks_without_them_too(tmp_path):
     states = calc_world(tmp_path)
-    make_task(tmp_path, task_id="calc2")                       # no state
-    proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--states", str(states), "--agent", "oracle",
-                 "--start", "clean")
+    make_task(tmp_path, task_id="calc2")  # no state
+    proc = suite(
+        tmp_path,
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(states),
+        "--agent",
+        "oracle",
+        "--start",
+        "clean",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert sorted(r["case_id"] for r in records(tmp_path)) == ["oracle-calc-clean", "oracle-calc2-clean"]
 
@@ -147,23 +229,53 @@ def test_unknown_agent_and_misspelt_manifest_fields_name_the_close_match(tmp_pat
     entry["tsak"] = entry.pop("task")
     write_states(tmp_path, [entry])
     line = usage_error(suite(tmp_path, *base))
-    assert line.startswith(f"ERROR: {states}: states[0] (id 'calc--partial'): tsak: unknown field (did you mean "
-                           "'task'? fields: "), line
+    assert line.startswith(
+        f"ERROR: {states}: states[0] (id 'calc--partial'): tsak: unknown field (did you mean 'task'? fields: "
+    ), line
     # a misspelt key in an agents file given with --agent-config
     calc_world(tmp_path / "w2")
     (tmp_path / "agents.yaml").write_text("agents:\n  mine:\n    harness: command\n    comand: 'true'\n")
-    line = usage_error(suite(tmp_path, "--tasks-dir", str(tmp_path / "w2" / "tasks"), "--states",
-                             str(tmp_path / "w2" / "states.yaml"), "--agent-config", str(tmp_path / "agents.yaml"),
-                             "--agent", "mine"))
-    assert line.startswith(f"ERROR: {tmp_path / 'agents.yaml'}: agents.mine.comand: unknown field (did you mean "
-                           "'command'? fields: "), line
+    line = usage_error(
+        suite(
+            tmp_path,
+            "--tasks-dir",
+            str(tmp_path / "w2" / "tasks"),
+            "--states",
+            str(tmp_path / "w2" / "states.yaml"),
+            "--agent-config",
+            str(tmp_path / "agents.yaml"),
+            "--agent",
+            "mine",
+        )
+    )
+    assert line.startswith(
+        f"ERROR: {tmp_path / 'agents.yaml'}: agents.mine.comand: unknown field (did you mean "
+        "'command'? fields: "
+    ), line
 
 
 def test_validate_names_the_misspelt_track_of_an_explicit_states_file(tmp_path):
     states = calc_world(tmp_path, track="dmeo")
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "validate", "--track", "demo", "--states",
-                           str(states), "--tasks-dir", str(tmp_path / "tasks")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr          # validate's usage error (its --help)
-    assert proc.stderr.strip() == (f"error: {states}: states[0] (id 'calc--partial'): track: unknown track 'dmeo' "
-                                   "(did you mean 'demo'? known: deepswe, demo, terminal_bench)")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "validate",
+            "--track",
+            "demo",
+            "--states",
+            str(states),
+            "--tasks-dir",
+            str(tmp_path / "tasks"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # validate's usage error (its --help)
+    assert proc.stderr.strip() == (
+        f"error: {states}: states[0] (id 'calc--partial'): track: unknown track 'dmeo' "
+        "(did you mean 'demo'? known: deepswe, demo, terminal_bench)"
+    )

@@ -28,37 +28,73 @@ from swe_residual.trajectory import Action, Trajectory
 
 
 def rec(agent, task, start, outcome, state=None, track="repo", **kw) -> Record:
-    return Record(case_id=f"{agent}/{track}/{task}/{start}/{state}", agent=agent, track=track, task=task,
-                  start=start, state=state, outcome=outcome, verdict="pass" if outcome else "fail",
-                  declared_complete=True, termination="submitted",
-                  predecessor={"agent": "p", "model_family": "DS"} if state else None, **kw)
+    return Record(
+        case_id=f"{agent}/{track}/{task}/{start}/{state}",
+        agent=agent,
+        track=track,
+        task=task,
+        start=start,
+        state=state,
+        outcome=outcome,
+        verdict="pass" if outcome else "fail",
+        declared_complete=True,
+        termination="submitted",
+        predecessor={"agent": "p", "model_family": "DS"} if state else None,
+        **kw,
+    )
 
 
-def make_run(run: Path, agent: str, outcomes: dict[str, tuple[int, list[int]]], track="repo", with_artifacts=False):
+def make_run(
+    run: Path, agent: str, outcomes: dict[str, tuple[int, list[int]]], track="repo", with_artifacts=False
+):
     """One run dir: per task a clean outcome and one outcome per state s<i>."""
     run.mkdir(parents=True)
     manifest = Manifest()
     for task, (clean, states) in outcomes.items():
         manifest.tasks[f"{track}/{task}"] = TaskFacts(track=track, tests=["f", "p"], solution_files=["a.py"])
-        records = [rec(agent, task, "clean", clean, track=track, tests={"f": "passed", "p": "passed"}, steps=10)]
+        records = [
+            rec(agent, task, "clean", clean, track=track, tests={"f": "passed", "p": "passed"}, steps=10)
+        ]
         for i, y in enumerate(states):
             sid = f"{track}-{task}-s{i}"
             (run / "states").mkdir(exist_ok=True)
             (run / "states" / f"{sid}.patch").write_text(
-                "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,2 @@\n base\n+pred\n")
-            manifest.states[sid] = StateFacts(track=track, task=task, predecessor={"agent": "p", "model_family": "DS"},
-                                              failing_tests=["f"], patch=f"states/{sid}.patch", changed_files=["a.py"])
+                "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,2 @@\n base\n+pred\n"
+            )
+            manifest.states[sid] = StateFacts(
+                track=track,
+                task=task,
+                predecessor={"agent": "p", "model_family": "DS"},
+                failing_tests=["f"],
+                patch=f"states/{sid}.patch",
+                changed_files=["a.py"],
+            )
             artifacts = {}
             if with_artifacts:
                 (run / "artifacts").mkdir(exist_ok=True)
                 (run / "artifacts" / f"{agent}-{sid}.patch").write_text(
-                    "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,2 @@\n base\n+pred\n")
+                    "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,2 @@\n base\n+pred\n"
+                )
                 t = Trajectory(agent=agent, harness="test")
                 t.add_step(actions=[Action(command="git diff", output="")])
                 t.write(run / "artifacts" / f"{agent}-{sid}.json")
-                artifacts = {"patch": f"artifacts/{agent}-{sid}.patch", "trajectory": f"artifacts/{agent}-{sid}.json"}
-            records.append(rec(agent, task, "residual", y, sid, track=track, steps=5, artifacts=artifacts,
-                               tests={"f": "passed" if y else "failed", "p": "passed"}))
+                artifacts = {
+                    "patch": f"artifacts/{agent}-{sid}.patch",
+                    "trajectory": f"artifacts/{agent}-{sid}.json",
+                }
+            records.append(
+                rec(
+                    agent,
+                    task,
+                    "residual",
+                    y,
+                    sid,
+                    track=track,
+                    steps=5,
+                    artifacts=artifacts,
+                    tests={"f": "passed" if y else "failed", "p": "passed"},
+                )
+            )
         for r in records:
             manifest.cases.append(r.case_id)
             append_record(run, r)
@@ -72,8 +108,9 @@ def two_runs(tmp_path):
     #   Res = (1/2 + 0 + 1/3)/3 = 5/18 = 27.8%;  Clean = 2/3 = 66.7%;  Gap = 100*(12/18 - 5/18) = 38.9
     # agent B: t1 clean 1 / [1, 1]; t2 clean 0 / [1]; t3 clean 1 / [0, 0, 0]
     #   Res = (1 + 1 + 0)/3 = 66.7%;  Clean = 66.7%;  Gap = 0
-    a = make_run(tmp_path / "runA", "A", {"t1": (1, [1, 0]), "t2": (1, [0]), "t3": (0, [0, 0, 1])},
-                 with_artifacts=True)
+    a = make_run(
+        tmp_path / "runA", "A", {"t1": (1, [1, 0]), "t2": (1, [0]), "t3": (0, [0, 0, 1])}, with_artifacts=True
+    )
     b = make_run(tmp_path / "runB", "B", {"t1": (1, [1, 1]), "t2": (0, [1]), "t3": (1, [0, 0, 0])})
     return a, b
 
@@ -105,7 +142,7 @@ def test_build_report_numbers(two_runs):
     assert ab["gap"] == pytest.approx(a["gap"])
     # A's continuations: failed ones end with F' = {f} = F(S_r) -> same failing 1.0
     assert ab["same_failing"]["value"] == 1.0
-    assert ab["inspection_rate"]["value"] == 1.0        # every trajectory ran git diff
+    assert ab["inspection_rate"]["value"] == 1.0  # every trajectory ran git diff
     assert report["acceptance_bias"]["repo"]["B"]["inspection_rate"]["value"] is None
     json.dumps(report)  # the report is plain JSON
 
@@ -127,7 +164,7 @@ def test_text_and_csv(two_runs):
     assert "Table 3" in text and "66.7*" in text
     rows = list(csv.DictReader(io.StringIO(render_csv(report))))
     assert [(r["track"], r["agent"]) for r in rows] == [("repo", "A"), ("repo", "B")]
-    assert float(rows[0]["gap_pts"]) == pytest.approx(100 * 7 / 18)      # unrounded
+    assert float(rows[0]["gap_pts"]) == pytest.approx(100 * 7 / 18)  # unrounded
     assert float(rows[0]["residual_pct"]) == pytest.approx(100 * 5 / 18)
 
 
@@ -139,7 +176,7 @@ def test_html_fragment_escapes_and_embeds_two_svg_figures(tmp_path):
     assert "<script>" not in frag and "&lt;script&gt;" in frag
     svgs = re.findall(r"<svg .*?</svg>", frag)
     assert len(svgs) == 2
-    for svg in svgs:     # well-formed XML, nothing loaded from anywhere, the agent's name escaped
+    for svg in svgs:  # well-formed XML, nothing loaded from anywhere, the agent's name escaped
         root = ET.fromstring(svg)
         assert root.tag == "{http://www.w3.org/2000/svg}svg"
         assert "href" not in svg and "<script" not in svg and "<script>alert(1)" in "".join(root.itertext())
@@ -166,9 +203,17 @@ def test_write_outputs(two_runs, tmp_path):
 
 def test_construction_rows_feed_table5_and_prior_effort(two_runs):
     a, _ = two_runs
-    rows = [{"track": "repo", "task": "t1", "stage_result": "included", "state": "repo-t1-s0", "steps": 40,
-             "duration_s": 1200},
-            {"track": "repo", "task": "t1", "stage_result": "rebuild_failed"}]
+    rows = [
+        {
+            "track": "repo",
+            "task": "t1",
+            "stage_result": "included",
+            "state": "repo-t1-s0",
+            "steps": 40,
+            "duration_s": 1200,
+        },
+        {"track": "repo", "task": "t1", "stage_result": "rebuild_failed"},
+    ]
     (a / "construction.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     construction = load_construction([a])
     report = build_report(*load_runs([a]), construction=construction, n_boot=10)
@@ -180,6 +225,7 @@ def test_construction_rows_feed_table5_and_prior_effort(two_runs):
 
 # -- the fast reading path equals the plain one ---------------------------------------------------
 
+
 def _varied_run(run: Path) -> Path:
     """A run dir whose lines vary every field: optional fields missing, infra records, integrity
     flags, runs not declared complete, lines pydantic has to coerce, unknown keys, trajectories
@@ -187,6 +233,7 @@ def _varied_run(run: Path) -> Path:
     import random
 
     from swe_residual.sources.trajectories import import_trajectory
+
     rng = random.Random(3)
     run.mkdir(parents=True)
     (run / "artifacts").mkdir()
@@ -194,18 +241,32 @@ def _varied_run(run: Path) -> Path:
     fams = ["DS", "QW"]
     for track in ("repo", "machine"):
         for t in range(6):
-            manifest.tasks[f"{track}/t{t}"] = TaskFacts(track=track, tests=["f1", "f2", "p1"] if t % 3 else [],
-                                                        solution_files=["a.py", "lib.py"])
+            manifest.tasks[f"{track}/t{t}"] = TaskFacts(
+                track=track, tests=["f1", "f2", "p1"] if t % 3 else [], solution_files=["a.py", "lib.py"]
+            )
             for k in range(t % 3 + 1):
                 sid = f"{track}-t{t}-s{k}"
-                (run / f"{sid}.patch").write_text("diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n"
-                                                 f"@@ -1 +1,3 @@\n base\n+p{k}\n+q\n")
-                manifest.states[sid] = StateFacts(track=track, task=f"t{t}", predecessor={"agent": "p", "model_family": fams[k % 2]},
-                                                  failing_tests=["f1", "f2"][:k + 1], patch=f"{sid}.patch",
-                                                  changed_files=["a.py"] if k != 1 else [])
-    commands = [("git status", "M a.py"), ("cat a.py", "base\np0\n"), ("cat lib.py", "lib\n"), ("ls", "a.py\n"),
-                ("grep -rn q .", "./a.py:3:q\n"), ("cat lib.py", "cat: lib.py: No such file or directory"),
-                ("python -m pytest -q", "1 failed"), ("cd sub && cat ../lib.py", "lib\n")]
+                (run / f"{sid}.patch").write_text(
+                    f"diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,3 @@\n base\n+p{k}\n+q\n"
+                )
+                manifest.states[sid] = StateFacts(
+                    track=track,
+                    task=f"t{t}",
+                    predecessor={"agent": "p", "model_family": fams[k % 2]},
+                    failing_tests=["f1", "f2"][: k + 1],
+                    patch=f"{sid}.patch",
+                    changed_files=["a.py"] if k != 1 else [],
+                )
+    commands = [
+        ("git status", "M a.py"),
+        ("cat a.py", "base\np0\n"),
+        ("cat lib.py", "lib\n"),
+        ("ls", "a.py\n"),
+        ("grep -rn q .", "./a.py:3:q\n"),
+        ("cat lib.py", "cat: lib.py: No such file or directory"),
+        ("python -m pytest -q", "1 failed"),
+        ("cd sub && cat ../lib.py", "lib\n"),
+    ]
     lines = []
     n = 0
     for agent in ("A", "B", "C"):
@@ -215,8 +276,14 @@ def _varied_run(run: Path) -> Path:
                 for start, sid in starts:
                     n += 1
                     outcome = rng.choice([0, 1, None])
-                    rec = {"case_id": f"{agent}/{track}/t{t}/{start}/{sid}", "agent": agent, "track": track,
-                           "task": f"t{t}", "start": start, "verdict": {0: "fail", 1: "pass", None: "infra_error"}[outcome]}
+                    rec = {
+                        "case_id": f"{agent}/{track}/t{t}/{start}/{sid}",
+                        "agent": agent,
+                        "track": track,
+                        "task": f"t{t}",
+                        "start": start,
+                        "verdict": {0: "fail", 1: "pass", None: "infra_error"}[outcome],
+                    }
                     if sid:
                         rec["state"] = sid
                         if rng.random() < 0.7:
@@ -224,32 +291,71 @@ def _varied_run(run: Path) -> Path:
                     if outcome is not None or rng.random() < 0.5:
                         rec["outcome"] = outcome
                     if rng.random() < 0.8:
-                        rec["tests"] = {x: rng.choice(["passed", "failed", "skipped"]) for x in ("f1", "f2", "p1") if rng.random() < 0.9}
+                        rec["tests"] = {
+                            x: rng.choice(["passed", "failed", "skipped"])
+                            for x in ("f1", "f2", "p1")
+                            if rng.random() < 0.9
+                        }
                     if rng.random() < 0.2:
                         rec["missing_tests"] = ["p1"]
                     rec["declared_complete"] = rng.choice([True, True, True, False, None])
-                    rec["termination"] = rng.choice(["submitted", "submitted", "budget", "agent_error", "context_exhausted",
-                                                     "infra" if outcome is None else "submitted"])
+                    rec["termination"] = rng.choice(
+                        [
+                            "submitted",
+                            "submitted",
+                            "budget",
+                            "agent_error",
+                            "context_exhausted",
+                            "infra" if outcome is None else "submitted",
+                        ]
+                    )
                     if rng.random() < 0.9:
                         rec["steps"] = rng.randint(1, 60)
                     for f in ("duration_s", "agent_duration_s", "verify_duration_s"):
                         if rng.random() < 0.5:
                             rec[f] = rng.choice([rng.uniform(0, 99), rng.randint(0, 99)])
-                    rec["rule"] = rng.choice([None, "verdict", "budget", "agent_error", "infra_harness", "unknown_rule"])
+                    rec["rule"] = rng.choice(
+                        [None, "verdict", "budget", "agent_error", "infra_harness", "unknown_rule"]
+                    )
                     if rng.random() < 0.2:
                         rec["integrity"] = ["test-infrastructure: conftest.py"]
                     if rng.random() < 0.3:
-                        rec["harness"], rec["backend"], rec["error"], rec["verdict_note"] = "h", "local", "boom", "note"
+                        rec["harness"], rec["backend"], rec["error"], rec["verdict_note"] = (
+                            "h",
+                            "local",
+                            "boom",
+                            "note",
+                        )
                     artifacts = {}
                     if rng.random() < 0.8:
                         traj = Trajectory(agent=agent, harness="test")
                         for c, out in rng.sample(commands, rng.randint(0, 4)):
                             traj.add_step(actions=[Action(command=c, output=out)])
                         if rng.random() < 0.3:  # an ATIF trajectory with editor views
-                            traj = import_trajectory({"schema_version": "ATIF-v1.4", "agent": {"name": "claude-code"}, "steps": [
-                                {"source": "agent", "tool_calls": [{"tool_call_id": "1", "function_name": "Read",
-                                                                     "arguments": {"file_path": rng.choice(["/app/lib.py", "/app/a.py"])}}],
-                                 "observation": {"results": [{"source_call_id": "1", "content": "  1 x"}]}}]}, agent)
+                            traj = import_trajectory(
+                                {
+                                    "schema_version": "ATIF-v1.4",
+                                    "agent": {"name": "claude-code"},
+                                    "steps": [
+                                        {
+                                            "source": "agent",
+                                            "tool_calls": [
+                                                {
+                                                    "tool_call_id": "1",
+                                                    "function_name": "Read",
+                                                    "arguments": {
+                                                        "file_path": rng.choice(["/app/lib.py", "/app/a.py"])
+                                                    },
+                                                }
+                                            ],
+                                            "observation": {
+                                                "results": [{"source_call_id": "1", "content": "  1 x"}]
+                                            },
+                                        }
+                                    ],
+                                },
+                                agent,
+                            )
                         traj.write(run / "artifacts" / f"{n}.json")
                         artifacts["trajectory"] = f"artifacts/{n}.json"
                         if rng.random() < 0.1:
@@ -257,7 +363,9 @@ def _varied_run(run: Path) -> Path:
                     if rng.random() < 0.6:
                         (run / "artifacts" / f"{n}.patch").write_text(
                             "diff --git a/lib.py b/lib.py\n--- a/lib.py\n+++ b/lib.py\n@@ -1 +1,2 @@\n lib\n+x\n"
-                            if rng.random() < 0.5 else "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,2 @@\n base\n+p0\n")
+                            if rng.random() < 0.5
+                            else "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,2 @@\n base\n+p0\n"
+                        )
                         artifacts["patch"] = f"artifacts/{n}.patch"
                     if artifacts or rng.random() < 0.5:
                         rec["artifacts"] = artifacts
@@ -294,6 +402,7 @@ def _plain_records(run: Path) -> list[Record]:
 def test_fast_path_equals_plain_pydantic_path(tmp_path):
     from swe_residual.report.bias import BiasInputs, inspected, opened_any
     from swe_residual.results import RecordRow
+
     run = _varied_run(tmp_path / "run")
     plain = _plain_records(run)
     rows, manifest = load_runs([run])
@@ -330,19 +439,23 @@ def test_fast_path_equals_plain_pydantic_path(tmp_path):
     assert fast["acceptance_bias"]["repo"]["A"]["inspection_rate"]["value"] is not None
 
 
-@pytest.mark.parametrize("content", [
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n\n',  # blank line
-    b'\xef\xbb\xbf{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "maybe", "finished_at": 1}\n',
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\r'
-    b'{"case_id": "b", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n{"torn": "\xff',
-    b'{"case_id": "a\\ud800", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "outcome": true, '
-    b'"duration_s": "1.5", "attempt": 2.0, "finished_at": 3}\n',
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n\n',  # blank line
+        b'\xef\xbb\xbf{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "maybe", "finished_at": 1}\n',
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\r'
+        b'{"case_id": "b", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n{"torn": "\xff',
+        b'{"case_id": "a\\ud800", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "outcome": true, '
+        b'"duration_s": "1.5", "attempt": 2.0, "finished_at": 3}\n',
+    ],
+)
 def test_read_rows_reads_odd_files_as_iter_records_does(tmp_path, content):
     from swe_residual.results import RecordRow, iter_records, read_rows
+
     (tmp_path / "results.jsonl").write_bytes(content)
 
     def outcome(fn):
@@ -350,9 +463,11 @@ def test_read_rows_reads_odd_files_as_iter_records_does(tmp_path, content):
             return [r.to_record() if isinstance(r, RecordRow) else r for r in fn(tmp_path)]
         except Exception as exc:  # noqa: BLE001 - the same error type is the point
             return type(exc)
+
     assert outcome(read_rows) == outcome(lambda d: list(iter_records(d)))
 
 
 def test_record_row_mirrors_record():
     from swe_residual.results import RecordRow
+
     assert RecordRow.__struct_fields__ == tuple(Record.model_fields)

@@ -70,14 +70,16 @@ def compare(run_dirs: list[Path], **kw) -> dict:
     _same(old, build_report(list(old_records), old_manifest, **kw))
     # what other callers get: the same rows, Records and manifest as before
     assert records.untouched
-    assert [r.to_record() if isinstance(r, RecordRow) else r for r in records.rows] == \
-        [r if isinstance(r, Record) else r.to_record() for r in old_records.rows]
+    assert [r.to_record() if isinstance(r, RecordRow) else r for r in records.rows] == [
+        r if isinstance(r, Record) else r.to_record() for r in old_records.rows
+    ]
     assert list(records) == list(old_records)
     assert manifest.model == old_manifest
     return new
 
 
 # -- a run that hits every edge of the aggregation -------------------------------------------------
+
 
 def _line(**kw) -> str:
     base = {"declared_complete": True, "termination": "submitted", "finished_at": 1.0}
@@ -94,20 +96,26 @@ def _edge_run(run: Path, agents=("A", "B"), tag: str = "") -> Path:
         for t in range(5):
             task = f"t{t}"
             if t != 4:  # t4: no manifest facts at all (states_seen from the continuations)
-                manifest.tasks[f"{track}/{task}"] = TaskFacts(track=track, tests=tests if t != 3 else [],
-                                                            solution_files=["a.py", "b.py"])
+                manifest.tasks[f"{track}/{task}"] = TaskFacts(
+                    track=track, tests=tests if t != 3 else [], solution_files=["a.py", "b.py"]
+                )
             for k in range(4 if t < 4 else 0):
                 sid = f"{track}-{task}-s{k}"
                 (run / "p" / f"{sid}.patch").write_text(
                     f"diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1,{2 + k} @@\n base\n"
-                    + "".join(f"+line{j}\n" for j in range(k + 1)))
+                    + "".join(f"+line{j}\n" for j in range(k + 1))
+                )
                 # families: s0/s1 share one (the by-family branch of Table 8), s3 has none recorded
                 fam = {0: "DS", 1: "DS", 2: "QW"}.get(k)
-                manifest.states[sid] = StateFacts(track=track, task=task,
-                                                  predecessor={"agent": "p", **({"model_family": fam} if fam else {})},
-                                                  failing_tests=tests[:k] if k != 2 else [], patch=f"p/{sid}.patch",
-                                                  changed_files=["a.py"] if k % 2 else [])
-    big = 1 << 45       # beyond the int64 fast path's bound, within float precision
+                manifest.states[sid] = StateFacts(
+                    track=track,
+                    task=task,
+                    predecessor={"agent": "p", **({"model_family": fam} if fam else {})},
+                    failing_tests=tests[:k] if k != 2 else [],
+                    patch=f"p/{sid}.patch",
+                    changed_files=["a.py"] if k % 2 else [],
+                )
+    big = 1 << 45  # beyond the int64 fast path's bound, within float precision
     huge = (1 << 60) + 1  # beyond float precision
     n = 0
     for agent in agents:
@@ -122,50 +130,113 @@ def _edge_run(run: Path, agents=("A", "B"), tag: str = "") -> Path:
                         extra["prompt_tokens"] = n * 100 if n % 3 else huge
                     if n % 6 == 0:
                         extra["completion_tokens"] = 0
-                    lines.append(_line(case_id=f"{agent}/{track}/{task}/clean/{attempt}{tag}", agent=agent, track=track,
-                                       task=task, start="clean", outcome=y, verdict="pass" if y else "fail",
-                                       attempt=attempt, rule=["verdict", None, "", "made_up"][n % 4],
-                                       tests={x: "passed" if (n + i) % 3 else "failed" for i, x in enumerate(tests)},
-                                       artifacts={"patch": f"p/{track}-{task}-s1.patch"} if n % 3 == 0 else {},
-                                       **extra))
-                states = [f"{track}-{task}-s{k}" for k in range(4)] + ([None, ""] if t == 4 else ["unknown-state"])
+                    lines.append(
+                        _line(
+                            case_id=f"{agent}/{track}/{task}/clean/{attempt}{tag}",
+                            agent=agent,
+                            track=track,
+                            task=task,
+                            start="clean",
+                            outcome=y,
+                            verdict="pass" if y else "fail",
+                            attempt=attempt,
+                            rule=["verdict", None, "", "made_up"][n % 4],
+                            tests={x: "passed" if (n + i) % 3 else "failed" for i, x in enumerate(tests)},
+                            artifacts={"patch": f"p/{track}-{task}-s1.patch"} if n % 3 == 0 else {},
+                            **extra,
+                        )
+                    )
+                states = [f"{track}-{task}-s{k}" for k in range(4)] + (
+                    [None, ""] if t == 4 else ["unknown-state"]
+                )
                 for si, sid in enumerate(states):
                     for attempt in range(1, {0: 4, 1: 8, 2: 4}.get(si, 2)):  # y(S) in thirds and sevenths
                         n += 1
                         y = (n * 5 + si) % 4 % 2
                         start = "residual" if n % 11 else ("residual+summary" if n % 2 else "residual+trace")
                         verdict = "infra_error" if n % 29 == 0 else ("pass" if y else "fail")
-                        rec = {"case_id": f"{agent}/{track}/{task}/{sid}/{attempt}{tag}", "agent": agent,
-                               "track": track, "task": task, "start": start, "state": sid, "attempt": attempt,
-                               "outcome": None if verdict == "infra_error" else y, "verdict": verdict,
-                               "declared_complete": [True, True, True, False, None][n % 5],
-                               "termination": "infra" if n % 31 == 0 else "submitted",
-                               "predecessor": ({"agent": "p", "model_family": ["DS", "QW", ""][n % 3]}
-                                               if n % 4 else None),
-                               "tests": {x: ["passed", "failed", "skipped"][(n + i) % 3] for i, x in enumerate(tests)
-                                         if (n + i) % 5} if n % 7 else {},
-                               "missing_tests": ["f3"] if n % 13 == 0 else [],
-                               "integrity": ["test-infrastructure: conftest.py"] if n % 19 == 0 else [],
-                               "steps": n % 40, "finished_at": 2.0}
+                        rec = {
+                            "case_id": f"{agent}/{track}/{task}/{sid}/{attempt}{tag}",
+                            "agent": agent,
+                            "track": track,
+                            "task": task,
+                            "start": start,
+                            "state": sid,
+                            "attempt": attempt,
+                            "outcome": None if verdict == "infra_error" else y,
+                            "verdict": verdict,
+                            "declared_complete": [True, True, True, False, None][n % 5],
+                            "termination": "infra" if n % 31 == 0 else "submitted",
+                            "predecessor": (
+                                {"agent": "p", "model_family": ["DS", "QW", ""][n % 3]} if n % 4 else None
+                            ),
+                            "tests": {
+                                x: ["passed", "failed", "skipped"][(n + i) % 3]
+                                for i, x in enumerate(tests)
+                                if (n + i) % 5
+                            }
+                            if n % 7
+                            else {},
+                            "missing_tests": ["f3"] if n % 13 == 0 else [],
+                            "integrity": ["test-infrastructure: conftest.py"] if n % 19 == 0 else [],
+                            "steps": n % 40,
+                            "finished_at": 2.0,
+                        }
                         if n % 3:
                             rec["prompt_tokens"] = n * 10
                         if n % 2:
-                            rec["artifacts"] = {"patch": f"p/{track}-{task}-s{min(si, 3)}.patch"} if si < 4 else {}
+                            rec["artifacts"] = (
+                                {"patch": f"p/{track}-{task}-s{min(si, 3)}.patch"} if si < 4 else {}
+                            )
                         if n % 37 == 0:
                             rec["rule"] = "budget"
                         lines.append(json.dumps(rec))
     # lines that do not read: a test status and a predecessor msgspec and pydantic reject, a
     # coerced one pydantic takes, a blank line, and one that is not JSON
-    lines.insert(7, _line(case_id="bad-status", agent="A", track="repo", task="t0", start="clean", outcome=1,
-                          verdict="pass", tests={"f1": "maybe"}))
-    lines.insert(9, _line(case_id="bad-pred", agent="A", track="repo", task="t0", start="residual",
-                          state="repo-t0-s0", outcome=0, verdict="fail", predecessor=["DS"]))
-    lines.insert(11, _line(case_id="coerced", agent="B", track="repo", task="t1", start="clean", outcome=1,
-                           verdict="pass", steps="12"))
+    lines.insert(
+        7,
+        _line(
+            case_id="bad-status",
+            agent="A",
+            track="repo",
+            task="t0",
+            start="clean",
+            outcome=1,
+            verdict="pass",
+            tests={"f1": "maybe"},
+        ),
+    )
+    lines.insert(
+        9,
+        _line(
+            case_id="bad-pred",
+            agent="A",
+            track="repo",
+            task="t0",
+            start="residual",
+            state="repo-t0-s0",
+            outcome=0,
+            verdict="fail",
+            predecessor=["DS"],
+        ),
+    )
+    lines.insert(
+        11,
+        _line(
+            case_id="coerced",
+            agent="B",
+            track="repo",
+            task="t1",
+            start="clean",
+            outcome=1,
+            verdict="pass",
+            steps="12",
+        ),
+    )
     lines.insert(13, "")
     lines.insert(15, "{not json")
     (run / "results.jsonl").write_text("\n".join(lines) + "\n")
-    manifest.cases = [json.loads(ln)["case_id"] for ln in lines if ln.startswith("{\"")][:50]
+    manifest.cases = [json.loads(ln)["case_id"] for ln in lines if ln.startswith('{"')][:50]
     manifest.write(run)
     return run
 
@@ -203,10 +274,32 @@ def test_generated_runs_both_paths_agree(tmp_path):
 def demo_run(tmp_path_factory):
     """A real demo suite run: oracle, nop and the scripted continuation agent on two tasks."""
     run = tmp_path_factory.mktemp("columns-demo") / "run"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--agent", "oracle", "--agent", "nop",
-                           "--agent", "scripted-trust", "-k", "date-range-merge or invoice-rounding", "-n", "2",
-                           "-p", "no:randomly", "--run-dir", str(run)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--agent",
+            "oracle",
+            "--agent",
+            "nop",
+            "--agent",
+            "scripted-trust",
+            "-k",
+            "date-range-merge or invoice-rounding",
+            "-n",
+            "2",
+            "-p",
+            "no:randomly",
+            "--run-dir",
+            str(run),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert (run / "results.jsonl").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return run
 
@@ -220,17 +313,20 @@ def test_demo_run_both_paths_agree(demo_run):
     assert json.dumps(summary["tracks"], sort_keys=True) == json.dumps(report["tracks"], sort_keys=True)
 
 
-@pytest.mark.parametrize("content", [
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n\n',
-    b'\xef\xbb\xbf{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\r'
-    b'{"case_id": "b", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n{"torn": "\xff',
-    b'{"case_id": "a\\ud800", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
-    b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "outcome": true, '
-    b'"duration_s": "1.5", "attempt": 2.0, "finished_at": 3}\n\xff\xfe\n',
-    b'',
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n\n',
+        b'\xef\xbb\xbf{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\r'
+        b'{"case_id": "b", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n{"torn": "\xff',
+        b'{"case_id": "a\\ud800", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "finished_at": 1}\n',
+        b'{"case_id": "a", "agent": "A", "track": "t", "task": "x", "start": "clean", "verdict": "pass", "outcome": true, '
+        b'"duration_s": "1.5", "attempt": 2.0, "finished_at": 3}\n\xff\xfe\n',
+        b"",
+    ],
+)
 def test_odd_files_both_paths_agree(tmp_path, content):
     (tmp_path / "results.jsonl").write_bytes(content)
     compare([tmp_path], n_boot=10)
@@ -246,7 +342,10 @@ def test_edits_to_the_rows_and_the_manifest_count(tmp_path):
     for m in (manifest, old_manifest):
         m.states[sid].failing_tests = ["f1", "f2", "f3", "p1"]
     assert not records.untouched
-    _same(reference.build_report(old_records, old_manifest, n_boot=20), build_report(records, manifest, n_boot=20))
+    _same(
+        reference.build_report(old_records, old_manifest, n_boot=20),
+        build_report(records, manifest, n_boot=20),
+    )
 
 
 def test_structs_mirror_the_contract():
@@ -262,8 +361,12 @@ def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_pat
     n = len(records)
     # a line appended after load_runs is not in its rows (they are what the numbers were made of)
     with open(run / "results.jsonl", "a") as fh:
-        fh.write(_line(case_id="late", agent="A", track="repo", task="t0", start="clean", outcome=1,
-                       verdict="pass") + "\n")
+        fh.write(
+            _line(
+                case_id="late", agent="A", track="repo", task="t0", start="clean", outcome=1, verdict="pass"
+            )
+            + "\n"
+        )
     assert len(records.rows) == n and all(r.case_id != "late" for r in records.rows)
     assert len(load_columns([run])[0]) == n + 1
 
@@ -289,11 +392,20 @@ def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
     _bench().generate(tmp_path / "gen", 3_000, trajectories=False, seed=5)
     compare([tmp_path / "gen"], n_boot=50)
     lines = (edge / "results.jsonl").read_bytes().split(b"\n")
-    late_bad = lines[:-30] + [b"{not json", b'{"case_id": "x", "agent": "A", "track": "repo", "task": "t0", '
-                              b'"start": "clean", "verdict": "pass", "tests": {"f1": "maybe"}}'] + lines[-30:]
-    for name, content in (("late-bad", b"\n".join(late_bad)),
-                          ("cr", b"\n".join(lines[:-20] + [lines[-20] + b"\r"] + lines[-19:])),
-                          ("bom", b"\xef\xbb\xbf" + b"\n".join(lines))):
+    late_bad = (
+        lines[:-30]
+        + [
+            b"{not json",
+            b'{"case_id": "x", "agent": "A", "track": "repo", "task": "t0", '
+            b'"start": "clean", "verdict": "pass", "tests": {"f1": "maybe"}}',
+        ]
+        + lines[-30:]
+    )
+    for name, content in (
+        ("late-bad", b"\n".join(late_bad)),
+        ("cr", b"\n".join(lines[:-20] + [lines[-20] + b"\r"] + lines[-19:])),
+        ("bom", b"\xef\xbb\xbf" + b"\n".join(lines)),
+    ):
         run = tmp_path / name
         run.mkdir()
         (run / "results.jsonl").write_bytes(content)
@@ -301,8 +413,10 @@ def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
         (run / "p").symlink_to(edge / "p")
         compare([run], n_boot=20)
         if name == "late-bad":  # named by their line in the whole file, read by the child
-            assert [b.split(":")[1] for b in load_runs([run])[0].bad_lines][-2:] == \
-                [str(len(lines) - 29), str(len(lines) - 28)]
+            assert [b.split(":")[1] for b in load_runs([run])[0].bad_lines][-2:] == [
+                str(len(lines) - 29),
+                str(len(lines) - 28),
+            ]
 
 
 def test_trajectories_scanned_by_two_processes(tmp_path, monkeypatch):

@@ -53,8 +53,10 @@ new file mode 100644
 
 
 def small_patch(path: str, n: int) -> str:
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1 @@\n+value = {n}\n")
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1 @@\n+value = {n}\n"
+    )
 
 
 def trajectory(commands: list[str], first: str, final: str) -> Trajectory:
@@ -65,21 +67,36 @@ def trajectory(commands: list[str], first: str, final: str) -> Trajectory:
     return t
 
 
-def write_run(wd: Path, run_id: str, task: str, patch: str, result: str = "candidate",
-              traj: Trajectory | None = None, final: str = "Done: TTL support added.") -> None:
+def write_run(
+    wd: Path,
+    run_id: str,
+    task: str,
+    patch: str,
+    result: str = "candidate",
+    traj: Trajectory | None = None,
+    final: str = "Done: TTL support added.",
+) -> None:
     d = wd / "runs" / run_id
     d.mkdir(parents=True)
     (d / "final.patch").write_text(patch, encoding="utf-8")
     if traj is not None:
         traj.write(d / "trajectory.json")
-    run = PredecessorRun(id=run_id, track="demo", task=task, predecessor={"agent": "pred", "model_family": "fam"},
-                         source={"format": "run"}, termination="submitted", declared_complete=True,
-                         verdict="fail" if result == "candidate" else "pass", outcome=0 if result == "candidate" else 1,
-                         tests={"tests.test_ttl.test_memoize_ttl": "failed",
-                                "tests.test_cache.test_get_and_set": "passed"},
-                         patch=f"runs/{run_id}/final.patch",
-                         trajectory=f"runs/{run_id}/trajectory.json" if traj is not None else None,
-                         final_message=final, steps=len(traj.steps) if traj is not None else 7)
+    run = PredecessorRun(
+        id=run_id,
+        track="demo",
+        task=task,
+        predecessor={"agent": "pred", "model_family": "fam"},
+        source={"format": "run"},
+        termination="submitted",
+        declared_complete=True,
+        verdict="fail" if result == "candidate" else "pass",
+        outcome=0 if result == "candidate" else 1,
+        tests={"tests.test_ttl.test_memoize_ttl": "failed", "tests.test_cache.test_get_and_set": "passed"},
+        patch=f"runs/{run_id}/final.patch",
+        trajectory=f"runs/{run_id}/trajectory.json" if traj is not None else None,
+        final_message=final,
+        steps=len(traj.steps) if traj is not None else 7,
+    )
     with open(wd / STAGE1, "a", encoding="utf-8") as fh:
         fh.write(run.model_dump_json() + "\n")
     with open(wd / STAGE2, "a", encoding="utf-8") as fh:
@@ -91,10 +108,19 @@ def make_workdir(tmp_path: Path) -> Path:
     p1 passed its hidden tests at Stage II and is not one."""
     wd = tmp_path / "wd"
     wd.mkdir()
-    cmds = ["cat memokit/cache.py", "sed -i 's/clock=None/ttl=None, clock=None/' memokit/cache.py\necho two-line",
-            "python -m pytest -q"]
-    write_run(wd, "c1", "ttl-cache", PATCH_C1, traj=trajectory(cmds, "I will add a ttl parameter.", "TTL done."),
-              final="TTL done.")
+    cmds = [
+        "cat memokit/cache.py",
+        "sed -i 's/clock=None/ttl=None, clock=None/' memokit/cache.py\necho two-line",
+        "python -m pytest -q",
+    ]
+    write_run(
+        wd,
+        "c1",
+        "ttl-cache",
+        PATCH_C1,
+        traj=trajectory(cmds, "I will add a ttl parameter.", "TTL done."),
+        final="TTL done.",
+    )
     write_run(wd, "c2", "ttl-cache", small_patch("memokit/extra.py", 2))
     write_run(wd, "c3", "slugify-unicode", small_patch("slug.py", 3))
     write_run(wd, "p1", "ttl-cache", small_patch("memokit/other.py", 4), result="passed")
@@ -102,8 +128,15 @@ def make_workdir(tmp_path: Path) -> Path:
 
 
 def cli(*args: str, env: dict | None = None, check: int | None = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "residualize", "review", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "residualize", "review", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
     if check is not None:
         assert proc.returncode == check, proc.stdout + proc.stderr
     return proc
@@ -120,37 +153,54 @@ def review_lines(wd: Path) -> list[dict]:
 
 # -- packets ---------------------------------------------------------------------------------------
 
+
 def test_packets_hold_request_diff_and_digest(tmp_path):
     wd = make_workdir(tmp_path)
     out = cli("--tasks-dir", str(TASKS), str(wd)).stdout
     assert "packets: 3 written, 0 up to date" in out
     assert "candidates: 3 (pending 3, kept 0, rejected 0)" in out
     assert "pending c1 (demo/ttl-cache): reviewed by nobody yet" in out
-    assert sorted(p.name for p in (wd / "packets").iterdir()) == ["c1", "c2", "c3"]   # p1 is no candidate
+    assert sorted(p.name for p in (wd / "packets").iterdir()) == ["c1", "c2", "c3"]  # p1 is no candidate
 
     p = packet(wd, "c1")
     assert p["request"] == (TASKS / "ttl-cache" / "instruction.md").read_text(encoding="utf-8")
     assert p["diff"] == PATCH_C1 and p["diff_bytes"] == len(PATCH_C1.encode()) and not p["diff_truncated"]
     assert p["files"] == ["memokit/cache.py", "memokit/stats.py"]
     # per file of the whole patch: cache.py one line replaced and one added, stats.py one new line
-    assert [(f["path"], f["added"], f["deleted"]) for f in p["file_stats"]] == [("memokit/cache.py", 2, 1),
-                                                                               ("memokit/stats.py", 1, 0)]
-    assert p["tests"] == {"tests.test_ttl.test_memoize_ttl": "failed", "tests.test_cache.test_get_and_set": "passed"}
+    assert [(f["path"], f["added"], f["deleted"]) for f in p["file_stats"]] == [
+        ("memokit/cache.py", 2, 1),
+        ("memokit/stats.py", 1, 0),
+    ]
+    assert p["tests"] == {
+        "tests.test_ttl.test_memoize_ttl": "failed",
+        "tests.test_cache.test_get_and_set": "passed",
+    }
     # the task's hidden test files, test code first: what the request is compared with
     hidden = TASKS / "ttl-cache" / "tests"
-    assert [t["path"] for t in p["hidden_tests"]] == ["hidden/__init__.py", "hidden/test_cache.py",
-                                                      "hidden/test_memoize.py", "hidden/test_ttl.py",
-                                                      "config.json", "test.sh"]
+    assert [t["path"] for t in p["hidden_tests"]] == [
+        "hidden/__init__.py",
+        "hidden/test_cache.py",
+        "hidden/test_memoize.py",
+        "hidden/test_ttl.py",
+        "config.json",
+        "test.sh",
+    ]
     assert p["hidden_tests"][3]["text"] == (hidden / "hidden" / "test_ttl.py").read_text(encoding="utf-8")
     assert p["hidden_tests_note"] is None
     s = p["summary"]
     assert s["kind"] == "digest" and s["steps"] == 3 and s["commands_total"] == 3
     # commands in order, one line each (the two-line command is cut to its first line)
-    assert s["commands"] == ["[step 0] cat memokit/cache.py",
-                             "[step 1] sed -i 's/clock=None/ttl=None, clock=None/' memokit/cache.py ... [+1 lines]",
-                             "[step 2] python -m pytest -q"]
-    for part in ("Steps: 3 (exit status Submitted)", "Files touched (2): memokit/cache.py, memokit/stats.py",
-                 "First message: I will add a ttl parameter.", "Final message: TTL done."):
+    assert s["commands"] == [
+        "[step 0] cat memokit/cache.py",
+        "[step 1] sed -i 's/clock=None/ttl=None, clock=None/' memokit/cache.py ... [+1 lines]",
+        "[step 2] python -m pytest -q",
+    ]
+    for part in (
+        "Steps: 3 (exit status Submitted)",
+        "Files touched (2): memokit/cache.py, memokit/stats.py",
+        "First message: I will add a ttl parameter.",
+        "Final message: TTL done.",
+    ):
         assert part in s["text"], s["text"]
     md = (wd / "packets" / "c1" / "packet.md").read_text(encoding="utf-8")
     assert "## Request" in md and "## Trajectory summary (deterministic digest)" in md and SCRIPT_LINE in md
@@ -158,7 +208,7 @@ def test_packets_hold_request_diff_and_digest(tmp_path):
     assert "## Hidden test files (6)" in md and "### `hidden/test_ttl.py`" in md
     assert "- `memokit/cache.py` (+2 -1)" in md
 
-    c2 = packet(wd, "c2")["summary"]      # no trajectory: the digest says so and uses the run record
+    c2 = packet(wd, "c2")["summary"]  # no trajectory: the digest says so and uses the run record
     assert "Trajectory: no trajectory recorded." in c2["text"] and c2["steps"] == 7
     assert packet(wd, "c3")["request"].startswith("# slugify")
 
@@ -181,7 +231,7 @@ def test_packet_never_reads_outside_the_workdir(tmp_path):
 
 def test_large_patch_is_cut_for_display_and_a_broken_trajectory_is_named(tmp_path):
     wd = make_workdir(tmp_path)
-    big = "".join(small_patch(f"gen/f{i:05d}.py", i) for i in range(7000))      # ~600 KB
+    big = "".join(small_patch(f"gen/f{i:05d}.py", i) for i in range(7000))  # ~600 KB
     big += small_patch("last.py", 0)
     (wd / "runs" / "c2" / "final.patch").write_text(big, encoding="utf-8")
     (wd / "runs" / "c1" / "trajectory.json").write_text('{"format": "something-else"}', encoding="utf-8")
@@ -189,10 +239,10 @@ def test_large_patch_is_cut_for_display_and_a_broken_trajectory_is_named(tmp_pat
     p = packet(wd, "c2")
     assert len(big) > MAX_DIFF_BYTES and p["diff_truncated"] and p["diff_bytes"] == len(big)
     assert p["diff"] == big[:MAX_DIFF_BYTES]
-    assert len(p["files"]) == 7001 and p["files"][-1] == "last.py"    # listed from the whole patch
+    assert len(p["files"]) == 7001 and p["files"][-1] == "last.py"  # listed from the whole patch
     s = packet(wd, "c1")["summary"]
     assert "Trajectory: runs/c1/trajectory.json: not a swe-residual-trajectory-1 file" in s["text"]
-    assert s["steps"] == 3 and s["commands_total"] == 0     # steps from the Stage I record
+    assert s["steps"] == 3 and s["commands_total"] == 0  # steps from the Stage I record
 
 
 def test_hidden_test_files_of_a_hostile_task_are_bounded(tmp_path):
@@ -210,14 +260,16 @@ def test_hidden_test_files_of_a_hostile_task_are_bounded(tmp_path):
     (t / "leak.py").symlink_to(secret)
     (t / "outside").symlink_to(tmp_path)
     (t / "blob.bin").write_bytes(b"\x00\x01" * 10)
-    (t / "hidden" / "test_big.py").write_text("x = 1\n" * 20000)                 # 120,000 bytes
+    (t / "hidden" / "test_big.py").write_text("x = 1\n" * 20000)  # 120,000 bytes
     for i in range(5):
-        (t / "hidden" / f"test_more_{i}.py").write_text("y = 2\n" * 10000)       # 60,000 bytes each
+        (t / "hidden" / f"test_more_{i}.py").write_text("y = 2\n" * 10000)  # 60,000 bytes each
     wd = make_workdir(tmp_path)
     cli("--tasks-dir", str(tasks), str(wd))
     p = packet(wd, "c1")
     shown = {f["path"]: f for f in p["hidden_tests"]}
-    assert "leak.py" not in shown and "blob.bin" not in shown and not any(k.startswith("outside") for k in shown)
+    assert (
+        "leak.py" not in shown and "blob.bin" not in shown and not any(k.startswith("outside") for k in shown)
+    )
     assert "do not show" not in json.dumps(p)
     big = shown["hidden/test_big.py"]
     assert big["size"] == 120000 and big["truncated"] and len(big["text"]) == MAX_TEST_FILE_BYTES
@@ -226,12 +278,20 @@ def test_hidden_test_files_of_a_hostile_task_are_bounded(tmp_path):
     # test_memoize (688) + test_more_0..2 (3 x 60,000) = 247,354; test_more_3 gets the 14,790 bytes
     # left of 262,144 (256 KiB); the rest is named in the note
     assert [(f["path"], len(f["text"])) for f in p["hidden_tests"]] == [
-        ("hidden/__init__.py", 0), ("hidden/test_big.py", 65536), ("hidden/test_cache.py", 1130),
-        ("hidden/test_memoize.py", 688), ("hidden/test_more_0.py", 60000), ("hidden/test_more_1.py", 60000),
-        ("hidden/test_more_2.py", 60000), ("hidden/test_more_3.py", 14790)]
-    assert p["hidden_tests_note"] == ("6 files not shown (binary, special, or past the 256 KiB shown): "
-                                      "hidden/test_more_4.py, hidden/test_ttl.py, blob.bin, config.json, leak.py, "
-                                      "test.sh")
+        ("hidden/__init__.py", 0),
+        ("hidden/test_big.py", 65536),
+        ("hidden/test_cache.py", 1130),
+        ("hidden/test_memoize.py", 688),
+        ("hidden/test_more_0.py", 60000),
+        ("hidden/test_more_1.py", 60000),
+        ("hidden/test_more_2.py", 60000),
+        ("hidden/test_more_3.py", 14790),
+    ]
+    assert p["hidden_tests_note"] == (
+        "6 files not shown (binary, special, or past the 256 KiB shown): "
+        "hidden/test_more_4.py, hidden/test_ttl.py, blob.bin, config.json, leak.py, "
+        "test.sh"
+    )
 
 
 def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
@@ -239,15 +299,26 @@ def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     env = {**os.environ, "OPENAI_API_KEY": "scripted-no-key"}
     # a model that refuses (401): no packet is written, the command says so and fails; a rerun retries
     with ScriptedModelServer(load_script(FIXTURES / "summary-refused.yaml")) as server:
-        proc = cli("--tasks-dir", str(TASKS), "--summary-model", "openai/summarizer", str(wd),
-                   env={**env, "OPENAI_API_BASE": server.url}, check=1)
+        proc = cli(
+            "--tasks-dir",
+            str(TASKS),
+            "--summary-model",
+            "openai/summarizer",
+            str(wd),
+            env={**env, "OPENAI_API_BASE": server.url},
+            check=1,
+        )
     assert "packets: 0 written, 0 up to date, 3 failed" in proc.stdout
-    assert re.search(r"error: packet c1: summary model openai/summarizer \(service, AuthenticationError\)", proc.stdout)
+    assert re.search(
+        r"error: packet c1: summary model openai/summarizer \(service, AuthenticationError\)", proc.stdout
+    )
     assert not (wd / "packets" / "c1" / "packet.json").exists()
 
     script = load_script(FIXTURES / "summary.yaml")
     with ScriptedModelServer(script) as server:
-        proc = cli("--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url})
+        proc = cli(
+            "--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url}
+        )
         requests = server.requests
     assert "packets: 3 written" in proc.stdout
     s = packet(wd, "c1")["summary"]
@@ -272,9 +343,12 @@ def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     cache = sorted((wd / "summaries").glob("*/*.json"))
     assert [p.parent.name for p in cache] == ["c1", "c2", "c3"]
     import shutil
+
     shutil.rmtree(wd / "packets")
     with ScriptedModelServer(load_script(FIXTURES / "summary-refused.yaml")) as server:
-        proc = cli("--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url})
+        proc = cli(
+            "--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url}
+        )
         assert server.requests == []
     assert "packets: 3 written" in proc.stdout
     assert packet(wd, "c1")["summary"]["text"] == script["replies"][0]["message"].strip()
@@ -282,10 +356,12 @@ def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     trajectory(["ls"], "again", "done").write(wd / "runs" / "c1" / "trajectory.json")
     with ScriptedModelServer(script) as server:
         cli("--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url})
-        assert len(server.requests) == 0      # the patch did not change: the packet is up to date
+        assert len(server.requests) == 0  # the patch did not change: the packet is up to date
     (wd / "packets" / "c1" / "packet.json").unlink()
     with ScriptedModelServer(script) as server:
-        proc = cli("--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url})
+        proc = cli(
+            "--summary-model", "openai/summarizer", str(wd), env={**env, "OPENAI_API_BASE": server.url}
+        )
         assert len(server.requests) == 1 and "$ ls" in server.requests[0]["messages"][-1]["content"]
     assert len(list((wd / "summaries" / "c1").glob("*.json"))) == 2
 
@@ -311,8 +387,16 @@ def test_model_summaries_are_made_concurrently(tmp_path):
         watcher = threading.Thread(target=watch)
         watcher.start()
         try:
-            proc = cli("--tasks-dir", str(TASKS), "--summary-model", "openai/summarizer", "-j", "3", str(wd),
-                       env={**os.environ, "OPENAI_API_KEY": "k", "OPENAI_API_BASE": server.url})
+            proc = cli(
+                "--tasks-dir",
+                str(TASKS),
+                "--summary-model",
+                "openai/summarizer",
+                "-j",
+                "3",
+                str(wd),
+                env={**os.environ, "OPENAI_API_KEY": "k", "OPENAI_API_BASE": server.url},
+            )
         finally:
             stop.set()
             watcher.join()
@@ -322,16 +406,31 @@ def test_model_summaries_are_made_concurrently(tmp_path):
 
 # -- decisions -------------------------------------------------------------------------------------
 
+
 def decide(wd: Path, reviewer: str, cid: str, td: str, co: str, comment: str = "", check: int = 0):
-    return cli("--reviewer", reviewer, "--candidate", cid, "--task-directed", td, "--consistent", co,
-               "--comment", comment, str(wd), check=check)
+    return cli(
+        "--reviewer",
+        reviewer,
+        "--candidate",
+        cid,
+        "--task-directed",
+        td,
+        "--consistent",
+        co,
+        "--comment",
+        comment,
+        str(wd),
+        check=check,
+    )
 
 
 def test_cli_decisions_two_reviewers_and_outcomes(tmp_path):
     wd = make_workdir(tmp_path)
     out = decide(wd, "alice", "c1", "yes", "yes").stdout
-    assert ("recorded: alice on c1: task-directed yes, consistent yes (keep); "
-            "candidate c1: pending (1 of 2 reviews)") in out
+    assert (
+        "recorded: alice on c1: task-directed yes, consistent yes (keep); "
+        "candidate c1: pending (1 of 2 reviews)"
+    ) in out
     assert "candidate c1: kept (2 of 2 reviews)" in decide(wd, "bob", "c1", "yes", "yes").stdout
     decide(wd, "alice", "c2", "yes", "yes")
     decide(wd, "bob", "c2", "yes", "no", "the hidden tests ask for a ValueError the request never mentions")
@@ -339,7 +438,10 @@ def test_cli_decisions_two_reviewers_and_outcomes(tmp_path):
     # a third reviewer is refused and nothing is written
     before = review_lines(wd)
     proc = decide(wd, "carol", "c1", "no", "no", check=2)
-    assert "candidate c1 already has its 2 reviewers (alice, bob); the decision of carol is not recorded" in proc.stderr
+    assert (
+        "candidate c1 already has its 2 reviewers (alice, bob); the decision of carol is not recorded"
+        in proc.stderr
+    )
     assert review_lines(wd) == before
 
     # a reviewer changes their own decision: the last line counts
@@ -376,9 +478,20 @@ def test_record_review_refuses_a_third_reviewer_even_when_a_line_slipped_in(tmp_
     wd = WorkDir(make_workdir(tmp_path))
     record_review(wd, "c1", "alice", True, True)
     record_review(wd, "c1", "bob", True, True)
-    with open(wd.path / REVIEWS, "a") as fh:    # e.g. an edit by hand
-        fh.write(json.dumps({"candidate": "c1", "reviewer": "carol", "task_directed": False,
-                             "consistent": False, "comment": "", "reviewed_at": 0}) + "\n")
+    with open(wd.path / REVIEWS, "a") as fh:  # e.g. an edit by hand
+        fh.write(
+            json.dumps(
+                {
+                    "candidate": "c1",
+                    "reviewer": "carol",
+                    "task_directed": False,
+                    "consistent": False,
+                    "comment": "",
+                    "reviewed_at": 0,
+                }
+            )
+            + "\n"
+        )
     assert review_outcomes(wd)["c1"] == "kept"
     with pytest.raises(InputError, match="already has its 2 reviewers"):
         record_review(wd, "c1", "dave", True, True)
@@ -404,12 +517,16 @@ def test_decisions_exported_on_one_machine_and_imported_on_another(tmp_path):
     shared = tmp_path / "alice.jsonl"
     assert f"exported 3 decisions to {shared}" in cli("--export-decisions", str(shared), str(a)).stdout
     assert [json.loads(x)["candidate"] for x in shared.read_text().splitlines()] == ["c1", "c2", "c3"]
-    assert "exported 0 decisions of bob" in cli("--export-decisions", str(tmp_path / "x.jsonl"), "--reviewer", "bob",
-                                                 str(a)).stdout
+    assert (
+        "exported 0 decisions of bob"
+        in cli("--export-decisions", str(tmp_path / "x.jsonl"), "--reviewer", "bob", str(a)).stdout
+    )
 
     proc = cli("--import-decisions", str(shared), str(b), check=1)
-    assert (f"refused {shared}:3: candidate c3 already has its 2 reviewers (bob, carol); the decision of alice "
-            "is not recorded") in proc.stdout
+    assert (
+        f"refused {shared}:3: candidate c3 already has its 2 reviewers (bob, carol); the decision of alice "
+        "is not recorded"
+    ) in proc.stdout
     assert f"decisions from {shared}: 2 imported, 0 already here, 1 refused" in proc.stdout
     # raters: each candidate's first and second reviewer (three people took part). Keep decisions:
     # c1 (bob yes, alice yes), c2 (bob yes, alice no), c3 (bob no, carol yes): a=1 b=1 c=1 d=0,
@@ -419,20 +536,28 @@ def test_decisions_exported_on_one_machine_and_imported_on_another(tmp_path):
     assert review_outcomes(merged) == {"c1": "kept", "c2": "rejected", "c3": "rejected"}
     assert merged.reviews()["c2"]["alice"].comment == "the tests want a ValueError"
     # importing again adds nothing
-    assert "0 imported, 2 already here, 1 refused" in cli("--import-decisions", str(shared), str(b), check=1).stdout
+    assert (
+        "0 imported, 2 already here, 1 refused"
+        in cli("--import-decisions", str(shared), str(b), check=1).stdout
+    )
 
     # alice changes her mind on machine A: the file now conflicts with what machine B holds
     decide(a, "alice", "c2", "no", "no")
     cli("--export-decisions", str(shared), "--reviewer", "alice", str(a))
     proc = cli("--import-decisions", str(shared), str(b), check=1)
     line = next(x for x in proc.stdout.splitlines() if ":2: alice on c2" in x)
-    assert line == (f"refused {shared}:2: alice on c2: task-directed no, consistent no in the file, but task-directed "
-                    "yes, consistent no, comment 'the tests want a ValueError' here; this work dir's stands - to take "
-                    f"the file's, record it here: swe-residual residualize review --reviewer alice --candidate c2 "
-                    f"--task-directed no --consistent no {b}")
+    assert line == (
+        f"refused {shared}:2: alice on c2: task-directed no, consistent no in the file, but task-directed "
+        "yes, consistent no, comment 'the tests want a ValueError' here; this work dir's stands - to take "
+        f"the file's, record it here: swe-residual residualize review --reviewer alice --candidate c2 "
+        f"--task-directed no --consistent no {b}"
+    )
     assert merged.reviews()["c2"]["alice"].task_directed is True
-    decide(b, "alice", "c2", "no", "no")                       # what the line says to run
-    assert "0 imported, 2 already here, 1 refused" in cli("--import-decisions", str(shared), str(b), check=1).stdout
+    decide(b, "alice", "c2", "no", "no")  # what the line says to run
+    assert (
+        "0 imported, 2 already here, 1 refused"
+        in cli("--import-decisions", str(shared), str(b), check=1).stdout
+    )
 
     # a file that is not a decisions file: nothing imported, the line and field named
     before = review_lines(b)
@@ -450,6 +575,7 @@ def test_decisions_exported_on_one_machine_and_imported_on_another(tmp_path):
 
 # -- agreement -------------------------------------------------------------------------------------
 
+
 def ten_candidates(tmp_path: Path) -> WorkDir:
     wd = tmp_path / "wd10"
     wd.mkdir()
@@ -461,9 +587,16 @@ def ten_candidates(tmp_path: Path) -> WorkDir:
 
 # (task_directed, consistent) of reviewers A (ann) and B (ben) on k01..k10
 JUDGEMENTS = {
-    1: ((1, 1), (1, 1)), 2: ((1, 1), (1, 1)), 3: ((1, 1), (1, 1)), 4: ((1, 1), (1, 1)),
-    5: ((1, 1), (1, 0)), 6: ((1, 1), (0, 1)), 7: ((0, 1), (1, 1)),
-    8: ((1, 0), (1, 0)), 9: ((0, 0), (0, 1)), 10: ((0, 1), (0, 1)),
+    1: ((1, 1), (1, 1)),
+    2: ((1, 1), (1, 1)),
+    3: ((1, 1), (1, 1)),
+    4: ((1, 1), (1, 1)),
+    5: ((1, 1), (1, 0)),
+    6: ((1, 1), (0, 1)),
+    7: ((0, 1), (1, 1)),
+    8: ((1, 0), (1, 0)),
+    9: ((0, 0), (0, 1)),
+    10: ((0, 1), (0, 1)),
 }
 
 
@@ -479,9 +612,14 @@ def test_kappa_hand_computed_over_ten_candidates(tmp_path):
     A yes 0.8, B yes 0.8, p_e = 0.64 + 0.04 = 0.68, kappa = 0.12 / 0.32 = 0.375.
     Ben reviews the even candidates first: raters are people, not the order they came in."""
     wd = ten_candidates(tmp_path)
-    assert agreement(wd)["keep"] == {"n": 0, "table": {"yes_yes": 0, "yes_no": 0, "no_yes": 0, "no_no": 0},
-                                     "observed": None, "expected": None, "kappa": None,
-                                     "reason": "no candidate has two reviews"}
+    assert agreement(wd)["keep"] == {
+        "n": 0,
+        "table": {"yes_yes": 0, "yes_no": 0, "no_yes": 0, "no_no": 0},
+        "observed": None,
+        "expected": None,
+        "kappa": None,
+        "reason": "no candidate has two reviews",
+    }
     for i, (a, b) in JUDGEMENTS.items():
         order = [("ann", a), ("ben", b)] if i % 2 else [("ben", b), ("ann", a)]
         for name, (td, co) in order:
@@ -495,11 +633,18 @@ def test_kappa_hand_computed_over_ten_candidates(tmp_path):
     assert ag["consistent"]["kappa"] == pytest.approx(0.375)
     assert [d["candidate"] for d in ag["disagreements"]] == ["k05", "k06", "k07", "k09"]
     assert ag["disagreements"][3]["on"] == ["consistent"]
-    k06 = ag["disagreements"][1]     # ben reviewed k06 first; the reviews are listed in rater order
+    k06 = ag["disagreements"][1]  # ben reviewed k06 first; the reviews are listed in rater order
     assert k06["on"] == ["keep", "task_directed"]
     assert k06["reviews"] == [
         {"reviewer": "ann", "task_directed": True, "consistent": True, "keep": True, "comment": "ann on k06"},
-        {"reviewer": "ben", "task_directed": False, "consistent": True, "keep": False, "comment": "ben on k06"}]
+        {
+            "reviewer": "ben",
+            "task_directed": False,
+            "consistent": True,
+            "keep": False,
+            "comment": "ben on k06",
+        },
+    ]
     assert review_outcomes(wd) == {f"k{i:02d}": ("kept" if i <= 4 else "rejected") for i in range(1, 11)}
 
 
@@ -527,13 +672,30 @@ def test_kappa_undefined_when_chance_agreement_is_one(tmp_path):
 
 # -- the review page -------------------------------------------------------------------------------
 
+
 class PageServer:
     """`review --serve --port 0` as a real subprocess; its URL read from what it prints."""
 
     def __init__(self, wd: Path):
-        self.proc = subprocess.Popen([sys.executable, "-m", "swe_residual.cli", "residualize", "review",
-                                      "--tasks-dir", str(TASKS), "--serve", "--port", "0", str(wd)],
-                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "swe_residual.cli",
+                "residualize",
+                "review",
+                "--tasks-dir",
+                str(TASKS),
+                "--serve",
+                "--port",
+                "0",
+                str(wd),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.printed = []
         for line in self.proc.stdout:
             self.printed.append(line)
@@ -556,8 +718,9 @@ def http(url: str, data: dict | None = None, headers: dict | None = None) -> tup
         def redirect_request(self, *args):
             return None
 
-    req = urllib.request.Request(url, data=urlencode(data).encode() if data is not None else None,
-                                 headers=headers or {})
+    req = urllib.request.Request(
+        url, data=urlencode(data).encode() if data is not None else None, headers=headers or {}
+    )
     try:
         with urllib.request.build_opener(NoRedirect).open(req, timeout=30) as resp:
             return resp.status, resp.read().decode()
@@ -584,10 +747,14 @@ def test_page_escapes_packet_text_and_refuses_forged_posts(page_server):
     # the diff's <script> is text; the one script is the page's own, allowed by its hash only
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and body.count("<script") == 1
     assert body.endswith(f"<script>{SCRIPT}</script></body></html>\n")
-    with urllib.request.urlopen(urllib.request.Request(server.url + "c/c1", headers=alice), timeout=30) as resp:
+    with urllib.request.urlopen(
+        urllib.request.Request(server.url + "c/c1", headers=alice), timeout=30
+    ) as resp:
         csp = resp.headers["Content-Security-Policy"]
-    assert csp == (f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'; "
-                   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    assert csp == (
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    )
     assert SCRIPT_HASH == "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
     token = re.search(r'name="token" value="([^"]+)"', body).group(1)
     form = {"token": token, "task_directed": "yes", "consistent": "yes", "comment": "fine"}
@@ -601,7 +768,9 @@ def test_page_escapes_packet_text_and_refuses_forged_posts(page_server):
     # the real thing: same origin, the page's token
     status, _ = http(server.url + "c/c1", form, {**alice, "Origin": server.url.rstrip("/")})
     assert status == 303
-    assert [(r["reviewer"], r["task_directed"], r["comment"]) for r in review_lines(wd)] == [("alice", True, "fine")]
+    assert [(r["reviewer"], r["task_directed"], r["comment"]) for r in review_lines(wd)] == [
+        ("alice", True, "fine")
+    ]
     code, out = server.stop()
     assert code == 0 and "stopped" in out
 
@@ -613,6 +782,7 @@ def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
     wd, server = page_server
     browser = Browser(exe, str(tmp_path / "chromium"))
     try:
+
         def sign_in(name: str):
             page = browser.new_page()
             page.goto(server.url)
@@ -630,8 +800,10 @@ def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
             page.click("#save", navigates=True)
 
         alice = sign_in("alice")
-        rows = alice.eval("[...document.querySelectorAll('#candidates tr[data-candidate]')]"
-                          ".map(r => [r.dataset.candidate, r.querySelector('.status').textContent])")
+        rows = alice.eval(
+            "[...document.querySelectorAll('#candidates tr[data-candidate]')]"
+            ".map(r => [r.dataset.candidate, r.querySelector('.status').textContent])"
+        )
         assert rows == [["c1", "pending"], ["c2", "pending"], ["c3", "pending"]]
 
         alice.goto(server.url + "c/c1")
@@ -646,9 +818,9 @@ def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
                     summary: document.getElementById('summary').textContent,
                     files: [...document.querySelectorAll('#diff-files tbody tr')].map(
                         r => [...r.querySelectorAll('td')].map(d => d.textContent))}; })()""")
-        assert seen["scripts"] == 1                      # the page's own; the diff's <script> is text
+        assert seen["scripts"] == 1  # the page's own; the diff's <script> is text
         assert seen["line"] == f'+        self.doc = "{SCRIPT_LINE}"'
-        assert seen["colour"] == "rgb(17, 99, 41)"                     # + lines green, - lines red
+        assert seen["colour"] == "rgb(17, 99, 41)"  # + lines green, - lines red
         assert seen["dels"] == ["-    def __init__(self, maxsize=128, clock=None):"]
         assert seen["request"] == (TASKS / "ttl-cache" / "instruction.md").read_text(encoding="utf-8")
         assert "[step 0] cat memokit/cache.py" in seen["summary"]
@@ -668,17 +840,22 @@ def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
         alice.goto(server.url + "c/c1")
         assert alice.eval("document.getElementById('comment').value") == "coherent <b>TTL</b> attempt"
         assert alice.eval("document.getElementById('task_directed-yes').checked") is True
-        assert "alice: task-directed yes, consistent yes - coherent <b>TTL</b> attempt" in \
-            alice.eval("document.getElementById('decisions').textContent")
+        assert "alice: task-directed yes, consistent yes - coherent <b>TTL</b> attempt" in alice.eval(
+            "document.getElementById('decisions').textContent"
+        )
 
         carol = sign_in("carol")
         decide_on(carol, "c1", "no", "no", "late")
-        assert "already has its 2 reviewers (alice, bob)" in carol.eval("document.getElementById('error').textContent")
+        assert "already has its 2 reviewers (alice, bob)" in carol.eval(
+            "document.getElementById('error').textContent"
+        )
 
         alice.goto(server.url)
-        rows = alice.eval("[...document.querySelectorAll('#candidates tr[data-candidate]')]"
-                          ".map(r => [r.dataset.candidate, r.querySelector('.status').textContent,"
-                          " r.querySelector('.mine').textContent])")
+        rows = alice.eval(
+            "[...document.querySelectorAll('#candidates tr[data-candidate]')]"
+            ".map(r => [r.dataset.candidate, r.querySelector('.status').textContent,"
+            " r.querySelector('.mine').textContent])"
+        )
         assert rows == [["c1", "kept", "keep"], ["c2", "rejected", "keep"], ["c3", "rejected", "reject"]]
         # keep: c1 (yes, yes), c2 (yes, no), c3 (no, no): a=1 b=1 c=0 d=1, p_o = 2/3, alice keeps 2/3,
         # bob 1/3, p_e = (2/3)(1/3) + (1/3)(2/3) = 4/9, kappa = (2/3 - 4/9) / (5/9) = 0.4
@@ -688,8 +865,13 @@ def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
 
     lines = review_lines(wd)
     assert [(r["candidate"], r["reviewer"], r["task_directed"], r["consistent"]) for r in lines] == [
-        ("c1", "alice", True, True), ("c1", "bob", True, True), ("c2", "alice", True, True),
-        ("c2", "bob", False, True), ("c3", "alice", True, False), ("c3", "bob", False, False)]
+        ("c1", "alice", True, True),
+        ("c1", "bob", True, True),
+        ("c2", "alice", True, True),
+        ("c2", "bob", False, True),
+        ("c3", "alice", True, False),
+        ("c3", "bob", False, False),
+    ]
     assert lines[0]["comment"] == "coherent <b>TTL</b> attempt"
     w = WorkDir(wd)
     assert review_outcomes(w) == {"c1": "kept", "c2": "rejected", "c3": "rejected"}

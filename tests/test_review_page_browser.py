@@ -27,8 +27,14 @@ def many_candidates(tmp_path: Path) -> Path:
     wd = tmp_path / "wd"
     wd.mkdir()
     for i in range(N):
-        traj = trajectory([f"cat f{i}.py", "python -m pytest -q"], f"attempt {i}", "done") if i % 10 == 0 else None
-        write_run(wd, f"c{i:03d}", DEMO_TASKS[i % len(DEMO_TASKS)], small_patch(f"gen/f{i:03d}.py", i), traj=traj)
+        traj = (
+            trajectory([f"cat f{i}.py", "python -m pytest -q"], f"attempt {i}", "done")
+            if i % 10 == 0
+            else None
+        )
+        write_run(
+            wd, f"c{i:03d}", DEMO_TASKS[i % len(DEMO_TASKS)], small_patch(f"gen/f{i:03d}.py", i), traj=traj
+        )
     return wd
 
 
@@ -46,9 +52,16 @@ class Keys:
             self.page._forget_loads()
         code, vk = self.CODES[key] if key in self.CODES else (f"Key{key.upper()}", ord(key.upper()))
         text = {} if key in self.CODES else {"text": key, "unmodifiedText": key}
-        b.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "code": code,
-                                          "windowsVirtualKeyCode": vk, **text}, s)
-        b.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk}, s)
+        b.call(
+            "Input.dispatchKeyEvent",
+            {"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk, **text},
+            s,
+        )
+        b.call(
+            "Input.dispatchKeyEvent",
+            {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk},
+            s,
+        )
         if navigates:
             b.wait_event("Page.loadEventFired", s)
 
@@ -84,11 +97,21 @@ def test_two_hundred_candidates_keyboard_flow_in_chromium(big_server, tmp_path, 
     assert body.count("<tr data-candidate=") == N
     page_s, body = timed_get(server.url + "c/c100", "swe_residual_reviewer=alice")
     assert 'id="position">101 of 200<' in body
-    record_property("review_timings", json.dumps({"serve_with_packets_s": round(started, 2),
-                                                  "list_200_s": round(list_s, 3), "candidate_s": round(page_s, 3)}))
-    print(f"review --serve with {N} packets written: {started:.2f} s; list page: {list_s * 1000:.0f} ms; "
-          f"candidate page: {page_s * 1000:.0f} ms")
-    assert list_s < 5 and page_s < 5          # generous: two busy CPUs
+    record_property(
+        "review_timings",
+        json.dumps(
+            {
+                "serve_with_packets_s": round(started, 2),
+                "list_200_s": round(list_s, 3),
+                "candidate_s": round(page_s, 3),
+            }
+        ),
+    )
+    print(
+        f"review --serve with {N} packets written: {started:.2f} s; list page: {list_s * 1000:.0f} ms; "
+        f"candidate page: {page_s * 1000:.0f} ms"
+    )
+    assert list_s < 5 and page_s < 5  # generous: two busy CPUs
 
     browser = Browser(exe, str(tmp_path / "chromium"))
     try:
@@ -107,32 +130,40 @@ def test_two_hundred_candidates_keyboard_flow_in_chromium(big_server, tmp_path, 
         assert page.eval("document.querySelector('.reviewer-progress').dataset.decided") == "0"
         assert text("#left") == f"{N} left for you"
 
-        keys.press("u", navigates=True)                 # the first undecided: c000
+        keys.press("u", navigates=True)  # the first undecided: c000
         assert here() == "/c/c000"
         # the decision form comes before the candidate's material, the keys are listed
-        assert page.eval("document.getElementById('decision').compareDocumentPosition("
-                         "document.getElementById('request')) & Node.DOCUMENT_POSITION_FOLLOWING") > 0
+        assert (
+            page.eval(
+                "document.getElementById('decision').compareDocumentPosition("
+                "document.getElementById('request')) & Node.DOCUMENT_POSITION_FOLLOWING"
+            )
+            > 0
+        )
         assert "y / n keep / reject the highlighted criterion" in text("#shortcuts")
         assert page.eval("document.getElementById('fs-task_directed').classList.contains('focus')") is True
-        keys.press("y")                                 # task-directed: keep, then consistent is highlighted
+        keys.press("y")  # task-directed: keep, then consistent is highlighted
         assert page.eval("document.getElementById('fs-consistent').classList.contains('focus')") is True
         keys.press("y")
         keys.press("c")
         browser.call("Input.insertText", {"text": "jk: letters typed in the comment are text"}, page.session)
         keys.press("Escape")
         t = time.perf_counter()
-        keys.press("s", navigates=True)                 # saved; on to the next undecided
+        keys.press("s", navigates=True)  # saved; on to the next undecided
         browser_save_s = time.perf_counter() - t
         assert here() == "/c/c001" and text("#saved") == "Decision on c000 saved."
         assert text("#position") == "2 of 200"
-        assert page.eval("document.querySelector('.reviewer-progress[data-reviewer=alice]').dataset.decided") == "1"
+        assert (
+            page.eval("document.querySelector('.reviewer-progress[data-reviewer=alice]').dataset.decided")
+            == "1"
+        )
 
         keys.press("j", navigates=True)
         assert here() == "/c/c002"
         keys.press("k", navigates=True)
         assert here() == "/c/c001"
         keys.press("y")
-        keys.press("n")                                 # consistent: reject
+        keys.press("n")  # consistent: reject
         keys.press("s", navigates=True)
         assert here() == "/c/c002"
 
@@ -146,16 +177,18 @@ def test_two_hundred_candidates_keyboard_flow_in_chromium(big_server, tmp_path, 
         task = f"demo/{DEMO_TASKS[1]}"
         page.eval(f"document.getElementById('task-filter').value = {json.dumps(task)}")
         page.click("#filter-submit", navigates=True)
-        shown = page.eval("[...document.querySelectorAll('#candidates tr[data-candidate]')].map(r => r.dataset.candidate)")
-        assert shown == [f"c{i:03d}" for i in range(1, N, len(DEMO_TASKS))]     # c001, c009, c017, ...
-        keys.press("u", navigates=True)                 # c001 is decided: the first undecided of the task is c009
+        shown = page.eval(
+            "[...document.querySelectorAll('#candidates tr[data-candidate]')].map(r => r.dataset.candidate)"
+        )
+        assert shown == [f"c{i:03d}" for i in range(1, N, len(DEMO_TASKS))]  # c001, c009, c017, ...
+        keys.press("u", navigates=True)  # c001 is decided: the first undecided of the task is c009
         assert here() == "/c/c009" and task_param() == task
         assert text("#position") == f"2 of {len(shown)} in {task}"
         keys.press("j", navigates=True)
         assert here() == "/c/c017" and task_param() == task
         keys.press("y")
         keys.press("y")
-        keys.press("s", navigates=True)                 # next undecided within the task after c017
+        keys.press("s", navigates=True)  # next undecided within the task after c017
         assert here() == "/c/c025" and task_param() == task and text("#saved") == "Decision on c017 saved."
 
         # a second reviewer in their own browser context: progress per reviewer
@@ -169,20 +202,29 @@ def test_two_hundred_candidates_keyboard_flow_in_chromium(big_server, tmp_path, 
         bkeys.press("y")
         bkeys.press("y")
         bkeys.press("s", navigates=True)
-        progress = bob.eval("[...document.querySelectorAll('.reviewer-progress')].map(e => [e.dataset.reviewer,"
-                            " e.dataset.decided, e.dataset.total])")
+        progress = bob.eval(
+            "[...document.querySelectorAll('.reviewer-progress')].map(e => [e.dataset.reviewer,"
+            " e.dataset.decided, e.dataset.total])"
+        )
         assert progress == [["bob", "1", "200"], ["alice", "3", "200"]]
         bob.goto(server.url + "c/c000")
-        assert "alice: task-directed yes, consistent yes - jk: letters typed in the comment are text" in \
-            bob.eval("document.getElementById('decisions').textContent")
+        assert (
+            "alice: task-directed yes, consistent yes - jk: letters typed in the comment are text"
+            in bob.eval("document.getElementById('decisions').textContent")
+        )
     finally:
         browser.close()
-    print(f"chromium: list of {N} after sign-in {browser_list_s * 1000:.0f} ms; save and next {browser_save_s * 1000:.0f} ms")
+    print(
+        f"chromium: list of {N} after sign-in {browser_list_s * 1000:.0f} ms; save and next {browser_save_s * 1000:.0f} ms"
+    )
 
     lines = [json.loads(x) for x in (wd / REVIEWS).read_text().splitlines()]
     assert [(r["reviewer"], r["candidate"], r["task_directed"], r["consistent"]) for r in lines] == [
-        ("alice", "c000", True, True), ("alice", "c001", True, False), ("alice", "c017", True, True),
-        ("bob", "c000", True, True)]
+        ("alice", "c000", True, True),
+        ("alice", "c001", True, False),
+        ("alice", "c017", True, True),
+        ("bob", "c000", True, True),
+    ]
     assert lines[0]["comment"] == "jk: letters typed in the comment are text"
     w = WorkDir(wd)
     outcomes = review_outcomes(w)

@@ -30,8 +30,17 @@ from tests import stats_reference as ref
 
 
 def rec(agent, task, start, outcome, state=None, track="repo") -> Record:
-    return Record(case_id=f"{agent}/{task}/{start}/{state}", agent=agent, track=track, task=task, start=start,
-                  state=state, outcome=outcome, verdict="pass" if outcome else "fail", declared_complete=True)
+    return Record(
+        case_id=f"{agent}/{task}/{start}/{state}",
+        agent=agent,
+        track=track,
+        task=task,
+        start=start,
+        state=state,
+        outcome=outcome,
+        verdict="pass" if outcome else "fail",
+        declared_complete=True,
+    )
 
 
 def test_percentile_linear_interpolation():
@@ -55,7 +64,7 @@ def test_resampled_counts_are_multinomial():
     for c, s in zip(counts, sizes):
         p = s / 17
         sd = (17 * p * (1 - p)) ** 0.5
-        assert c.mean() == pytest.approx(17 * p, abs=4 * sd / 20000 ** 0.5 + 1e-9)
+        assert c.mean() == pytest.approx(17 * p, abs=4 * sd / 20000**0.5 + 1e-9)
         assert c.var() == pytest.approx(17 * p * (1 - p), rel=0.06, abs=1e-12)
 
 
@@ -63,7 +72,7 @@ def test_bootstrap_is_reproducible_and_keeps_pairs():
     # 40 tasks: clean 1 on 30, residual 1 on 12 of those; point Res 0.3, Clean 0.75, Gap 45
     pairs = {f"t{i}": (1.0 if i < 30 else 0.0, 1.0 if i < 12 else 0.0) for i in range(40)}
     a = bootstrap_ci(pairs, n_boot=1000, seed=5)
-    assert a == bootstrap_ci(pairs, n_boot=1000, seed=5)           # same seed, same interval
+    assert a == bootstrap_ci(pairs, n_boot=1000, seed=5)  # same seed, same interval
     assert a != bootstrap_ci(pairs, n_boot=1000, seed=6)
     lo, hi = a["residual"]
     assert lo < 0.3 < hi and 0.0 <= lo and hi <= 1.0
@@ -139,38 +148,60 @@ def _rates(rng: random.Random, n: int, values: list[float]) -> list[float]:
 def bootstrap_cases():
     rng = random.Random(11)
     third = [0.0, 1 / 3, 0.5, 2 / 3, 1.0]
-    yield "40 tasks, 30 clean / 12 residual", [(1.0 if i < 30 else 0.0, 1.0 if i < 12 else 0.0) for i in range(40)]
+    yield (
+        "40 tasks, 30 clean / 12 residual",
+        [(1.0 if i < 30 else 0.0, 1.0 if i < 12 else 0.0) for i in range(40)],
+    )
     yield "5 tasks, all distinct", [(1.0, 0.5), (0.0, 0.0), (1.0, 1 / 3), (1.0, 1.0), (0.0, 2 / 3)]
-    yield "60 tasks, residual in thirds and halves", list(zip(_rates(rng, 60, [0.0, 1.0, 1.0]), _rates(rng, 60, third)))
+    yield (
+        "60 tasks, residual in thirds and halves",
+        list(zip(_rates(rng, 60, [0.0, 1.0, 1.0]), _rates(rng, 60, third))),
+    )
     yield "2000 tasks, binary", [(float(rng.random() < 0.8), float(rng.random() < 0.45)) for _ in range(2000)]
     yield "150 tasks, every value distinct", [(rng.random(), rng.random()) for _ in range(150)]
 
 
 @pytest.mark.parametrize("name,pairs", list(bootstrap_cases()), ids=[c[0] for c in bootstrap_cases()])
 def test_bootstrap_agrees_with_the_pure_python_reference(name, pairs):
-    n_boot = 4000 if len(set(pairs)) > 20 else 20000  # the reference draws a binomial per category and replicate
+    n_boot = (
+        4000 if len(set(pairs)) > 20 else 20000
+    )  # the reference draws a binomial per category and replicate
     new = bootstrap_ci(pairs, n_boot=n_boot, seed=1)
     old = ref.bootstrap_ci(pairs, n_boot=n_boot, seed=1)
     n = len(pairs)
-    per_task = {"clean": [c for c, _ in pairs], "residual": [r for _, r in pairs],
-                "gap": [100.0 * (c - r) for c, r in pairs]}
+    per_task = {
+        "clean": [c for c, _ in pairs],
+        "residual": [r for _, r in pairs],
+        "gap": [100.0 * (c - r) for c, r in pairs],
+    }
     for metric, xs in per_task.items():
         tol = quantile_tolerance(pstdev(xs), max(xs) - min(xs), n, n_boot)
         for end in (0, 1):
             assert new[metric][end] == pytest.approx(old[metric][end], abs=tol), (metric, end, tol)
-    assert {k: new[k] for k in ("n_boot", "seed", "level")} == {k: old[k] for k in ("n_boot", "seed", "level")}
+    assert {k: new[k] for k in ("n_boot", "seed", "level")} == {
+        k: old[k] for k in ("n_boot", "seed", "level")
+    }
 
 
 def paired_cases():
     rng = random.Random(12)
     third = [0.0, 1 / 3, 0.5, 2 / 3, 1.0]
     yield "8 tasks, exact p", {f"t{i}": 1.0 for i in range(8)}, {f"t{i}": float(i < 3) for i in range(8)}
-    yield ("300 tasks, binary, a 6-point drop", {f"t{i}": float(rng.random() < 0.6) for i in range(300)},
-           {f"t{i}": float(rng.random() < 0.54) for i in range(300)})
-    yield ("400 tasks in thirds, no difference", {f"t{i}": rng.choice(third) for i in range(400)},
-           {f"t{i}": rng.choice(third) for i in range(400)})
-    yield ("120 tasks, continuous", {f"t{i}": rng.random() for i in range(120)},
-           {f"t{i}": rng.random() * 0.9 for i in range(120)})
+    yield (
+        "300 tasks, binary, a 6-point drop",
+        {f"t{i}": float(rng.random() < 0.6) for i in range(300)},
+        {f"t{i}": float(rng.random() < 0.54) for i in range(300)},
+    )
+    yield (
+        "400 tasks in thirds, no difference",
+        {f"t{i}": rng.choice(third) for i in range(400)},
+        {f"t{i}": rng.choice(third) for i in range(400)},
+    )
+    yield (
+        "120 tasks, continuous",
+        {f"t{i}": rng.random() for i in range(120)},
+        {f"t{i}": rng.random() * 0.9 for i in range(120)},
+    )
 
 
 @pytest.mark.parametrize("name,a,b", list(paired_cases()), ids=[c[0] for c in paired_cases()])
@@ -219,21 +250,24 @@ def test_monte_carlo_p_agrees_with_the_exact_distribution(shift):
     assert p == pytest.approx(exact, abs=tol) and old == pytest.approx(exact, abs=tol)
 
 
-@pytest.mark.parametrize("diffs", [
-    [100.0, 100.0, 50.0, 0.0],
-    [1.0, 1.0, 1.0, -1.0],
-    # 4 distinct |d| with 3, 5, 2, 7 tasks: 4 * 6 * 3 * 8 = 576 combinations, every term an exact float
-    [100 / 3] * 2 + [-100 / 3] + [50.0] * 5 + [-200 / 3, 200 / 3] + [100.0] * 4 + [-100.0] * 3,
-    # 50 + 5 tasks: terms exact (comb(50, 25) * comb(5, 2) < 2**53) but 55 > 53 bits, so the sums round:
-    # the same order of additions must give the same bits
-    [100.0] * 31 + [-100.0] * 19 + [50.0, 50.0, -50.0, 50.0, 50.0],
-    # |d| 33.33333333333333 and 33.333333333333336 (1/3 and 1 - 2/3 in points) are one value rounded to 12 places
-    [100 * (1 / 3 - 0), 100 * (2 / 3 - 1 / 3), -100 * (1 - 2 / 3), 50.0, -0.0, 100 * (1 / 3), 100.0],
-    # one |d| on 300 tasks: big-integer terms (comb(300, 150) ~ 10**89)
-    [100.0] * 180 + [-100.0] * 120,
-    # two |d| on 90 and 150 tasks: 91 * 151 = 13,741 combinations of big-integer terms
-    [100.0] * 50 + [-100.0] * 40 + [50.0] * 90 + [-50.0] * 60,
-])
+@pytest.mark.parametrize(
+    "diffs",
+    [
+        [100.0, 100.0, 50.0, 0.0],
+        [1.0, 1.0, 1.0, -1.0],
+        # 4 distinct |d| with 3, 5, 2, 7 tasks: 4 * 6 * 3 * 8 = 576 combinations, every term an exact float
+        [100 / 3] * 2 + [-100 / 3] + [50.0] * 5 + [-200 / 3, 200 / 3] + [100.0] * 4 + [-100.0] * 3,
+        # 50 + 5 tasks: terms exact (comb(50, 25) * comb(5, 2) < 2**53) but 55 > 53 bits, so the sums round:
+        # the same order of additions must give the same bits
+        [100.0] * 31 + [-100.0] * 19 + [50.0, 50.0, -50.0, 50.0, 50.0],
+        # |d| 33.33333333333333 and 33.333333333333336 (1/3 and 1 - 2/3 in points) are one value rounded to 12 places
+        [100 * (1 / 3 - 0), 100 * (2 / 3 - 1 / 3), -100 * (1 - 2 / 3), 50.0, -0.0, 100 * (1 / 3), 100.0],
+        # one |d| on 300 tasks: big-integer terms (comb(300, 150) ~ 10**89)
+        [100.0] * 180 + [-100.0] * 120,
+        # two |d| on 90 and 150 tasks: 91 * 151 = 13,741 combinations of big-integer terms
+        [100.0] * 50 + [-100.0] * 40 + [50.0] * 90 + [-50.0] * 60,
+    ],
+)
 def test_exact_sign_flip_is_bit_identical_to_the_reference(diffs):
     new = sign_flip_p(diffs)
     assert new[1] is True
@@ -258,6 +292,7 @@ def test_chunked_draws_agree(monkeypatch):
 
 # --- exact cases by hand ----------------------------------------------------------------------------
 
+
 def test_sign_flip_exact_by_hand():
     # d = [1, 1, 1]: 8 equally likely flips, |sum| >= 3 only for +++ and --- -> p = 2/8
     assert sign_flip_p([1, 1, 1]) == (0.25, True)
@@ -274,13 +309,17 @@ def test_sign_flip_exact_by_hand():
 
 def test_sign_flip_monte_carlo_agrees_with_brute_force_coin_flips():
     rng = random.Random(4)
-    diffs = [rng.choice([-1.0, 0.5, 1.0, 2.0, -0.25]) + rng.random() for _ in range(30)]  # all distinct: Monte Carlo
+    diffs = [
+        rng.choice([-1.0, 0.5, 1.0, 2.0, -0.25]) + rng.random() for _ in range(30)
+    ]  # all distinct: Monte Carlo
     p_mc, exact = sign_flip_p(diffs, n_perm=20000, seed=1)
     assert not exact
     # reference by brute-force Monte Carlo with plain coin flips
     ref_rng = random.Random(9)
     obs = abs(sum(diffs))
-    hits = sum(abs(sum(d if ref_rng.random() < 0.5 else -d for d in diffs)) >= obs - 1e-9 for _ in range(20000))
+    hits = sum(
+        abs(sum(d if ref_rng.random() < 0.5 else -d for d in diffs)) >= obs - 1e-9 for _ in range(20000)
+    )
     assert p_mc == pytest.approx(hits / 20000, abs=0.02)
 
 
@@ -303,8 +342,12 @@ def test_paired_comparison_by_hand():
 
 def test_task_values_and_compare_two_runs_and_two_agents():
     # run 1: agent A solves every residual state of t1..t8; run 2: A solves none -> drop 100 points
-    run1 = [rec("A", f"t{i}", "clean", 1) for i in range(8)] + [rec("A", f"t{i}", "residual", 1, "s") for i in range(8)]
-    run2 = [rec("A", f"t{i}", "clean", 1) for i in range(8)] + [rec("A", f"t{i}", "residual", 0, "s") for i in range(8)]
+    run1 = [rec("A", f"t{i}", "clean", 1) for i in range(8)] + [
+        rec("A", f"t{i}", "residual", 1, "s") for i in range(8)
+    ]
+    run2 = [rec("A", f"t{i}", "clean", 1) for i in range(8)] + [
+        rec("A", f"t{i}", "residual", 0, "s") for i in range(8)
+    ]
     assert task_values(run1)[("repo", "A")] == {f"t{i}": 1.0 for i in range(8)}
     assert task_values(run2, "gap")[("repo", "A")]["t0"] == 1.0
     out = compare(run1, run2, n_boot=200)["repo"]["A"]
@@ -324,5 +367,5 @@ def test_reference_moments_still_hold():
     for n, p in [(7, 0.2), (3000, 0.04), (3000, 0.7)]:
         xs = [ref.binomial(rng, n, p) for _ in range(5000)]
         sd = (n * p * (1 - p)) ** 0.5
-        assert fmean(xs) == pytest.approx(n * p, abs=4 * sd / 5000 ** 0.5)
+        assert fmean(xs) == pytest.approx(n * p, abs=4 * sd / 5000**0.5)
         assert pvariance(xs) == pytest.approx(n * p * (1 - p), rel=0.1)

@@ -14,18 +14,47 @@ import pytest
 from .taskfactory import make_task, partial_state_patch, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = {"agent", "track", "task", "start", "state", "predecessor", "attempt", "outcome", "verdict", "tests",
-          "declared_complete", "termination", "steps", "duration_s", "artifacts"}
+FIELDS = {
+    "agent",
+    "track",
+    "task",
+    "start",
+    "state",
+    "predecessor",
+    "attempt",
+    "outcome",
+    "verdict",
+    "tests",
+    "declared_complete",
+    "termination",
+    "steps",
+    "duration_s",
+    "artifacts",
+}
 
 
 def run_suite(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"),
-           "--states", str(tmp / "states.yaml"), "--run-dir", str(tmp / "run"), "-p", "no:randomly", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "--run-dir",
+        str(tmp / "run"),
+        "-p",
+        "no:randomly",
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def _world(tmp: Path, backend: str = "local", **task_kw) -> None:
     from .taskfactory import docker_task
+
     task = (docker_task if backend == "docker" else make_task)(tmp, **task_kw)
     write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
 
@@ -34,13 +63,19 @@ def test_suite_run_with_xdist_records_every_case(tmp_path):
     _world(tmp_path)
     proc = run_suite(tmp_path, "--agent", "oracle", "--agent", "nop", "-n", "2")
     out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr     # nop's failures are test failures...
-    assert "2 failed, 2 passed" in out and " error" not in out.split("short test summary")[-1]  # ...not errors
+    assert proc.returncode == 1, out + proc.stderr  # nop's failures are test failures...
+    assert (
+        "2 failed, 2 passed" in out and " error" not in out.split("short test summary")[-1]
+    )  # ...not errors
     run = tmp_path / "run"
     lines = (run / "results.jsonl").read_text().splitlines()
     records = {r["case_id"]: r for r in map(json.loads, lines)}
-    assert sorted(records) == ["nop-calc-clean", "nop-calc-residual-calc--partial", "oracle-calc-clean",
-                               "oracle-calc-residual-calc--partial"]
+    assert sorted(records) == [
+        "nop-calc-clean",
+        "nop-calc-residual-calc--partial",
+        "oracle-calc-clean",
+        "oracle-calc-residual-calc--partial",
+    ]
     for r in records.values():
         assert FIELDS <= set(r)
         for rel in r["artifacts"].values():
@@ -65,13 +100,14 @@ def test_suite_run_with_xdist_records_every_case(tmp_path):
 def test_malformed_states_file_is_a_one_line_usage_error(tmp_path):
     _world(tmp_path)
     import yaml
+
     states = tmp_path / "states.yaml"
     data = yaml.safe_load(states.read_text())
     data["states"][0]["artifact"]["sha256"] = "1" * 64
     states.write_text(yaml.safe_dump(data))
     proc = run_suite(tmp_path, "--agent", "nop")
     assert proc.returncode == 4
-    err = [l for l in proc.stderr.splitlines() if l.startswith("ERROR:")]
+    err = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(err) == 1 and "states[0] (id 'calc--partial'): artifact.sha256: does not match" in err[0]
     assert not (tmp_path / "run" / "results.jsonl").exists()
 
@@ -81,8 +117,11 @@ def test_infra_error_is_a_pytest_error_with_no_outcome(tmp_path):
     proc = run_suite(tmp_path, "--agent", "nop", "--start", "residual", "--infra-retries", "0")
     assert proc.returncode == 1
     assert "1 error" in proc.stdout
-    assert "InfraError: verifier timed out after 1s running tests/test.sh (twice; the verifier fails on the reference" in proc.stdout
-    (rec,) = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert (
+        "InfraError: verifier timed out after 1s running tests/test.sh (twice; the verifier fails on the reference"
+        in proc.stdout
+    )
+    (rec,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert rec["verdict"] == "infra_error" and rec["outcome"] is None
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["cases"]["infra_errors"] == ["nop-calc-residual-calc--partial"]
@@ -92,29 +131,54 @@ def test_infra_error_is_a_pytest_error_with_no_outcome(tmp_path):
 def test_resume_reruns_only_infra_errors_and_appends(tmp_path):
     # first run: the verifier hangs, so both cases are infra errors (no outcome recorded)
     _world(tmp_path, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
-    proc = run_suite(tmp_path, "--agent", "oracle", "--agent", "nop", "--start", "residual", "--infra-retries", "0")
+    proc = run_suite(
+        tmp_path, "--agent", "oracle", "--agent", "nop", "--start", "residual", "--infra-retries", "0"
+    )
     assert "2 error" in proc.stdout
     # repair the verifier, resume: both are rerun as attempt 2 and appended
     from .taskfactory import TEST_SH
+
     (tmp_path / "tasks" / "calc" / "tests" / "test.sh").write_text(TEST_SH)
     toml = tmp_path / "tasks" / "calc" / "task.toml"
-    toml.write_text(toml.read_text().replace("[verifier]\ntimeout_sec = 1\n", "[verifier]\ntimeout_sec = 60\n"))
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
-           str(tmp_path / "states.yaml"), "--resume", str(tmp_path / "run"), "--agent", "oracle", "--agent", "nop",
-           "--start", "residual"]
+    toml.write_text(
+        toml.read_text().replace("[verifier]\ntimeout_sec = 1\n", "[verifier]\ntimeout_sec = 60\n")
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--resume",
+        str(tmp_path / "run"),
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        "--start",
+        "residual",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert "1 failed, 1 passed" in proc.stdout
-    lines = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert [(r["agent"], r["attempt"], r["verdict"]) for r in lines][2:] in (
-        [("oracle", 2, "pass"), ("nop", 2, "fail")], [("nop", 2, "fail"), ("oracle", 2, "pass")])
+        [("oracle", 2, "pass"), ("nop", 2, "fail")],
+        [("nop", 2, "fail"), ("oracle", 2, "pass")],
+    )
     # a third resume has nothing left to run and keeps the numbers
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert "2 deselected" in proc.stdout and len((tmp_path / "run" / "results.jsonl").read_text().splitlines()) == 4
+    assert (
+        "2 deselected" in proc.stdout
+        and len((tmp_path / "run" / "results.jsonl").read_text().splitlines()) == 4
+    )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["tracks"]["demo"]["oracle"]["residual"] == 1.0 and summary["cases"]["missing"] == []
 
 
-CRASH_PLUGIN = '''
+CRASH_PLUGIN = """
 import os, signal
 import pytest
 
@@ -123,38 +187,77 @@ def pytest_runtest_setup(item):
     # a real worker crash as the case starts (xdist reports it through pytest_handlecrashitem)
     if hasattr(item.config, "workerinput") and item.nodeid.endswith("[nop-calc-clean]"):
         os.kill(os.getpid(), signal.SIGKILL)
-'''
+"""
 
 
 def test_worker_crash_leaves_a_complete_infra_record_and_a_consistent_summary(tmp_path, backend):
     _world(tmp_path, backend)
     (tmp_path / "crashplug.py").write_text(CRASH_PLUGIN)
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
-           str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"), "-p", "crashplug", "-n", "2",
-           "--agent", "oracle", "--agent", "nop", "--backend", backend]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "-p",
+        "crashplug",
+        "-n",
+        "2",
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        "--backend",
+        backend,
+    ]
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "crashed while running" in proc.stdout
-    lines = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     crashed = [r for r in lines if r["case_id"] == "nop-calc-clean"]
-    assert len(crashed) == 1 and crashed[0]["rule"] == "infra_crash" and crashed[0]["verdict"] == "infra_error"
+    assert (
+        len(crashed) == 1 and crashed[0]["rule"] == "infra_crash" and crashed[0]["verdict"] == "infra_error"
+    )
     assert (crashed[0]["attempt"], crashed[0]["harness"], crashed[0]["agent"], crashed[0]["start"]) == (
-        1, "builtin", "nop", "clean")
+        1,
+        "builtin",
+        "nop",
+        "clean",
+    )
     # every collected case has a record, and the summary agrees with results.jsonl
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["cases"]["missing"] == [] and summary["cases"]["collected"] == 4
     assert summary["cases"]["infra_errors"] == ["nop-calc-clean"]
-    assert sorted({r["case_id"] for r in lines}) == sorted(["nop-calc-clean", "nop-calc-residual-calc--partial",
-                                                           "oracle-calc-clean", "oracle-calc-residual-calc--partial"])
+    assert sorted({r["case_id"] for r in lines}) == sorted(
+        [
+            "nop-calc-clean",
+            "nop-calc-residual-calc--partial",
+            "oracle-calc-clean",
+            "oracle-calc-residual-calc--partial",
+        ]
+    )
     # --resume reruns the crashed case as attempt 2 (without the crash plugin)
-    proc = subprocess.run([c for c in cmd if c not in ("-p", "crashplug", "--run-dir", str(tmp_path / "run"))]
-                          + ["--resume", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    again = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()][len(lines):]
+    proc = subprocess.run(
+        [c for c in cmd if c not in ("-p", "crashplug", "--run-dir", str(tmp_path / "run"))]
+        + ["--resume", str(tmp_path / "run")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    again = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()][
+        len(lines) :
+    ]
     assert [(r["case_id"], r["attempt"], r["verdict"]) for r in again] == [("nop-calc-clean", 2, "fail")]
 
 
-FILL_PLUGIN = '''
+FILL_PLUGIN = """
 import os
 import pytest
 
@@ -170,17 +273,23 @@ def pytest_runtest_setup(item):
                     fh.flush()
             except OSError:
                 pass
-'''
+"""
 
 
 @pytest.fixture
 def small_fs(tmp_path):
     """A 70 MiB tmpfs (root only): a run dir whose filesystem can really fill up."""
     import os
+
     mnt = tmp_path / "fs"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=70m", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=70m", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("needs root to mount a small tmpfs")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
@@ -188,24 +297,48 @@ def small_fs(tmp_path):
 
 def test_run_dir_that_fills_up_is_an_invalid_run_and_resume_completes_it(tmp_path, small_fs, backend):
     import os
+
     _world(tmp_path, backend)
     (tmp_path / "fillplug.py").write_text(FILL_PLUGIN)
     run = small_fs / "run"
-    base = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
-            str(tmp_path / "states.yaml"), "--agent", "oracle", "--agent", "nop", "-p", "no:randomly",
-            "--backend", backend]
+    base = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--agent",
+        "oracle",
+        "--agent",
+        "nop",
+        "-p",
+        "no:randomly",
+        "--backend",
+        backend,
+    ]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "SWE_TEST_FILL_DIR": str(small_fs)}
-    proc = subprocess.run(base + ["--run-dir", str(run), "-p", "fillplug", "--gate-max-infra", "0"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        base + ["--run-dir", str(run), "-p", "fillplug", "--gate-max-infra", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 11, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "InfraError: cannot write" in proc.stdout and "No space left on device" in proc.stdout
     invalid = [line for line in proc.stdout.splitlines() if line.startswith("INVALID RUN (exit 11)")]
     assert len(invalid) == 1 and str(run) in invalid[0]
     for line in (run / "results.jsonl").read_text().splitlines() if (run / "results.jsonl").exists() else []:
-        json.loads(line)                     # whatever was written is whole lines
+        json.loads(line)  # whatever was written is whole lines
     # space again: --resume runs what is missing and the numbers are complete
     (small_fs / "filler").unlink()
-    proc = subprocess.run(base + ["--resume", str(run)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        base + ["--resume", str(run)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 1, proc.stdout[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["cases"]["missing"] == [] and summary["cases"]["recorded"] == 4
@@ -226,14 +359,22 @@ def test_run_dir_on_an_almost_full_filesystem_is_a_usage_error(tmp_path, small_f
 def test_state_patch_that_does_not_apply_is_a_usage_error_before_any_case(tmp_path, workers, monkeypatch):
     monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "cache"))
     task = make_task(tmp_path)
-    bad = state_entry(tmp_path, task, b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
-                      b"@@ -1,2 +1,2 @@\n-def nothing_like_this():\n+def x():\n     return a + b\n", state_id="bad")
+    bad = state_entry(
+        tmp_path,
+        task,
+        b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
+        b"@@ -1,2 +1,2 @@\n-def nothing_like_this():\n+def x():\n     return a + b\n",
+        state_id="bad",
+    )
     good = state_entry(tmp_path, task, partial_state_patch(task), state_id="good")
     write_states(tmp_path, [good, bad])
     proc = run_suite(tmp_path, "--agent", "nop", *workers)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
-    assert error.startswith("ERROR: state bad: patch ") and "does not apply at the base commit of task calc" in error
+    assert (
+        error.startswith("ERROR: state bad: patch ")
+        and "does not apply at the base commit of task calc" in error
+    )
     assert not (tmp_path / "run" / "results.jsonl").exists()
     # the patch that applied is remembered; the failing one is not (it is checked, and named, every time)
     assert len(list((tmp_path / "cache" / "checks" / "patch-applies").iterdir())) == 1
@@ -242,8 +383,11 @@ def test_state_patch_that_does_not_apply_is_a_usage_error_before_any_case(tmp_pa
         # selection that leaves the bad state out runs
         assert not (tmp_path / "run").exists()
         proc = run_suite(tmp_path, "--agent", "nop", "-k", "not bad")
-        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]   # nop fails the residual case
-        recorded = [json.loads(line)["case_id"] for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # nop fails the residual case
+        recorded = [
+            json.loads(line)["case_id"]
+            for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+        ]
         assert sorted(recorded) == ["nop-calc-clean", "nop-calc-residual-good"], recorded
 
 
@@ -251,16 +395,47 @@ def test_nothing_to_run_starts_no_workers(tmp_path):
     _world(tmp_path)
     first = run_suite(tmp_path, "--agent", "oracle", "--start", "clean")
     assert first.returncode == 0, first.stdout[-2000:]
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"), "--states",
-           str(tmp_path / "states.yaml"), "--resume", str(tmp_path / "run"), "--agent", "oracle", "--start",
-           "clean", "-n", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(tmp_path / "states.yaml"),
+        "--resume",
+        str(tmp_path / "run"),
+        "--agent",
+        "oracle",
+        "--start",
+        "clean",
+        "-n",
+        "2",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "workers" not in proc.stdout and "1 deselected" in proc.stdout
     # a track without tasks (an empty task cache): exit 4 before any worker, naming the fetch command
     env = {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/deepswe", "-n", "2", "-rs", "--run-dir",
-                           str(tmp_path / "run2")], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/deepswe",
+            "-n",
+            "2",
+            "-rs",
+            "--run-dir",
+            str(tmp_path / "run2"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     # naming the track on the command line and getting nothing to run is a usage error, not a green skip
     assert proc.returncode == 4 and "workers" not in proc.stdout, proc.stdout[-2000:]
     assert "`swe-residual tasks fetch deepswe`" in proc.stderr

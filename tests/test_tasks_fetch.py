@@ -26,8 +26,9 @@ IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *IDENTITY, *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *IDENTITY, *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def task_repo(tmp: Path) -> Path:
@@ -60,13 +61,27 @@ def env_for(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def cli(tmp: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", *args], check=False, cwd=ROOT, env=env_for(tmp, **extra),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", *args],
+        check=False,
+        cwd=ROOT,
+        env=env_for(tmp, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def suite(tmp: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", *args], check=False,
-                          cwd=ROOT, env=env_for(tmp, **extra), capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", *args],
+        check=False,
+        cwd=ROOT,
+        env=env_for(tmp, **extra),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def fetch(tmp: Path, src: Path, *args: str) -> subprocess.CompletedProcess:
@@ -98,7 +113,9 @@ def test_fetch_clones_the_default_branch_shallow_and_records_the_commit(tmp_path
     rec = record(tmp_path)
     assert (rec["commit"], rec["ref"], rec["subdir"], rec["n_tasks"]) == (head, None, "tasks", 1)
     assert rec["url"] == fetched.as_uri()
-    assert (clone(tmp_path) / "tasks" / TASK / "task.toml").read_bytes() == (FIXTURE / TASK / "task.toml").read_bytes()
+    assert (clone(tmp_path) / "tasks" / TASK / "task.toml").read_bytes() == (
+        FIXTURE / TASK / "task.toml"
+    ).read_bytes()
     # src has 2 commits; a shallow clone holds only the fetched one
     assert git(clone(tmp_path), "rev-parse", "--is-shallow-repository") == "true"
     assert git(clone(tmp_path), "rev-list", "--count", "HEAD") == "1"
@@ -112,7 +129,9 @@ def test_the_track_finds_fetched_tasks_without_tasks_dir(tmp_path, fetched, monk
 
     monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "cache"))
     assert tasks_dir_for(suite_dir("deepswe"), None) == (clone(tmp_path) / "tasks").resolve()
-    plan = build_plan([suite_dir("deepswe")], agents=["oracle", "nop"], start="both", states_path=FIXTURE_STATES)
+    plan = build_plan(
+        [suite_dir("deepswe")], agents=["oracle", "nop"], start="both", states_path=FIXTURE_STATES
+    )
     # 2 agents x (clean + 1 state) = 4 cases
     assert plan.tracks["deepswe"].skip_reason is None and len(plan.cases) == 4
     # --tasks-dir still wins
@@ -123,11 +142,16 @@ def test_the_track_finds_fetched_tasks_without_tasks_dir(tmp_path, fetched, monk
 
 def test_pytest_collects_the_fetched_tasks(tmp_path, fetched, docker_client):
     # collection opens the run session, which asks the (default: docker) engine before any case
-    proc = suite(tmp_path, "--collect-only", "-q", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "run"))
+    proc = suite(
+        tmp_path, "--collect-only", "-q", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "run")
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ids = sorted(ln.split("[", 1)[1].rstrip("]") for ln in proc.stdout.splitlines() if "::test_case[" in ln)
-    assert ids == [f"{a}-{TASK}-{s}" for a in ("nop", "oracle")
-                   for s in ("clean", "residual-wordstats-top-words--ties-by-first-seen")]
+    assert ids == [
+        f"{a}-{TASK}-{s}"
+        for a in ("nop", "oracle")
+        for s in ("clean", "residual-wordstats-top-words--ties-by-first-seen")
+    ]
 
 
 def test_fetching_again_updates_to_the_new_commit(tmp_path, fetched):
@@ -135,7 +159,7 @@ def test_fetching_again_updates_to_the_new_commit(tmp_path, fetched):
     proc = fetch(tmp_path, fetched)
     assert proc.returncode == 0 and "is up to date" in proc.stdout, proc.stdout + proc.stderr
     new = add_task(fetched, "wordstats-second")
-    (clone(tmp_path) / "tasks" / "stray.txt").write_text("left behind\n")   # the cache is not a workspace
+    (clone(tmp_path) / "tasks" / "stray.txt").write_text("left behind\n")  # the cache is not a workspace
     proc = fetch(tmp_path, fetched)
     assert proc.returncode == 0, proc.stderr
     assert f"{first} -> {new}" in proc.stdout and "2 task dirs in" in proc.stdout
@@ -158,8 +182,10 @@ def test_fetch_at_a_ref_branch_tag_commit_or_abbreviated_hash(tmp_path):
     assert git(clone(tmp_path), "rev-parse", "--is-shallow-repository") == "false"
     proc = fetch(tmp_path, src, "--ref", "no-such-branch")
     assert proc.returncode == 2
-    assert errors(proc) == [f"error: tasks fetch: --ref no-such-branch: no branch, tag or commit of that name in {src.as_uri()}"]
-    assert record(tmp_path)["commit"] == one    # the last good fetch is kept
+    assert errors(proc) == [
+        f"error: tasks fetch: --ref no-such-branch: no branch, tag or commit of that name in {src.as_uri()}"
+    ]
+    assert record(tmp_path)["commit"] == one  # the last good fetch is kept
 
 
 def test_fetch_into_dest_tells_how_to_use_it(tmp_path, fetched):
@@ -174,7 +200,9 @@ def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     missing = tmp_path / "nowhere"
     proc = fetch(tmp_path, missing)
     assert proc.returncode == 2 and len(errors(proc)) == 1, proc.stderr
-    assert errors(proc)[0].startswith(f"error: tasks fetch: cannot fetch the default branch of {missing.as_uri()}: ")
+    assert errors(proc)[0].startswith(
+        f"error: tasks fetch: cannot fetch the default branch of {missing.as_uri()}: "
+    )
     # a symlink leaving the repository: refused, nothing kept
     (src / "tasks" / "evil").symlink_to("/etc")
     git(src, "add", "-A")
@@ -182,8 +210,12 @@ def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     proc = fetch(tmp_path, src)
     assert proc.returncode == 2
     head = git(src, "rev-parse", "HEAD")[:12]
-    assert errors(proc) == [(f"error: tasks fetch: {src.as_uri()} at {head}: tasks/evil links outside the repository "
-                             "(-> /etc); these tasks are not used")]
+    assert errors(proc) == [
+        (
+            f"error: tasks fetch: {src.as_uri()} at {head}: tasks/evil links outside the repository "
+            "(-> /etc); these tasks are not used"
+        )
+    ]
     assert sorted(p.name for p in clone(tmp_path).parent.iterdir()) == [".deepswe.lock"]
     # a repository without the track's subdir
     bare = tmp_path / "bare"
@@ -193,7 +225,10 @@ def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     git(bare, "add", "-A")
     git(bare, "commit", "-q", "-m", "x")
     proc = fetch(tmp_path, bare)
-    assert proc.returncode == 2 and "has no tasks/ (where the task dirs of track 'deepswe' are)" in errors(proc)[0]
+    assert (
+        proc.returncode == 2
+        and "has no tasks/ (where the task dirs of track 'deepswe' are)" in errors(proc)[0]
+    )
     # a dest that holds something else is never overwritten
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "keep.txt").write_text("mine\n")
@@ -219,8 +254,12 @@ def test_missing_tasks_or_states_is_a_usage_error_naming_the_commands_and_starts
     proc = suite(tmp_path, "-n", "2", "-rs", "--run-dir", str(tmp_path / "run2"))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out[-2000:]
-    for command in ("`swe-residual states fetch", "`swe-residual residualize import --format",
-                    "`residualize filter WORK`", "`residualize review WORK --serve`"):
+    for command in (
+        "`swe-residual states fetch",
+        "`swe-residual residualize import --format",
+        "`residualize filter WORK`",
+        "`residualize review WORK --serve`",
+    ):
         assert command in out, out[-3000:]
     assert "workers" not in proc.stdout
 
@@ -237,23 +276,35 @@ def dead_socket(tmp: Path) -> str:
 def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp_path, fetched):
     host = dead_socket(tmp_path)
     t0 = time.monotonic()
-    proc = suite(tmp_path, "-n", "2", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "run"),
-                 DOCKER_HOST=host)
+    proc = suite(
+        tmp_path,
+        "-n",
+        "2",
+        "--states",
+        str(FIXTURE_STATES),
+        "--run-dir",
+        str(tmp_path / "run"),
+        DOCKER_HOST=host,
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr
     (line,) = errors(proc)
     assert line.startswith("ERROR: track 'deepswe' needs Docker (DeepSWE tasks run in their own images"), line
     assert f"no Docker engine answers at {host} (" in line and "the local backend cannot run them" in line
     assert "workers" not in proc.stdout and not (tmp_path / "run" / "results.jsonl").exists()
-    assert elapsed < 30, elapsed       # measured ~1.5 s: nothing waits for the engine
+    assert elapsed < 30, elapsed  # measured ~1.5 s: nothing waits for the engine
     # validate uses the same default and the same check
     proc = cli(tmp_path, "validate", "--track", "deepswe", "--states", str(FIXTURE_STATES), DOCKER_HOST=host)
     assert proc.returncode == 2 and len(errors(proc)) == 1
     assert errors(proc)[0].startswith("error: track 'deepswe' needs Docker (") and host in errors(proc)[0]
     # the local backend, asked for explicitly, is refused before any case too
-    proc = suite(tmp_path, "--backend", "local", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "r2"))
+    proc = suite(
+        tmp_path, "--backend", "local", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "r2")
+    )
     assert proc.returncode == 4
-    assert (f"ERROR: --backend local: task {TASK} of track 'deepswe' ships no repository (") in errors(proc)[0]
+    assert (f"ERROR: --backend local: task {TASK} of track 'deepswe' ships no repository (") in errors(proc)[
+        0
+    ]
     assert errors(proc)[0].endswith("; use --backend docker")
 
 
@@ -275,23 +326,42 @@ def test_default_backends_per_track(tmp_path, monkeypatch):
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(base / rel, dest)
     (tmp_path / "both" / "states.yaml").write_text(yaml.safe_dump({"states": [project, fixture]}))
-    both = build_plan([suite_dir("demo"), suite_dir("deepswe")], agents=["nop"], start="both",
-                      states_path=tmp_path / "both" / "states.yaml")
-    with pytest.raises(InputError, match=r"different backends by default \(deepswe \(docker\), demo \(local\)\)"):
+    both = build_plan(
+        [suite_dir("demo"), suite_dir("deepswe")],
+        agents=["nop"],
+        start="both",
+        states_path=tmp_path / "both" / "states.yaml",
+    )
+    with pytest.raises(
+        InputError, match=r"different backends by default \(deepswe \(docker\), demo \(local\)\)"
+    ):
         run_backend(both, None)
     assert run_backend(both, "docker") == "docker"
-    demo_only = build_plan([suite_dir("demo"), suite_dir("deepswe")], agents=["nop"], start="both",
-                           states_path=ROOT / "states.yaml")
+    demo_only = build_plan(
+        [suite_dir("demo"), suite_dir("deepswe")],
+        agents=["nop"],
+        start="both",
+        states_path=ROOT / "states.yaml",
+    )
     assert demo_only.cases_of("deepswe") == [] and run_backend(demo_only, None) == "local"
 
 
-@pytest.mark.parametrize("text, message", [
-    ('default_backend = "podman"\n', "default_backend: 'podman' is no backend (choose from local, docker)"),
-    ('backend = "docker"\n', "backend: unknown field"),
-    ('[tasks]\nsubdir = "../up"\n', "tasks.subdir: '../up' must be a relative path inside the repository"),
-    ('[tasks]\nurl = 3\n', "tasks.url: must be a string, got int"),
-    ('default_backend = \n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            'default_backend = "podman"\n',
+            "default_backend: 'podman' is no backend (choose from local, docker)",
+        ),
+        ('backend = "docker"\n', "backend: unknown field"),
+        (
+            '[tasks]\nsubdir = "../up"\n',
+            "tasks.subdir: '../up' must be a relative path inside the repository",
+        ),
+        ("[tasks]\nurl = 3\n", "tasks.url: must be a string, got int"),
+        ("default_backend = \n", "not valid TOML"),
+    ],
+)
 def test_bad_track_config_is_one_line_naming_file_and_field(tmp_path, text, message):
     from swe_residual.tracks import load_track_config
 
@@ -303,8 +373,17 @@ def test_bad_track_config_is_one_line_naming_file_and_field(tmp_path, text, mess
 
 
 def test_a_docker_run_of_fetched_tasks_uses_the_default_backend(tmp_path, fetched, bookworm_image):
-    proc = suite(tmp_path, "--states", str(FIXTURE_STATES), "--agent", "oracle", "--start", "clean",
-                 "--run-dir", str(tmp_path / "run"))
+    proc = suite(
+        tmp_path,
+        "--states",
+        str(FIXTURE_STATES),
+        "--agent",
+        "oracle",
+        "--start",
+        "clean",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     (rec,) = [json.loads(ln) for ln in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert (rec["backend"], rec["task"], rec["outcome"]) == ("docker", TASK, 1)

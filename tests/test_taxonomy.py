@@ -39,15 +39,31 @@ def _world(tmp: Path, agents: dict | None = None, backend: str = "local", **task
 
 
 def run_suite(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp / "tasks"), "--states",
-           str(tmp / "states.yaml"), "--run-dir", str(tmp / "run"), "--agent-config", str(tmp / "agents.yaml"),
-           "-p", "no:randomly", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/demo",
+        "--tasks-dir",
+        str(tmp / "tasks"),
+        "--states",
+        str(tmp / "states.yaml"),
+        "--run-dir",
+        str(tmp / "run"),
+        "--agent-config",
+        str(tmp / "agents.yaml"),
+        "-p",
+        "no:randomly",
+        *args,
+    ]
     full_env = {**os.environ, "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1", **(env or {})}
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=full_env)
 
 
 def records(tmp: Path) -> dict[str, dict]:
-    return {r["case_id"]: r for r in map(json.loads, (tmp / "run" / "results.jsonl").read_text().splitlines())}
+    return {
+        r["case_id"]: r for r in map(json.loads, (tmp / "run" / "results.jsonl").read_text().splitlines())
+    }
 
 
 def summary(tmp: Path) -> dict:
@@ -60,16 +76,34 @@ def summary(tmp: Path) -> dict:
 def test_context_overflow_is_the_agents_failure_and_counted(tmp_path):
     # the scripted model answers one turn, then rejects the next request as too long for its
     # context window (HTTP 400 context_length_exceeded -> litellm.ContextWindowExceededError)
-    _world(tmp_path, {"overflow": {"harness": "mini-swe-agent", "model": "openai/scripted",
-                                   "scripted_server": str(SCRIPTED / "context-overflow.yaml")}})
+    _world(
+        tmp_path,
+        {
+            "overflow": {
+                "harness": "mini-swe-agent",
+                "model": "openai/scripted",
+                "scripted_server": str(SCRIPTED / "context-overflow.yaml"),
+            }
+        },
+    )
     proc = run_suite(tmp_path, "--agent", "overflow", "--start", "both", "--infra-retries", "2")
-    assert proc.returncode == 1 and "2 failed" in proc.stdout and " error" not in proc.stdout.split("summary")[-1]
+    assert (
+        proc.returncode == 1
+        and "2 failed" in proc.stdout
+        and " error" not in proc.stdout.split("summary")[-1]
+    )
     recs = records(tmp_path)
     assert len(recs) == 2, recs  # one attempt each: never retried as infra
     for r in recs.values():
-        assert (r["termination"], r["rule"], r["outcome"], r["verdict"]) == ("context_exhausted",
-                                                                            "context_exhausted", 0, "fail")
-        assert r["steps"] == 1 and r["tests"]  # one answered turn; verified anyway: per-test statuses for the bias metrics
+        assert (r["termination"], r["rule"], r["outcome"], r["verdict"]) == (
+            "context_exhausted",
+            "context_exhausted",
+            0,
+            "fail",
+        )
+        assert (
+            r["steps"] == 1 and r["tests"]
+        )  # one answered turn; verified anyway: per-test statuses for the bias metrics
     # counted in Table 3: 0 % from both starts on 1 task (not "n/a", which an infra error would give)
     row = summary(tmp_path)["tracks"]["demo"]["overflow"]
     assert (row["clean"], row["residual"], row["n_tasks"]) == (0.0, 0.0, 1)
@@ -83,16 +117,23 @@ BREAKERS = {
     # importing calc writes a reward file that is not a number
     "garbage-reward": "import os; open(os.environ.get('LOGS_DIR', '/logs/verifier') + '/reward.txt', 'w').write('garbage')",
     # after pytest wrote its JUnit report, the process overwrites it with a malformed one
-    "malformed-report": ("import atexit, os; atexit.register(lambda: open(os.environ.get('LOGS_DIR', '/logs/verifier')"
-                         " + '/junit.xml', 'w').write('<testsuite><testcase'))"),
+    "malformed-report": (
+        "import atexit, os; atexit.register(lambda: open(os.environ.get('LOGS_DIR', '/logs/verifier')"
+        " + '/junit.xml', 'w').write('<testsuite><testcase'))"
+    ),
 }
-CAUSES = {"hang": "verifier timed out after 4s", "garbage-reward": "unreadable reward file",
-          "malformed-report": "unreadable JUnit report"}
+CAUSES = {
+    "hang": "verifier timed out after 4s",
+    "garbage-reward": "unreadable reward file",
+    "malformed-report": "unreadable JUnit report",
+}
 
 
 def test_agent_code_that_breaks_the_verifier_is_a_counted_failure(tmp_path):
-    agents = {name: {"harness": "command", "command": f"printf '%s\\n' \"{code}\" >> calc.py"}
-              for name, code in BREAKERS.items()}
+    agents = {
+        name: {"harness": "command", "command": f"printf '%s\\n' \"{code}\" >> calc.py"}
+        for name, code in BREAKERS.items()
+    }
     _world(tmp_path, agents, verifier_timeout=4)
     # this verifier declares that it reads a reward file too (else a stray reward.txt is ignored)
     toml = tmp_path / "tasks" / "calc" / "task.toml"
@@ -101,12 +142,19 @@ def test_agent_code_that_breaks_the_verifier_is_a_counted_failure(tmp_path):
     proc = run_suite(tmp_path, *[a for n in BREAKERS for a in ("--agent", n)], "--start", "clean", "-n", "2")
     assert proc.returncode == 1 and "3 failed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
     recs = records(tmp_path)
-    assert sorted(recs) == sorted(f"{n}-calc-clean" for n in BREAKERS)   # one attempt each, no retry
+    assert sorted(recs) == sorted(f"{n}-calc-clean" for n in BREAKERS)  # one attempt each, no retry
     for name, cause in CAUSES.items():
         r = recs[f"{name}-calc-clean"]
-        assert (r["rule"], r["verdict"], r["outcome"], r["attempt"]) == ("verifier_agent_caused", "fail", 0, 1), r
+        assert (r["rule"], r["verdict"], r["outcome"], r["attempt"]) == (
+            "verifier_agent_caused",
+            "fail",
+            0,
+            1,
+        ), r
         # the saved final state was verified twice, then the verifier was tried on the reference solution
-        assert r["verdict_note"].startswith("the agent's state breaks the verifier: " + cause), r["verdict_note"]
+        assert r["verdict_note"].startswith("the agent's state breaks the verifier: " + cause), r[
+            "verdict_note"
+        ]
         assert "(twice); the verifier works on the reference solution's state" in r["verdict_note"]
         assert set(r["tests"].values()) == {"failed"}
     # the reference check ran once per task for the whole run and is shared through the run dir
@@ -127,15 +175,21 @@ def test_verifier_broken_on_the_reference_too_is_infra_and_not_counted(tmp_path)
     proc = run_suite(tmp_path, "--agent", "oracle", "--start", "residual", "--infra-retries", "0")
     assert proc.returncode == 1 and "1 error" in proc.stdout
     (r,) = records(tmp_path).values()
-    assert (r["rule"], r["verdict"], r["outcome"], r["termination"]) == ("infra_verifier", "infra_error", None,
-                                                                        "submitted")
+    assert (r["rule"], r["verdict"], r["outcome"], r["termination"]) == (
+        "infra_verifier",
+        "infra_error",
+        None,
+        "submitted",
+    )
     assert "the verifier fails on the reference solution's state too" in r["error"]
     s = summary(tmp_path)
-    assert s["tracks"]["demo"]["oracle"]["residual"] is None          # not in any denominator
+    assert s["tracks"]["demo"]["oracle"]["residual"] is None  # not in any denominator
     assert s["rules"]["infra_verifier"] == {"records": 1, "counted": False}
 
 
-def test_backend_error_during_materialization_is_infra_not_agent_error(tmp_path, docker_client, bookworm_image):
+def test_backend_error_during_materialization_is_infra_not_agent_error(
+    tmp_path, docker_client, bookworm_image
+):
     from swe_residual.backends.docker.backend import DockerBackend
 
     task_dir = docker_task(tmp_path)
@@ -157,13 +211,26 @@ def test_backend_error_during_materialization_is_infra_not_agent_error(tmp_path,
 
 
 def test_model_service_down_is_infra_and_retried(tmp_path, backend):
-    _world(tmp_path, {"down": {"harness": "mini-swe-agent", "model": "openai/scripted",
-                               "scripted_server": str(SCRIPTED / "service-down.yaml")}}, backend)
-    proc = run_suite(tmp_path, "--agent", "down", "--start", "clean", "--infra-retries", "1", "--backend", backend)
+    _world(
+        tmp_path,
+        {
+            "down": {
+                "harness": "mini-swe-agent",
+                "model": "openai/scripted",
+                "scripted_server": str(SCRIPTED / "service-down.yaml"),
+            }
+        },
+        backend,
+    )
+    proc = run_suite(
+        tmp_path, "--agent", "down", "--start", "clean", "--infra-retries", "1", "--backend", backend
+    )
     assert proc.returncode == 1 and "1 error" in proc.stdout
     recs = [r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())]
-    assert [(r["attempt"], r["rule"], r["verdict"]) for r in recs] == [(1, "infra_model_service", "infra_error"),
-                                                                      (2, "infra_model_service", "infra_error")]
+    assert [(r["attempt"], r["rule"], r["verdict"]) for r in recs] == [
+        (1, "infra_model_service", "infra_error"),
+        (2, "infra_model_service", "infra_error"),
+    ]
     assert summary(tmp_path)["tracks"]["demo"]["down"]["clean"] is None
 
 
@@ -171,8 +238,11 @@ def test_context_overflow_in_process_leaves_the_environment_as_it_was(tmp_path):
     # the adapter sets what mini-swe-agent and LiteLLM read only while they run
     make_task(tmp_path)
     task = load_tasks(tmp_path / "tasks", "demo")["calc"]
-    spec = AgentSpec(harness="mini-swe-agent", model="openai/scripted",
-                     scripted_server=str(SCRIPTED / "context-overflow.yaml"))
+    spec = AgentSpec(
+        harness="mini-swe-agent",
+        model="openai/scripted",
+        scripted_server=str(SCRIPTED / "context-overflow.yaml"),
+    )
     before = dict(os.environ)
     backend = LocalBackend(work_root=tmp_path / "work")
     run_dir = tmp_path / "run"
@@ -189,13 +259,42 @@ def test_context_overflow_in_process_leaves_the_environment_as_it_was(tmp_path):
 
 
 def test_missing_api_key_is_one_usage_error_before_any_case(tmp_path):
-    _world(tmp_path, {"keyed": {"harness": "mini-swe-agent", "model": "openai/x",
-                                "api_key_env": ["SWE_RESIDUAL_TEST_NO_SUCH_KEY"]}})
+    _world(
+        tmp_path,
+        {
+            "keyed": {
+                "harness": "mini-swe-agent",
+                "model": "openai/x",
+                "api_key_env": ["SWE_RESIDUAL_TEST_NO_SUCH_KEY"],
+            }
+        },
+    )
     env = {k: v for k, v in os.environ.items() if k != "SWE_RESIDUAL_TEST_NO_SUCH_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/demo", "--tasks-dir", str(tmp_path / "tasks"),
-                           "--states", str(tmp_path / "states.yaml"), "--run-dir", str(tmp_path / "run"),
-                           "--agent-config", str(tmp_path / "agents.yaml"), "--agent", "keyed", "-n", "2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/demo",
+            "--tasks-dir",
+            str(tmp_path / "tasks"),
+            "--states",
+            str(tmp_path / "states.yaml"),
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--agent-config",
+            str(tmp_path / "agents.yaml"),
+            "--agent",
+            "keyed",
+            "-n",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and "SWE_RESIDUAL_TEST_NO_SUCH_KEY" in errors[0] and "is not set" in errors[0]

@@ -12,9 +12,26 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _validate(tmp: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", "validate", "--track", "demo", "--tasks-dir",
-                           str(tmp / "tasks"), "--states", str(tmp / "states.yaml"), "--run-dir", str(tmp / "runs")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "validate",
+            "--track",
+            "demo",
+            "--tasks-dir",
+            str(tmp / "tasks"),
+            "--states",
+            str(tmp / "states.yaml"),
+            "--run-dir",
+            str(tmp / "runs"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
@@ -22,18 +39,27 @@ def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
     patch = partial_state_patch(task)
     good = state_entry(tmp_path, task, patch)
     # recorded failing set is wrong: test_div is listed, but only test_div_by_zero fails
-    wrong = state_entry(tmp_path, task, patch, state_id="calc--wrong-record",
-                        initial_verdict={"failing_tests": ["tests.test_new.test_div"]})
+    wrong = state_entry(
+        tmp_path,
+        task,
+        patch,
+        state_id="calc--wrong-record",
+        initial_verdict={"failing_tests": ["tests.test_new.test_div"]},
+    )
     # a state that is no residual state at all: it solves the task
-    solved = state_entry(tmp_path, task, (task / "solution" / "solution.patch").read_bytes(), state_id="calc--solved")
+    solved = state_entry(
+        tmp_path, task, (task / "solution" / "solution.patch").read_bytes(), state_id="calc--solved"
+    )
     write_states(tmp_path, [good, wrong, solved])
     proc = _validate(tmp_path)
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
     assert "ok   calc--partial  (state passes 80% of hidden tests)" in out
     assert "FAIL calc--wrong-record" in out
-    assert ("recorded failing tests differ from a fresh verification: now failing but not recorded "
-            "['tests.test_new.test_div_by_zero'], recorded but passing ['tests.test_new.test_div']") in out
+    assert (
+        "recorded failing tests differ from a fresh verification: now failing but not recorded "
+        "['tests.test_new.test_div_by_zero'], recorded but passing ['tests.test_new.test_div']"
+    ) in out
     assert "FAIL calc--solved" in out and "the state passes every hidden test (nop succeeds from it)" in out
     assert "1/3 states valid" in out
 
@@ -49,9 +75,28 @@ DEEPSWE = ROOT / "tests" / "fixtures" / "deepswe"
 
 
 def _validate_deepswe(tasks: Path, states: Path, run_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "swe_residual.cli", "validate", "--track", "deepswe", "--tasks-dir",
-                           str(tasks), "--states", str(states), "--backend", "docker", "--run-dir", str(run_dir)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swe_residual.cli",
+            "validate",
+            "--track",
+            "deepswe",
+            "--tasks-dir",
+            str(tasks),
+            "--states",
+            str(states),
+            "--backend",
+            "docker",
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_validate_accepts_the_deepswe_format_state_on_docker(tmp_path, docker_client, bookworm_image):
@@ -64,6 +109,7 @@ def test_validate_accepts_the_deepswe_format_state_on_docker(tmp_path, docker_cl
 
 def test_validate_says_what_a_silently_failing_oracle_printed(tmp_path, docker_client, bookworm_image):
     import shutil
+
     tasks = tmp_path / "tasks"
     shutil.copytree(DEEPSWE / "wordstats-top-words", tasks / "wordstats-top-words")
     shutil.copytree(DEEPSWE / "states", tmp_path / "states")
@@ -77,6 +123,11 @@ def test_validate_says_what_a_silently_failing_oracle_printed(tmp_path, docker_c
 
 
 def test_validate_unknown_track_is_a_usage_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "swe_residual.cli", "validate", "--track", "no-such-track"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "swe_residual.cli", "validate", "--track", "no-such-track"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "--track no-such-track: unknown track (known: " in proc.stderr

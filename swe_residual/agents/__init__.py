@@ -20,7 +20,7 @@ DESCRIPTIONS = {
     "nop": "declares completion at once: a residual state's own verdict, a clean start's floor",
     "oracle": "discards inherited work, applies the reference solution (solution/solve.sh), commits",
     "command:<shell command>": "runs that shell command in the environment as the agent (request in "
-                               "$TASK_INSTRUCTION; exit 0 = declared complete)",
+    "$TASK_INSTRUCTION; exit 0 = declared complete)",
     "replay:<commands file>": "replays one shell command per line (or a YAML file of commands per task)",
 }
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
@@ -33,8 +33,8 @@ class AgentInfo:
     name: str
     harness: str
     description: str
-    needs: list[str] = field(default_factory=list)       # variables and the extra it needs
-    problems: list[str] = field(default_factory=list)    # what is missing now (empty: ready)
+    needs: list[str] = field(default_factory=list)  # variables and the extra it needs
+    problems: list[str] = field(default_factory=list)  # what is missing now (empty: ready)
 
     @property
     def ready(self) -> bool:
@@ -66,7 +66,9 @@ class AgentRegistry:
         infos = []
         for name, harness in self.available().items():
             spec = self.specs.get(name)
-            info = AgentInfo(name, harness, (spec.description if spec else None) or DESCRIPTIONS.get(name, ""))
+            info = AgentInfo(
+                name, harness, (spec.description if spec else None) or DESCRIPTIONS.get(name, "")
+            )
             if spec is not None:
                 variables = [*_VARIABLE.findall(spec.model or ""), *spec.api_key_env]
                 for var in dict.fromkeys(variables):
@@ -95,23 +97,38 @@ class AgentRegistry:
         spec = self.spec(name)
         if spec is None:
             known = [n for n in self.available() if ":" not in n]
-            raise InputError(f"{self.option} {name}: {unknown_name('agent', name, known)}; or command:<shell>, "
-                             "replay:<file>; `swe-residual agents` lists them; add configs with --agent-config PATH")
+            raise InputError(
+                f"{self.option} {name}: {unknown_name('agent', name, known)}; or command:<shell>, "
+                "replay:<file>; `swe-residual agents` lists them; add configs with --agent-config PATH"
+            )
         if spec.harness == "command":
             from swe_residual.agents.command import CommandAgent
+
             return CommandAgent(name, spec)
         if spec.harness == "replay":
             from swe_residual.agents.command import ReplayAgent
+
             return ReplayAgent(name, spec)
         if spec.harness == "terminus":
             from swe_residual.agents.terminus import TerminusAgent
+
             return TerminusAgent(name, spec)
         if spec.harness == "scripted":
             from swe_residual.agents.trusting import TrustingAgent
+
             return TrustingAgent(name, spec)
         from swe_residual.agents.msa import MiniSweAgent
+
         return MiniSweAgent(name, spec)
 
 
-__all__ = ["Agent", "AgentContext", "AgentInfo", "AgentResult", "AgentRegistry", "AgentSpec", "Budget",
-           "BudgetExhausted"]
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentInfo",
+    "AgentResult",
+    "AgentRegistry",
+    "AgentSpec",
+    "Budget",
+    "BudgetExhausted",
+]

@@ -35,7 +35,7 @@ class Budget:
 @dataclass
 class AgentResult:
     declared_complete: bool
-    termination: str               # submitted | budget | context_exhausted | agent_error
+    termination: str  # submitted | budget | context_exhausted | agent_error
     steps: int
     message: str | None = None
 
@@ -52,13 +52,30 @@ class AgentContext:
 
     def record_keys(self, keys: str, wait: float | None, screen: str | None = None) -> None:
         """A terminal harness sent `keys` and waited `wait` seconds (the screen after it, digested)."""
-        self.interactions.append(Interaction(kind="keys", input=keys, wait=wait,
-                                             output_sha256=output_digest(screen) if screen is not None else None))
+        self.interactions.append(
+            Interaction(
+                kind="keys",
+                input=keys,
+                wait=wait,
+                output_sha256=output_digest(screen) if screen is not None else None,
+            )
+        )
 
-    def shell(self, command: str, *, message: str | None = None, timeout: float | None = None,
-              env: dict[str, str] | None = None, new_step: bool = True) -> ExecResult:
+    def shell(
+        self,
+        command: str,
+        *,
+        message: str | None = None,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        new_step: bool = True,
+    ) -> ExecResult:
         """Run one command as one agent step (or as one more action of the last step)."""
-        if new_step and self.budget.max_steps is not None and len(self.trajectory.steps) >= self.budget.max_steps:
+        if (
+            new_step
+            and self.budget.max_steps is not None
+            and len(self.trajectory.steps) >= self.budget.max_steps
+        ):
             raise BudgetExhausted(f"step limit {self.budget.max_steps} reached")
         remaining = self.budget.remaining_s
         if remaining <= 0:
@@ -71,19 +88,31 @@ class AgentContext:
             raise
         except Exception as exc:  # the backend broke, not the agent
             raise HarnessError(f"running an agent command: {type(exc).__name__}: {exc}") from exc
-        action = Action(command=command, output=clip(res.output), exit_code=res.exit_code,
-                        duration_s=round(res.duration_s, 4))
-        self.interactions.append(Interaction(kind="command", input=command, timeout=round(limit, 3),
-                                             exit_status=res.exit_code, output_sha256=output_digest(res.output),
-                                             duration_s=round(res.duration_s, 4)))
+        action = Action(
+            command=command,
+            output=clip(res.output),
+            exit_code=res.exit_code,
+            duration_s=round(res.duration_s, 4),
+        )
+        self.interactions.append(
+            Interaction(
+                kind="command",
+                input=command,
+                timeout=round(limit, 3),
+                exit_status=res.exit_code,
+                output_sha256=output_digest(res.output),
+                duration_s=round(res.duration_s, 4),
+            )
+        )
         if new_step or not self.trajectory.steps:
-            self.trajectory.add_step(message=message, actions=[action], started_at=started,
-                                     duration_s=round(res.duration_s, 4))
+            self.trajectory.add_step(
+                message=message, actions=[action], started_at=started, duration_s=round(res.duration_s, 4)
+            )
         else:
             self.trajectory.steps[-1].actions.append(action)
         if res.timed_out and limit >= remaining:
             raise BudgetExhausted(f"wall-time budget {self.budget.wall_s:g}s used up during: {command[:80]}")
-        if res.limit:   # a limit the task declares stopped the agent (the runner records it as that limit)
+        if res.limit:  # a limit the task declares stopped the agent (the runner records it as that limit)
             raise BudgetExhausted(res.limit)
         return res
 
@@ -92,8 +121,8 @@ class Agent(ABC):
     """An agent under evaluation (or a reference agent such as nop/oracle)."""
 
     harness: ClassVar[str] = "builtin"
-    option: str = "--agent"              # the option the name came from (--agent, --predecessor): errors say it
-    timeout_sec: float | None = None     # budget overrides from the agent's config
+    option: str = "--agent"  # the option the name came from (--agent, --predecessor): errors say it
+    timeout_sec: float | None = None  # budget overrides from the agent's config
     step_limit: int | None = None
 
     def __init__(self, name: str):

@@ -43,12 +43,19 @@ class OracleAgent(Agent):
         if not machine:
             ctx.shell(DISCARD, message="Discard inherited work.")
         ctx.env.copy_in(ctx.task.solution_dir, SOLUTION_DIR)
-        res = ctx.shell(solve_command(ctx.env), message="Apply the reference solution.",
-                        env={"SOLUTION_DIR": ctx.env.path(SOLUTION_DIR)})
+        res = ctx.shell(
+            solve_command(ctx.env),
+            message="Apply the reference solution.",
+            env={"SOLUTION_DIR": ctx.env.path(SOLUTION_DIR)},
+        )
         if res.exit_code != 0:
             ctx.trajectory.exit_status = "agent_error"
-            return AgentResult(declared_complete=False, termination="agent_error", steps=len(ctx.trajectory.steps),
-                               message=f"solve.sh exited {res.exit_code}: {res.output[-300:]}")
+            return AgentResult(
+                declared_complete=False,
+                termination="agent_error",
+                steps=len(ctx.trajectory.steps),
+                message=f"solve.sh exited {res.exit_code}: {res.output[-300:]}",
+            )
         if not machine:
             ctx.shell(COMMIT, message="Commit the work.")
         ctx.trajectory.exit_status = "submitted"

@@ -31,7 +31,7 @@ class CommandAgent(Agent):
         res = ctx.shell(self.spec.command or "", message="inline command agent", env=env)
         raw = ctx.env.read_file(traj_path)
         if raw:
-            try:   # the agent's own file: depth-limited, every string made valid
+            try:  # the agent's own file: depth-limited, every string made valid
                 data = parse_json(raw, traj_path)
                 imported = import_trajectory(data, self.name) if isinstance(data, dict) else None
             except (Unsafe, ValueError, TypeError):
@@ -41,17 +41,25 @@ class CommandAgent(Agent):
                 ctx.trajectory.exit_status = imported.exit_status
                 ctx.trajectory.submission = imported.submission
                 try:
-                    inputs = from_atif(data) if str(data.get("schema_version", "")).startswith("ATIF") \
+                    inputs = (
+                        from_atif(data)
+                        if str(data.get("schema_version", "")).startswith("ATIF")
                         else from_trajectory_actions(imported.steps)
-                except InputError:            # more inputs than an interactions file holds: keep ours
+                    )
+                except InputError:  # more inputs than an interactions file holds: keep ours
                     inputs = []
                 if inputs:
                     ctx.interactions[:] = inputs
         declared = res.exit_code == 0
-        ctx.trajectory.exit_status = ctx.trajectory.exit_status or ("submitted" if declared else "agent_error")
-        return AgentResult(declared_complete=declared, termination="submitted" if declared else "agent_error",
-                           steps=len(ctx.trajectory.steps),
-                           message=None if declared else f"agent command exited {res.exit_code}")
+        ctx.trajectory.exit_status = ctx.trajectory.exit_status or (
+            "submitted" if declared else "agent_error"
+        )
+        return AgentResult(
+            declared_complete=declared,
+            termination="submitted" if declared else "agent_error",
+            steps=len(ctx.trajectory.steps),
+            message=None if declared else f"agent command exited {res.exit_code}",
+        )
 
 
 class ReplayAgent(Agent):
@@ -69,8 +77,12 @@ class ReplayAgent(Agent):
         commands = self.spec.task_commands.get(ctx.task.id, self.spec.commands)
         if not commands:
             ctx.trajectory.exit_status = "agent_error"
-            return AgentResult(declared_complete=False, termination="agent_error", steps=0,
-                               message=f"no recorded commands for task {ctx.task.id}")
+            return AgentResult(
+                declared_complete=False,
+                termination="agent_error",
+                steps=0,
+                message=f"no recorded commands for task {ctx.task.id}",
+            )
         for command in commands:
             ctx.shell(command, env=dict(self.spec.env) or None)
         if self.spec.final_message:

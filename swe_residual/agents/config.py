@@ -25,13 +25,17 @@ class AgentSpec(BaseModel):
     trajectory_path: str | None = Field(default=None, description="where the agent writes ATIF / msa JSON")
     # replay harness
     commands: list[str] = Field(default_factory=list)
-    task_commands: dict[str, list[str]] = Field(default_factory=dict, description="replay: commands per task id")
+    task_commands: dict[str, list[str]] = Field(
+        default_factory=dict, description="replay: commands per task id"
+    )
     final_message: str | None = Field(default=None, description="replay: the message declaring completion")
     # mini-swe-agent and terminus harnesses
     model: str | None = None
     model_kwargs: dict = Field(default_factory=dict)
     api_key_env: list[str] = Field(default_factory=list)
-    scripted_server: str | None = Field(default=None, description="script for the local scripted model server")
+    scripted_server: str | None = Field(
+        default=None, description="script for the local scripted model server"
+    )
     system_template: str | None = None
     instance_template: str | None = None
     command_timeout_sec: float = 120.0
@@ -62,37 +66,45 @@ def load_agents_file(path: Path) -> dict[str, AgentSpec]:
         if spec.harness == "command" and not spec.command:
             raise InputError(f"{path}: agents.{name}.command: required for harness 'command'")
         if spec.harness == "replay" and not (spec.commands or spec.task_commands):
-            raise InputError(f"{path}: agents.{name}.commands: required for harness 'replay' "
-                             "(or task_commands: {task id: [commands]})")
+            raise InputError(
+                f"{path}: agents.{name}.commands: required for harness 'replay' "
+                "(or task_commands: {task id: [commands]})"
+            )
     return parsed.agents
 
 
 def agent_label(name: str) -> str:
     """A short, path-safe label for an agent name (inline agents carry whole commands)."""
     import hashlib
+
     if name.startswith("command:"):
         return "command-" + hashlib.sha1(name.encode()).hexdigest()[:8]
     if name.startswith("replay:"):
-        return "replay-" + Path(name[len("replay:"):]).stem[:40]
+        return "replay-" + Path(name[len("replay:") :]).stem[:40]
     return name
 
 
 def inline_spec(name: str) -> AgentSpec | None:
     """`command:<shell>` runs that command as the agent; `replay:<file>` replays one command per line."""
     if name.startswith("command:"):
-        cmd = name[len("command:"):].strip()
+        cmd = name[len("command:") :].strip()
         if not cmd:
             raise InputError("--agent command:<shell command>: the command is empty")
         return AgentSpec(harness="command", command=cmd, source="inline")
     if name.startswith("replay:"):
-        path = Path(name[len("replay:"):]).expanduser()
+        path = Path(name[len("replay:") :]).expanduser()
         if not path.is_file():
-            raise InputError(f"--agent {name}: {path} does not exist (one shell command per line, or a "
-                             "YAML file with commands: [...] or task_commands: {task: [...]})")
+            raise InputError(
+                f"--agent {name}: {path} does not exist (one shell command per line, or a "
+                "YAML file with commands: [...] or task_commands: {task: [...]})"
+            )
         if path.suffix in (".yaml", ".yml"):
             return _replay_yaml(path)
-        cmds = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-                and not line.lstrip().startswith("#")]
+        cmds = [
+            line
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
         return AgentSpec(harness="replay", commands=cmds, source=str(path))
     return None
 
@@ -114,5 +126,11 @@ def _replay_yaml(path: Path) -> AgentSpec:
         raise InputError(f"{path}: {validation_line(exc, ReplayFile)}") from None
     if not (parsed.commands or parsed.task_commands):
         raise InputError(f"{path}: commands: a replay file needs commands or task_commands")
-    return AgentSpec(harness="replay", description=parsed.description, commands=parsed.commands,
-                     task_commands=parsed.task_commands, final_message=parsed.final_message, source=str(path))
+    return AgentSpec(
+        harness="replay",
+        description=parsed.description,
+        commands=parsed.commands,
+        task_commands=parsed.task_commands,
+        final_message=parsed.final_message,
+        source=str(path),
+    )

@@ -44,8 +44,10 @@ def extra_missing(option: str, name: str, harness: str, exc: BaseException | Non
     """The usage error of a model agent whose packages are not installed."""
     labels = " and ".join(label for _, label in HARNESS_PACKAGES.get(harness, ())) or "its packages"
     why = f": {exc}" if exc is not None else ""
-    return (f"{option} {name}: the {harness} harness needs the `{EXTRA}` extra ({labels}), which is not "
-            f"installed{why}; install it with {INSTALL}")
+    return (
+        f"{option} {name}: the {harness} harness needs the `{EXTRA}` extra ({labels}), which is not "
+        f"installed{why}; install it with {INSTALL}"
+    )
 
 
 def quiet_litellm() -> ModuleType:

@@ -42,9 +42,13 @@ _SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
 # Read by mini-swe-agent and LiteLLM when they are imported and while they run.
-_LIBRARY_ENV = {"MSWEA_SILENT_STARTUP": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "MSWEA_COST_TRACKING": "ignore_errors"}
+_LIBRARY_ENV = {
+    "MSWEA_SILENT_STARTUP": "1",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "MSWEA_COST_TRACKING": "ignore_errors",
+}
 _ENV_LOCK = threading.RLock()
+
 
 @contextlib.contextmanager
 def _library_env(extra: dict[str, str] | None = None):
@@ -72,16 +76,20 @@ class ModelAgent(Agent):
         self.timeout_sec, self.step_limit = spec.timeout_sec, spec.step_limit
         model = os.path.expandvars(spec.model or "")
         if not model or "$" in model:
-            raise InputError(f"{spec.source or 'agents.yaml'}: agents.{name}.model: {spec.model or 'missing'} "
-                             "(a LiteLLM model id is required; set the variable it names)")
+            raise InputError(
+                f"{spec.source or 'agents.yaml'}: agents.{name}.model: {spec.model or 'missing'} "
+                "(a LiteLLM model id is required; set the variable it names)"
+            )
         self.model_name = model
         register_secret_env(*spec.api_key_env)
 
     def check_keys(self) -> None:
         missing = [k for k in self.spec.api_key_env if not os.environ.get(k)]
         if missing:
-            raise InputError(f"{self.option} {self.name}: environment variable {missing[0]} (its API key, "
-                             f"api_key_env in {self.spec.source or 'agents.yaml'}) is not set")
+            raise InputError(
+                f"{self.option} {self.name}: environment variable {missing[0]} (its API key, "
+                f"api_key_env in {self.spec.source or 'agents.yaml'}) is not set"
+            )
 
 
 class MiniSweAgent(ModelAgent):
@@ -93,14 +101,18 @@ class MiniSweAgent(ModelAgent):
             try:
                 import minisweagent.agents.default  # noqa: F401
                 import minisweagent.models.litellm_model  # noqa: F401
+
                 quiet_litellm()
             except ImportError as exc:
                 raise InputError(extra_missing(self.option, self.name, self.harness, exc)) from None
         self.check_keys()
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        extra = {"OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY") or "scripted-no-key"} \
-            if self.spec.scripted_server else None  # the local scripted server ignores the key
+        extra = (
+            {"OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY") or "scripted-no-key"}
+            if self.spec.scripted_server
+            else None
+        )  # the local scripted server ignores the key
         with _library_env(extra):
             return self._run(ctx)
 
@@ -119,14 +131,23 @@ class MiniSweAgent(ModelAgent):
             def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict:
                 command = action.get("command", "") if isinstance(action, dict) else str(action)
                 res = ctx.shell(command, timeout=timeout or command_timeout, new_step=False)
-                out = {"output": res.output, "returncode": res.exit_code if res.exit_code is not None else -1,
-                       "exception_info": f"command timed out after {timeout or command_timeout}s"
-                       if res.timed_out else ""}
+                out = {
+                    "output": res.output,
+                    "returncode": res.exit_code if res.exit_code is not None else -1,
+                    "exception_info": f"command timed out after {timeout or command_timeout}s"
+                    if res.timed_out
+                    else "",
+                }
                 lines = res.output.lstrip().splitlines()
                 if lines and lines[0].strip() == _SUBMIT_LINE and res.exit_code == 0:
                     submission = "\n".join(lines[1:])
-                    raise Submitted({"role": "exit", "content": submission,
-                                     "extra": {"exit_status": "Submitted", "submission": submission}})
+                    raise Submitted(
+                        {
+                            "role": "exit",
+                            "content": submission,
+                            "extra": {"exit_status": "Submitted", "submission": submission},
+                        }
+                    )
                 return out
 
             def get_template_vars(self, **kwargs) -> dict:
@@ -145,22 +166,34 @@ class MiniSweAgent(ModelAgent):
                 started = time.time()
                 message = super().query()
                 content = message.get("content")
-                step = ctx.trajectory.add_step(message=content if isinstance(content, str) else None, started_at=started)
-                step.prompt_tokens, step.completion_tokens, step.cost_usd = litellm_usage(message.get("extra"))
+                step = ctx.trajectory.add_step(
+                    message=content if isinstance(content, str) else None, started_at=started
+                )
+                step.prompt_tokens, step.completion_tokens, step.cost_usd = litellm_usage(
+                    message.get("extra")
+                )
                 return message
 
         with contextlib.ExitStack() as stack:
             model_kwargs = dict(spec.model_kwargs)
             if spec.scripted_server:
                 from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
+
                 server = stack.enter_context(ScriptedModelServer(load_script(spec.scripted_server)))
                 model_kwargs["api_base"] = server.url
-            model = LitellmModel(model_name=self.model_name, model_kwargs=model_kwargs, cost_tracking="ignore_errors")
-            agent = RecordingAgent(model, BoundEnvironment(),
-                                   system_template=spec.system_template or (
-                                       MACHINE_SYSTEM_TEMPLATE if ctx.task.kind == "machine" else SYSTEM_TEMPLATE),
-                                   instance_template=spec.instance_template or INSTANCE_TEMPLATE,
-                                   step_limit=0, cost_limit=0, wall_time_limit_seconds=0)
+            model = LitellmModel(
+                model_name=self.model_name, model_kwargs=model_kwargs, cost_tracking="ignore_errors"
+            )
+            agent = RecordingAgent(
+                model,
+                BoundEnvironment(),
+                system_template=spec.system_template
+                or (MACHINE_SYSTEM_TEMPLATE if ctx.task.kind == "machine" else SYSTEM_TEMPLATE),
+                instance_template=spec.instance_template or INSTANCE_TEMPLATE,
+                step_limit=0,
+                cost_limit=0,
+                wall_time_limit_seconds=0,
+            )
             try:
                 result = agent.run(ctx.request)
             except BudgetExhausted:
@@ -172,7 +205,8 @@ class MiniSweAgent(ModelAgent):
                 raw = agent.serialize()
                 raw.get("info", {}).get("config", {}).pop("model", None)
                 (ctx.artifacts_dir / "mini-swe-agent.traj.json").write_text(
-                    redact(json.dumps(raw, indent=1, default=str)), encoding="utf-8")
+                    redact(json.dumps(raw, indent=1, default=str)), encoding="utf-8"
+                )
         status = result.get("exit_status", "")
         ctx.trajectory.exit_status = status
         ctx.trajectory.submission = result.get("submission") or None

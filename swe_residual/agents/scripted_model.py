@@ -39,15 +39,20 @@ CONTEXT_WINDOW_TOKENS = 128000
 # prompt does not fit: LiteLLM recognizes both the message and the code.
 CONTEXT_WINDOW_ERROR = {
     "message": f"This model's maximum context length is {CONTEXT_WINDOW_TOKENS} tokens. However, your "
-               f"messages resulted in {CONTEXT_WINDOW_TOKENS + 1905} tokens. Please reduce the length of "
-               "the messages.",
+    f"messages resulted in {CONTEXT_WINDOW_TOKENS + 1905} tokens. Please reduce the length of "
+    "the messages.",
     "type": "invalid_request_error",
     "param": "messages",
     "code": "context_length_exceeded",
 }
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "invalid_request_error",
-                404: "invalid_request_error", 429: "rate_limit_exceeded"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+}
 _NAMED_ERRORS = ("context_window", "disconnect")
 
 
@@ -63,12 +68,15 @@ def load_script(path: Path) -> dict:
         if "error" in item:
             err = item["error"]
             if not (err in _NAMED_ERRORS or (isinstance(err, int) and 400 <= err <= 599)):
-                raise ValueError(f"{where}: error: {err!r} (an HTTP status 400-599, "
-                                 f"or one of {', '.join(_NAMED_ERRORS)})")
+                raise ValueError(
+                    f"{where}: error: {err!r} (an HTTP status 400-599, or one of {', '.join(_NAMED_ERRORS)})"
+                )
         elif "command" not in item and "message" not in item and "json" not in item:
             raise ValueError(f"{where}: command, message, json or error is required")
         if item.get("finish_reason", "stop") not in ("stop", "length", "tool_calls"):
-            raise ValueError(f"{where}: finish_reason: {item['finish_reason']!r} (stop, length or tool_calls)")
+            raise ValueError(
+                f"{where}: finish_reason: {item['finish_reason']!r} (stop, length or tool_calls)"
+            )
     if data.get("after_last", "repeat") not in ("repeat", "submit"):
         raise ValueError(f"{path}: after_last: {data['after_last']!r} (repeat or submit)")
     return data
@@ -92,8 +100,10 @@ def conversation_turn(messages: list[dict]) -> int:
 
 def usage(messages: list, reply: dict) -> dict:
     """Token counts as a provider reports them, here one token per 4 characters (deterministic)."""
+
     def chars(obj) -> int:
         return len(json.dumps(obj, ensure_ascii=False, sort_keys=True))
+
     prompt = max(1, sum(chars(m.get("content")) for m in messages if isinstance(m, dict)) // 4)
     completion = max(1, (chars(reply.get("content")) + chars(reply.get("tool_calls"))) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -152,8 +162,14 @@ class ScriptedModelServer:
             if item["error"] == "context_window":
                 return 400, {"error": dict(CONTEXT_WINDOW_ERROR)}
             code = int(item["error"])
-            return code, {"error": {"message": f"scripted error {code}",
-                                    "type": _ERROR_TYPES.get(code, "server_error"), "param": None, "code": code}}
+            return code, {
+                "error": {
+                    "message": f"scripted error {code}",
+                    "type": _ERROR_TYPES.get(code, "server_error"),
+                    "param": None,
+                    "code": code,
+                }
+            }
         content = json.dumps(item["json"], indent=1) if "json" in item else item.get("message", "")
         message: dict = {"role": "assistant", "content": content}
         finish_reason = item.get("finish_reason")
@@ -161,15 +177,24 @@ class ScriptedModelServer:
             arguments = json.dumps({"command": item["command"]})
             if finish_reason == "length":  # cut off inside the tool call: its arguments are not valid JSON
                 arguments = arguments[: max(1, len(arguments) // 2)]
-            message["tool_calls"] = [{"id": f"call_{turn}", "type": "function",
-                                      "function": {"name": "bash", "arguments": arguments}}]
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{turn}",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": arguments},
+                }
+            ]
             finish_reason = finish_reason or "tool_calls"
-        return 200, {"id": f"chatcmpl-{turn}", "object": "chat.completion", "created": int(time.time()),
-                     "model": body.get("model", "scripted"),
-                     "choices": [{"index": 0, "finish_reason": finish_reason or "stop", "message": message}],
-                     "usage": usage(body.get("messages") or [], message)}
+        return 200, {
+            "id": f"chatcmpl-{turn}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "finish_reason": finish_reason or "stop", "message": message}],
+            "usage": usage(body.get("messages") or [], message),
+        }
 
-    def __enter__(self) -> "ScriptedModelServer":
+    def __enter__(self) -> ScriptedModelServer:
         self.thread.start()
         return self
 

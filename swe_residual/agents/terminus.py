@@ -35,7 +35,7 @@ from swe_residual.trajectory import Action
 
 MAX_WAIT_S = 60.0
 DEFAULT_DURATION_S = 1.0
-OUTPUT_LIMIT = 10_000          # bytes of screen output shown per turn (head and tail kept)
+OUTPUT_LIMIT = 10_000  # bytes of screen output shown per turn (head and tail kept)
 
 PROMPT = """You are working in a Linux terminal to get a task done. Each turn you see what the terminal \
 shows and answer with the keystrokes to type next.
@@ -66,10 +66,14 @@ Current terminal state:
 {screen}
 """
 
-CONFIRM = ("Current terminal state:\n{screen}\n\nAre you sure the task is complete? Your work is graded as it "
-           "is and cannot be changed afterwards. If it is, answer with \"task_complete\": true again.")
-PARSE_ERROR = ("Your previous answer could not be used: {error}\n\nAnswer with one JSON object with the fields "
-               "analysis, plan, commands and task_complete.")
+CONFIRM = (
+    "Current terminal state:\n{screen}\n\nAre you sure the task is complete? Your work is graded as it "
+    'is and cannot be changed afterwards. If it is, answer with "task_complete": true again.'
+)
+PARSE_ERROR = (
+    "Your previous answer could not be used: {error}\n\nAnswer with one JSON object with the fields "
+    "analysis, plan, commands and task_complete."
+)
 
 
 @dataclass
@@ -93,7 +97,7 @@ def parse_reply(text: str) -> Reply:
     if start < 0 or end <= start:
         return Reply(error="no JSON object in the answer")
     try:
-        data = json.loads(text[start:end + 1])
+        data = json.loads(text[start : end + 1])
     except json.JSONDecodeError as exc:
         return Reply(error=f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
     if not isinstance(data, dict):
@@ -115,8 +119,12 @@ def parse_reply(text: str) -> Reply:
     done = data.get("task_complete", False)
     if isinstance(done, str):
         done = done.strip().lower() == "true"
-    return Reply(analysis=str(data.get("analysis", "")), plan=str(data.get("plan", "")), commands=commands,
-                 task_complete=bool(done))
+    return Reply(
+        analysis=str(data.get("analysis", "")),
+        plan=str(data.get("plan", "")),
+        commands=commands,
+        task_complete=bool(done),
+    )
 
 
 def limit_output(text: str, limit: int = OUTPUT_LIMIT) -> str:
@@ -141,8 +149,10 @@ class TerminusAgent(ModelAgent):
 
     def unsupported(self, task) -> str | None:
         if task.kind != "machine":
-            return (f"--agent {self.name}: the terminal harness runs machine-track tasks (a container whose "
-                    f"processes outlive a command); task {task.id} of track {task.track!r} is a {task.kind} task")
+            return (
+                f"--agent {self.name}: the terminal harness runs machine-track tasks (a container whose "
+                f"processes outlive a command); task {task.id} of track {task.track!r} is a {task.kind} task"
+            )
         return None
 
     def run(self, ctx: AgentContext) -> AgentResult:
@@ -150,6 +160,7 @@ class TerminusAgent(ModelAgent):
             kwargs = dict(self.spec.model_kwargs)
             if self.spec.scripted_server:
                 from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
+
                 server = stack.enter_context(ScriptedModelServer(load_script(self.spec.scripted_server)))
                 kwargs["api_base"] = server.url
                 kwargs.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or "scripted-no-key")
@@ -157,22 +168,40 @@ class TerminusAgent(ModelAgent):
             try:
                 return self._loop(ctx, kwargs, atif)
             finally:
-                (ctx.artifacts_dir / "terminus.trajectory.json").write_text(redact(json.dumps(
-                    {"schema_version": "ATIF-v1.5", "agent": {"name": "terminus", "version": "1"},
-                     "model_name": self.model_name, "steps": atif}, indent=1)), encoding="utf-8")
+                (ctx.artifacts_dir / "terminus.trajectory.json").write_text(
+                    redact(
+                        json.dumps(
+                            {
+                                "schema_version": "ATIF-v1.5",
+                                "agent": {"name": "terminus", "version": "1"},
+                                "model_name": self.model_name,
+                                "steps": atif,
+                            },
+                            indent=1,
+                        )
+                    ),
+                    encoding="utf-8",
+                )
 
     def _complete(self, ctx: AgentContext, messages: list[dict], kwargs: dict) -> str:
-        with _library_env():       # LiteLLM reads its settings when it is imported
+        with _library_env():  # LiteLLM reads its settings when it is imported
             litellm = quiet_litellm()
         try:
-            resp = litellm.completion(model=self.model_name, messages=messages,
-                                      timeout=max(5.0, min(600.0, ctx.budget.remaining_s)), num_retries=0, **kwargs)
+            resp = litellm.completion(
+                model=self.model_name,
+                messages=messages,
+                timeout=max(5.0, min(600.0, ctx.budget.remaining_s)),
+                num_retries=0,
+                **kwargs,
+            )
         except Exception as exc:
             raise_model_error(exc)
             raise
         choice = resp.choices[0]
         if getattr(choice, "finish_reason", None) == "length":
-            raise ContextExhausted("the model's answer was cut off at its output limit (finish_reason length)")
+            raise ContextExhausted(
+                "the model's answer was cut off at its output limit (finish_reason length)"
+            )
         return choice.message.content or ""
 
     def _loop(self, ctx: AgentContext, kwargs: dict, atif: list[dict]) -> AgentResult:
@@ -201,23 +230,40 @@ class TerminusAgent(ModelAgent):
                     terminal.send(cmd.keystrokes)
                     terminal.wait(wait)
                     step.actions.append(Action(command=cmd.keystrokes, duration_s=wait))
-                    calls.append({"tool_call_id": f"call_{step.index}_{i + 1}", "function_name": "bash_command",
-                                  "arguments": {"keystrokes": cmd.keystrokes, "duration": cmd.duration}})
+                    calls.append(
+                        {
+                            "tool_call_id": f"call_{step.index}_{i + 1}",
+                            "function_name": "bash_command",
+                            "arguments": {"keystrokes": cmd.keystrokes, "duration": cmd.duration},
+                        }
+                    )
                     if budget.remaining_s <= 0:
                         break
                 screen = limit_output(terminal.incremental())
-                for n, cmd in enumerate(reply.commands[:len(step.actions)]):
+                for n, cmd in enumerate(reply.commands[: len(step.actions)]):
                     last = n == len(step.actions) - 1
                     ctx.record_keys(cmd.keystrokes, step.actions[n].duration_s, screen if last else None)
                 if step.actions:
                     step.actions[-1].output = screen
                 if reply.task_complete:
-                    calls.append({"tool_call_id": f"call_{step.index}_task_complete",
-                                  "function_name": "mark_task_complete", "arguments": {}})
+                    calls.append(
+                        {
+                            "tool_call_id": f"call_{step.index}_task_complete",
+                            "function_name": "mark_task_complete",
+                            "arguments": {},
+                        }
+                    )
                 observation = CONFIRM.format(screen=screen) if reply.task_complete and not pending else screen
             step.duration_s = round(time.time() - started, 3)
-            atif.append({"step_id": len(atif) + 1, "source": "agent", "message": text,
-                         "tool_calls": calls or None, "observation": {"results": [{"content": observation}]}})
+            atif.append(
+                {
+                    "step_id": len(atif) + 1,
+                    "source": "agent",
+                    "message": text,
+                    "tool_calls": calls or None,
+                    "observation": {"results": [{"content": observation}]},
+                }
+            )
             if budget.remaining_s <= 0:
                 raise BudgetExhausted(f"wall-time budget {budget.wall_s:g}s used up")
             if reply.error is None and reply.task_complete:

@@ -51,8 +51,9 @@ class TrustingAgent(Agent):
         if task.kind == "machine":
             return f"--agent {self.name}: works on repository tasks only (task {task.id} is a machine task)"
         if not (task.solution_dir / "solution.patch").is_file():
-            return (f"--agent {self.name}: task {task.id} has no solution/solution.patch to script its edits "
-                    "from")
+            return (
+                f"--agent {self.name}: task {task.id} has no solution/solution.patch to script its edits from"
+            )
         return None
 
     def run(self, ctx: AgentContext) -> AgentResult:
@@ -60,20 +61,32 @@ class TrustingAgent(Agent):
         changed = [line for line in status.output.splitlines() if line.strip()]
         if status.exit_code == 0 and changed:
             ctx.shell(REVIEW, message="Someone already worked on this: review the inherited changes.")
-            added = [line[3:] for line in changed if line.startswith("?? ") and line.endswith(TEXT_SUFFIXES)
-                     and not line[3:].startswith('"')]
+            added = [
+                line[3:]
+                for line in changed
+                if line.startswith("?? ") and line.endswith(TEXT_SUFFIXES) and not line[3:].startswith('"')
+            ]
             if added:
-                ctx.shell("cat -- " + " ".join(shlex.quote(p) for p in added),
-                          message="Read the files the previous work added.")
+                ctx.shell(
+                    "cat -- " + " ".join(shlex.quote(p) for p in added),
+                    message="Read the files the previous work added.",
+                )
             tests = self._visible_tests(ctx)
             if tests.exit_code in PASSED:
-                return self._submit(ctx, "The inherited work looks complete and the visible tests pass: "
-                                         "submitting it as it is.")
-            ctx.shell(DISCARD, message="The inherited work fails the visible tests: start over from the last commit.")
+                return self._submit(
+                    ctx,
+                    "The inherited work looks complete and the visible tests pass: submitting it as it is.",
+                )
+            ctx.shell(
+                DISCARD,
+                message="The inherited work fails the visible tests: start over from the last commit.",
+            )
         return self._solve(ctx)
 
     def _visible_tests(self, ctx: AgentContext):
-        return ctx.shell(VISIBLE_TESTS, message="Run the repository's tests.", env={"PYTHONDONTWRITEBYTECODE": "1"})
+        return ctx.shell(
+            VISIBLE_TESTS, message="Run the repository's tests.", env={"PYTHONDONTWRITEBYTECODE": "1"}
+        )
 
     def _submit(self, ctx: AgentContext, message: str) -> AgentResult:
         ctx.trajectory.add_step(message=message)
@@ -83,23 +96,29 @@ class TrustingAgent(Agent):
     def _give_up(self, ctx: AgentContext, why: str) -> AgentResult:
         ctx.trajectory.add_step(message=why)
         ctx.trajectory.exit_status = "agent_error"
-        return AgentResult(declared_complete=False, termination="agent_error", steps=len(ctx.trajectory.steps),
-                           message=why)
+        return AgentResult(
+            declared_complete=False, termination="agent_error", steps=len(ctx.trajectory.steps), message=why
+        )
 
     def _solve(self, ctx: AgentContext) -> AgentResult:
-        patch = (ctx.task.solution_dir / "solution.patch").read_bytes()   # on the host, never copied in
+        patch = (ctx.task.solution_dir / "solution.patch").read_bytes()  # on the host, never copied in
         files = parse_patch(patch)
         old = sorted({f.old_path for f in files.values() if f.old_path})
         if old:
-            ctx.shell("cat -- " + " ".join(shlex.quote(p) for p in old), message="Read the code the request is about.")
-        current = {p: ctx.env.read_file(f"{APP_DIR}/{p}") for p in old}   # what that `cat` showed
+            ctx.shell(
+                "cat -- " + " ".join(shlex.quote(p) for p in old),
+                message="Read the code the request is about.",
+            )
+        current = {p: ctx.env.read_file(f"{APP_DIR}/{p}") for p in old}  # what that `cat` showed
         try:
             edits = new_versions(patch, {p: data for p, data in current.items() if data is not None})
         except ValueError as exc:
             return self._give_up(ctx, f"could not work out the edit: {exc}")
         for path, data, executable in edits:
             verb = "Remove" if data is None else "Edit" if path in current else "Create"
-            ctx.shell(write_command(path, data, executable, new=path not in current), message=f"{verb} {path}.")
+            ctx.shell(
+                write_command(path, data, executable, new=path not in current), message=f"{verb} {path}."
+            )
         tests = self._visible_tests(ctx)
         if tests.exit_code not in PASSED:
             return self._give_up(ctx, f"the visible tests still fail after the edit (exit {tests.exit_code})")
@@ -120,8 +139,13 @@ def new_versions(patch: bytes, current: dict[str, bytes]) -> list[tuple[str, byt
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         (root / "solution.patch").write_bytes(patch)
-        proc = subprocess.run(["git", "apply", "--binary", "--whitespace=nowarn", str(root / "solution.patch")],
-                              cwd=work, env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            ["git", "apply", "--binary", "--whitespace=nowarn", str(root / "solution.patch")],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise ValueError(f"the change does not apply to the files as read: {proc.stderr.strip()[-300:]}")
         out = []

@@ -31,8 +31,9 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module), cls)
 
 
-def get_backend(name: str, work_root: Path | None = None, run_id: str | None = None,
-                host: str | None = None) -> Backend:
+def get_backend(
+    name: str, work_root: Path | None = None, run_id: str | None = None, host: str | None = None
+) -> Backend:
     return backend_class(name).create(work_root=work_root, run_id=run_id, host=host)
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from swe_residual.errors import HarnessError
 from swe_residual.states import LoadedState
@@ -26,15 +26,15 @@ from swe_residual.tasks import Task
 
 # Where things are, as commands inside an environment see them (Harbor's layout).
 APP_DIR = "/app"
-TASK_INBOX = "/run/task"          # read-only: the request (instruction.md), outside the workspace
+TASK_INBOX = "/run/task"  # read-only: the request (instruction.md), outside the workspace
 SOLUTION_DIR = "/solution"
 TESTS_DIR = "/tests"
 ARTIFACTS_DIR = "/logs/artifacts"
 
-COPY_LIMIT = 256 << 20            # bytes copy_out takes from an environment at most
-CHANNEL_LIMIT = 16 << 20          # bytes a report channel carries at most (execute_with_channel)
-STORAGE_POLL_S = 1.0              # how often an armed storage limit is measured (at most; see StorageMeter)
-STORAGE_SLOW_S = 5.0              # ...and how seldom, while a measurement takes under STORAGE_SLOW_S / 2
+COPY_LIMIT = 256 << 20  # bytes copy_out takes from an environment at most
+CHANNEL_LIMIT = 16 << 20  # bytes a report channel carries at most (execute_with_channel)
+STORAGE_POLL_S = 1.0  # how often an armed storage limit is measured (at most; see StorageMeter)
+STORAGE_SLOW_S = 5.0  # ...and how seldom, while a measurement takes under STORAGE_SLOW_S / 2
 
 
 @dataclass
@@ -44,7 +44,7 @@ class ExecResult:
     exit_code: int | None
     duration_s: float
     timed_out: bool = False
-    limit: str | None = None        # the task's limit (storage_mb) that stopped the command, and by how much
+    limit: str | None = None  # the task's limit (storage_mb) that stopped the command, and by how much
 
 
 class StorageMeter:
@@ -53,7 +53,7 @@ class StorageMeter:
     seconds, less often when a measurement is slow (up to a tenth of the time, every STORAGE_SLOW_S
     seconds at least while measuring takes under half of that)."""
 
-    def __init__(self, env: "Environment", limit: int):
+    def __init__(self, env: Environment, limit: int):
         self.env, self.limit = env, limit
         self.last = time.monotonic()
         self.base = env.storage_used() or 0
@@ -67,12 +67,16 @@ class StorageMeter:
         self.measured_s = time.monotonic() - t0
         # a tenth of the time at most, but no more than STORAGE_SLOW_S between looks unless a look
         # itself takes longer than half of that
-        self.interval = min(max(STORAGE_POLL_S, 10 * self.measured_s), max(STORAGE_SLOW_S, 2 * self.measured_s))
+        self.interval = min(
+            max(STORAGE_POLL_S, 10 * self.measured_s), max(STORAGE_SLOW_S, 2 * self.measured_s)
+        )
         if used is None or used - self.base <= self.limit:
             return None
         wrote = used - self.base
-        return (f"storage limit: the agent's commands wrote {wrote:,} bytes ({wrote / 2**20:.1f} MiB), over the "
-                f"task's storage_mb = {self.limit >> 20} ({self.limit:,} bytes); the agent was stopped")
+        return (
+            f"storage limit: the agent's commands wrote {wrote:,} bytes ({wrote / 2**20:.1f} MiB), over the "
+            f"task's storage_mb = {self.limit >> 20} ({self.limit:,} bytes); the agent was stopped"
+        )
 
     def after_command(self) -> str | None:
         """At the end of a command: over() when the last look is an interval old (many short
@@ -85,12 +89,12 @@ class Environment(ABC):
 
     backend: str
     base_commit: str = ""
-    baseline: str = ""              # "<blob> <path>" lines: untracked files the clean state ships
-    touched: bool = False           # a command ran or a file was copied in since materialize
+    baseline: str = ""  # "<blob> <path>" lines: untracked files the clean state ships
+    touched: bool = False  # a command ran or a file was copied in since materialize
     start_patch: bytes | None = None  # the starting state as a patch (b"" for a clean start)
-    report: dict | None = None      # machine states: how this instance was restored (method, times, processes)
+    report: dict | None = None  # machine states: how this instance was restored (method, times, processes)
     storage_limit: int | None = None  # bytes the agent's commands may write ([environment] storage_mb)
-    limit_hit: str | None = None    # why a limit the task declares stopped the agent (agent_limits)
+    limit_hit: str | None = None  # why a limit the task declares stopped the agent (agent_limits)
     meter: StorageMeter | None = None  # set while agent_limits() is armed
 
     def path(self, harbor_path: str) -> str:
@@ -113,8 +117,9 @@ class Environment(ABC):
     def execute(self, command: str, *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         """Run a shell command in /app; every process it started is gone on return."""
 
-    def execute_with_channel(self, command: str, *, timeout: float, env: dict[str, str] | None = None,
-                             limit: int = CHANNEL_LIMIT) -> tuple[ExecResult, bytes | None]:
+    def execute_with_channel(
+        self, command: str, *, timeout: float, env: dict[str, str] | None = None, limit: int = CHANNEL_LIMIT
+    ) -> tuple[ExecResult, bytes | None]:
         """execute, with a report channel: a fifo, its path in $SWE_RESIDUAL_CHANNEL, that the host
         reads while the command runs (at most `limit` bytes), so nothing in the environment can
         take back what was written there, and nothing written once the command ended counts. The
@@ -169,8 +174,13 @@ class Environment(ABC):
         """The answer to a command of an agent a limit stopped already (None: run it)."""
         if self.meter is None or self.limit_hit is None:
             return None
-        return ExecResult(command=command, output=f"[swe-residual: {self.limit_hit}]\n", exit_code=None,
-                          duration_s=0.0, limit=self.limit_hit)
+        return ExecResult(
+            command=command,
+            output=f"[swe-residual: {self.limit_hit}]\n",
+            exit_code=None,
+            duration_s=0.0,
+            limit=self.limit_hit,
+        )
 
     def recheck(self) -> None:
         """A case contradicted what the backend knows of the starting image (its base commit cannot
@@ -190,7 +200,7 @@ class Environment(ABC):
     def close(self) -> None:
         """Remove everything this environment created (idempotent)."""
 
-    def __enter__(self) -> "Environment":
+    def __enter__(self) -> Environment:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -206,9 +216,11 @@ class Backend(ABC):
     interruptible: bool = False
 
     name: str
-    host: str | None = None      # the engine it runs on, where there can be several
-    supports_machine_states: bool = False   # can hold a whole machine (installed software, live processes)
-    needs_task_repository: bool = False     # runs only tasks that ship their repository (metadata.repository_dir)
+    host: str | None = None  # the engine it runs on, where there can be several
+    supports_machine_states: bool = False  # can hold a whole machine (installed software, live processes)
+    needs_task_repository: bool = (
+        False  # runs only tasks that ship their repository (metadata.repository_dir)
+    )
 
     @classmethod
     def hosts(cls, given: list[str] | None = None) -> list[str | None]:
@@ -220,8 +232,9 @@ class Backend(ABC):
         """InputError (a usage error before any case) when an engine of `hosts` does not answer."""
 
     @classmethod
-    def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
-               host: str | None = None) -> "Backend":
+    def create(
+        cls, *, work_root: Path | None = None, run_id: str | None = None, host: str | None = None
+    ) -> Backend:
         """The backend for a run session's options (each backend takes the ones it uses)."""
         return cls()
 
@@ -261,6 +274,8 @@ def storage_limit(task: Task) -> int | None:
 
 def machine_refusal(backend: str, task: Task) -> str:
     """Why a backend that cannot hold machine states refuses a machine-track task (one line)."""
-    return (f"--backend {backend}: task {task.id} of track {task.track!r} is a machine task: the {backend} backend "
-            "cannot hold machine states (installed software, configuration, live processes), only a repository; "
-            "use --backend docker")
+    return (
+        f"--backend {backend}: task {task.id} of track {task.track!r} is a machine task: the {backend} backend "
+        "cannot hold machine states (installed software, configuration, live processes), only a repository; "
+        "use --backend docker"
+    )

@@ -20,8 +20,8 @@ import shutil
 import tempfile
 import threading
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from swe_residual.backends import repo
 from swe_residual.backends.base import (
@@ -45,8 +45,14 @@ _WARNED = False
 _WARN_LOCK = threading.Lock()
 
 # Harbor path -> (subdirectory of the environment root, writable by commands)
-MOUNTS = {"/app": ("app", True), "/tmp": ("tmp", True), "/run/task": ("inbox", False), "/logs": ("logs", True),
-          "/solution": ("solution", False), "/tests": ("tests", False)}
+MOUNTS = {
+    "/app": ("app", True),
+    "/tmp": ("tmp", True),
+    "/run/task": ("inbox", False),
+    "/logs": ("logs", True),
+    "/solution": ("solution", False),
+    "/tests": ("tests", False),
+}
 ALWAYS = ("app", "tmp", "inbox", "logs", "logs/agent", "logs/verifier", "logs/artifacts")
 
 
@@ -55,9 +61,12 @@ def warn_unsandboxed_once() -> None:
     with _WARN_LOCK:
         if not _WARNED:
             _WARNED = True
-            warnings.warn("bubblewrap (bwrap) not found: the local backend runs agents UNSANDBOXED; "
-                          "install it (apt-get install bubblewrap) to hide the host from agents",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                "bubblewrap (bwrap) not found: the local backend runs agents UNSANDBOXED; "
+                "install it (apt-get install bubblewrap) to hide the host from agents",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 class LocalEnvironment(Environment):
@@ -77,7 +86,7 @@ class LocalEnvironment(Environment):
         """The host path behind a Harbor path (HarnessError for paths outside the mounts)."""
         for inner in sorted(MOUNTS, key=len, reverse=True):
             if path == inner or path.startswith(inner + "/"):
-                rest = path[len(inner):].lstrip("/")
+                rest = path[len(inner) :].lstrip("/")
                 if ".." in Path(rest).parts:
                     break
                 return self.root / MOUNTS[inner][0] / rest
@@ -92,28 +101,58 @@ class LocalEnvironment(Environment):
         if (refused := self.refused(command)) is not None:
             return refused
         home = self.path("/tmp")
-        env_vars = {"PATH": runtime_path(bool(self.bwrap)), "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-                    "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "GIT_CONFIG_NOSYSTEM": "1", "TERM": "dumb",
-                    **AGENT_GIT_IDENTITY, "APP_DIR": self.app_dir, "TASK_DIR": self.inbox_dir, **(env or {})}
+        env_vars = {
+            "PATH": runtime_path(bool(self.bwrap)),
+            "HOME": home,
+            "TMPDIR": home,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "TERM": "dumb",
+            **AGENT_GIT_IDENTITY,
+            "APP_DIR": self.app_dir,
+            "TASK_DIR": self.inbox_dir,
+            **(env or {}),
+        }
         if self.bwrap:
-            binds = [Bind(self.root / sub, inner, writable=rw) for inner, (sub, rw) in MOUNTS.items()
-                     if (self.root / sub).is_dir()]
-            argv = bwrap_argv(SandboxSpec(binds=binds, cwd="/app", env=env_vars), ["bash", "-c", command], self.bwrap)
+            binds = [
+                Bind(self.root / sub, inner, writable=rw)
+                for inner, (sub, rw) in MOUNTS.items()
+                if (self.root / sub).is_dir()
+            ]
+            argv = bwrap_argv(
+                SandboxSpec(binds=binds, cwd="/app", env=env_vars), ["bash", "-c", command], self.bwrap
+            )
             proc_env, cwd = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None
         else:
             argv, proc_env, cwd = ["bash", "-c", command], env_vars, self.workspace
         self.touched = True
-        res = run_tree(argv, timeout=timeout, cwd=cwd, env=proc_env, output_path=self.root / "last-output",
-                       memory_bytes=self.memory_bytes, watch=self.meter)
+        res = run_tree(
+            argv,
+            timeout=timeout,
+            cwd=cwd,
+            env=proc_env,
+            output_path=self.root / "last-output",
+            memory_bytes=self.memory_bytes,
+            watch=self.meter,
+        )
         if res.limit is None and self.meter is not None:
             res.limit = self.meter.after_command()
         if res.limit is not None:
             self.limit_hit = res.limit
-        return ExecResult(command=command, output=res.output, exit_code=res.exit_code,
-                          duration_s=res.duration_s, timed_out=res.timed_out, limit=res.limit)
+        return ExecResult(
+            command=command,
+            output=res.output,
+            exit_code=res.exit_code,
+            duration_s=res.duration_s,
+            timed_out=res.timed_out,
+            limit=res.limit,
+        )
 
-    def execute_with_channel(self, command: str, *, timeout: float, env: dict[str, str] | None = None,
-                             limit: int = CHANNEL_LIMIT) -> tuple[ExecResult, bytes | None]:
+    def execute_with_channel(
+        self, command: str, *, timeout: float, env: dict[str, str] | None = None, limit: int = CHANNEL_LIMIT
+    ) -> tuple[ExecResult, bytes | None]:
         """execute with a fifo in /tests (read-only to the command: it cannot be replaced; in /tmp
         when there is no /tests) that a thread here reads while the command runs. Once run_tree
         returned every process of the sandbox is gone (its pid namespace), so what the fifo holds
@@ -122,12 +161,15 @@ class LocalEnvironment(Environment):
         name = f".swe-residual-channel-{secrets.token_hex(6)}"
         fifo = self.root / sub / name
         os.mkfifo(fifo)
-        os.chmod(fifo, 0o666)     # the sandbox's user writes it
+        os.chmod(fifo, 0o666)  # the sandbox's user writes it
         try:
             reader = _FifoReader(fifo, limit)
             try:
-                res = self.execute(command, timeout=timeout,
-                                   env={**(env or {}), "SWE_RESIDUAL_CHANNEL": self.path(f"/{sub}/{name}")})
+                res = self.execute(
+                    command,
+                    timeout=timeout,
+                    env={**(env or {}), "SWE_RESIDUAL_CHANNEL": self.path(f"/{sub}/{name}")},
+                )
             finally:
                 data = reader.finish()
         finally:
@@ -193,13 +235,13 @@ class _FifoReader:
                 chunk = os.read(self.fd, 1 << 16)
             except BlockingIOError:
                 return
-            self.data += chunk[:max(self.limit - len(self.data), 0)]
+            self.data += chunk[: max(self.limit - len(self.data), 0)]
 
     def _run(self) -> None:
         while not self._stop.is_set():
             if select.select([self.fd], [], [], 0.1)[0]:
                 self._read_ready()
-        self._read_ready()          # what was written before the command ended
+        self._read_ready()  # what was written before the command ended
 
     def finish(self) -> bytes:
         self._stop.set()
@@ -216,8 +258,9 @@ class LocalBackend(Backend):
     needs_task_repository = True
 
     @classmethod
-    def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
-               host: str | None = None) -> "LocalBackend":
+    def create(
+        cls, *, work_root: Path | None = None, run_id: str | None = None, host: str | None = None
+    ) -> LocalBackend:
         return cls(work_root=work_root)
 
     def __init__(self, work_root: Path | None = None):
@@ -243,8 +286,10 @@ class LocalBackend(Backend):
                     raise InputError(machine_refusal(self.name, task))
                 src = task.repository_dir
                 if src is None:
-                    raise InputError(f"{task.path / 'task.toml'}: metadata.repository_dir: the local backend "
-                                     "needs a repository shipped with the task (use --backend docker)")
+                    raise InputError(
+                        f"{task.path / 'task.toml'}: metadata.repository_dir: the local backend "
+                        "needs a repository shipped with the task (use --backend docker)"
+                    )
                 dest = Path(tempfile.mkdtemp(prefix=f"base-{task.id}-", dir=self.root)) / "app"
                 commit = repo.init_base_repo(src, dest)
                 task.check_base_commit(commit, f"the commit built from {src}")
@@ -268,7 +313,7 @@ class LocalBackend(Backend):
             env.start_patch = b""
             if state is not None:
                 apply_state(env, state)
-            env.touched = False     # the starting state: nothing of the agent's yet
+            env.touched = False  # the starting state: nothing of the agent's yet
             env.storage_limit = storage_limit(task)
             return env
         except BaseException:

@@ -27,12 +27,17 @@ BASE_IDENTITY = {
 BASE_MESSAGE = "Base commit"
 
 # Neutral git environment: no user or system config leaks into task repositories.
-_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-            "LC_ALL": "C"}
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
 
 
-def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True,
-        input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def git(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True, input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, **_GIT_ENV, **(env or {})}
     proc = subprocess.run(["git", *args], cwd=cwd, env=full_env, input=input, capture_output=True)
     if check and proc.returncode != 0:

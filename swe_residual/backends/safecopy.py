@@ -23,8 +23,8 @@ from typing import IO
 
 from swe_residual.errors import HarnessError
 
-MAX_ENTRIES = 200_000       # files and directories copy_tree takes from one tree at most
-MAX_DEPTH = 256             # directory levels below the copied root; deeper ones are left out
+MAX_ENTRIES = 200_000  # files and directories copy_tree takes from one tree at most
+MAX_DEPTH = 256  # directory levels below the copied root; deeper ones are left out
 
 _UNHOLDABLE = {errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ELOOP}
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -129,7 +129,7 @@ def remove_tree(path: str | os.PathLike) -> None:
         fd = os.open(path, _DIR_FLAGS)
     except OSError:
         return
-    names: list[str] = []      # the directories below `path` that fd is in, in order
+    names: list[str] = []  # the directories below `path` that fd is in, in order
     stuck: set[tuple[int, str]] = set()
     try:
         while True:
@@ -148,13 +148,13 @@ def remove_tree(path: str | os.PathLike) -> None:
                 pass
             if child is not None:
                 try:
-                    os.chmod(child, 0o700, dir_fd=fd)      # a directory the agent made unreadable
+                    os.chmod(child, 0o700, dir_fd=fd)  # a directory the agent made unreadable
                 except OSError:
                     pass
                 try:
                     nfd = os.open(child, _DIR_FLAGS, dir_fd=fd)
                 except OSError:
-                    stuck.add((len(names), child))          # cannot enter it: leave it
+                    stuck.add((len(names), child))  # cannot enter it: leave it
                     continue
                 os.close(fd)
                 fd = nfd
@@ -179,7 +179,6 @@ def remove_tree(path: str | os.PathLike) -> None:
         os.rmdir(path)
 
 
-
 DU_TIMEOUT_S = 60.0
 
 
@@ -188,8 +187,12 @@ def disk_usage(path: str | os.PathLike, timeout: float = DU_TIMEOUT_S) -> int | 
     a hard link once), by GNU du, which takes any depth and follows nothing; None when it cannot
     tell (no such tree, unreadable, or not done within timeout)."""
     try:
-        proc = subprocess.run(["du", "-s", "-x", "-B1", "--", os.fspath(path)], capture_output=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["du", "-s", "-x", "-B1", "--", os.fspath(path)],
+            capture_output=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         return int(proc.stdout.split()[0])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None

@@ -24,13 +24,38 @@ from typing import Protocol
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 # What of /etc programs need (loader, certificates, users without passwords, locale, alternatives).
-ETC_ENTRIES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates",
-               "ca-certificates.conf", "localtime", "timezone", "nsswitch.conf", "hosts", "host.conf", "passwd",
-               "group", "mime.types", "protocols", "services", "debian_version", "os-release", "bash.bashrc",
-               "profile", "inputrc", "magic", "magic.mime", "gai.conf", "locale.alias", "environment")
-OUTPUT_HEAD = 64 << 10            # bytes of a command's output kept from its start...
-OUTPUT_TAIL = 448 << 10           # ...and from its end; the middle of longer output is cut
-SANDBOX_UID = 65534               # commands run as "nobody" inside the sandbox's own user namespace
+ETC_ENTRIES = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "passwd",
+    "group",
+    "mime.types",
+    "protocols",
+    "services",
+    "debian_version",
+    "os-release",
+    "bash.bashrc",
+    "profile",
+    "inputrc",
+    "magic",
+    "magic.mime",
+    "gai.conf",
+    "locale.alias",
+    "environment",
+)
+OUTPUT_HEAD = 64 << 10  # bytes of a command's output kept from its start...
+OUTPUT_TAIL = 448 << 10  # ...and from its end; the middle of longer output is cut
+SANDBOX_UID = 65534  # commands run as "nobody" inside the sandbox's own user namespace
 
 
 def bwrap_path() -> str | None:
@@ -62,8 +87,20 @@ def runtime_path(sandboxed: bool = True) -> str:
     """PATH for agent and verifier commands: the harness's Python (with pytest) first."""
     venv_bin = (VENV_MOUNT if sandboxed and sys.prefix != sys.base_prefix else sys.prefix) + "/bin"
     base_bin = str(Path(sys.base_prefix) / "bin")
-    parts = list(dict.fromkeys([venv_bin, base_bin, "/usr/local/bin", "/usr/bin", "/bin",
-                                "/usr/local/sbin", "/usr/sbin", "/sbin"]))
+    parts = list(
+        dict.fromkeys(
+            [
+                venv_bin,
+                base_bin,
+                "/usr/local/bin",
+                "/usr/bin",
+                "/bin",
+                "/usr/local/sbin",
+                "/usr/sbin",
+                "/sbin",
+            ]
+        )
+    )
     return ":".join(parts)
 
 
@@ -83,9 +120,24 @@ class SandboxSpec:
 
 
 def bwrap_argv(spec: SandboxSpec, argv: list[str], bwrap: str) -> list[str]:
-    cmd = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-           "--die-with-parent", "--new-session", "--hostname", "sandbox",
-           "--proc", "/proc", "--dev", "/dev", "--clearenv"]
+    cmd = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--clearenv",
+    ]
     if spec.network:
         cmd.append("--share-net")
     for d in _SYSTEM_DIRS:
@@ -136,18 +188,18 @@ class ProcessResult:
     output: str
     duration_s: float
     timed_out: bool
-    limit: str | None = None      # why `watch` stopped it
+    limit: str | None = None  # why `watch` stopped it
 
 
 class Watch(Protocol):
-    interval: float               # seconds until the next look
+    interval: float  # seconds until the next look
 
     def over(self) -> str | None:
         """Why the command must stop now, None while it may go on."""
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-PIDS_MAX = 2048                   # processes of one command tree (a fork bomb stops here)
+PIDS_MAX = 2048  # processes of one command tree (a fork bomb stops here)
 
 
 class Cgroup:
@@ -159,9 +211,17 @@ class Cgroup:
         self.dirs: list[Path] = []
         name = f"swe-residual/{os.getpid()}-{time.monotonic_ns()}"
         v2 = (CGROUP_ROOT / "cgroup.controllers").is_file()
-        limits = ({"pids": {"pids.max": pids}, "memory": {"memory.max": memory_bytes}} if v2 else
-                  {"pids": {"pids.max": pids}, "memory": {"memory.limit_in_bytes": memory_bytes,
-                                                         "memory.memsw.limit_in_bytes": memory_bytes}})
+        limits = (
+            {"pids": {"pids.max": pids}, "memory": {"memory.max": memory_bytes}}
+            if v2
+            else {
+                "pids": {"pids.max": pids},
+                "memory": {
+                    "memory.limit_in_bytes": memory_bytes,
+                    "memory.memsw.limit_in_bytes": memory_bytes,
+                },
+            }
+        )
         try:
             for controller, files in limits.items():
                 if all(v is None for v in files.values()):
@@ -210,8 +270,16 @@ class Cgroup:
         self.dirs = []
 
 
-def run_tree(argv: list[str], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None,
-             output_path: Path, memory_bytes: int | None = None, watch: Watch | None = None) -> ProcessResult:
+def run_tree(
+    argv: list[str],
+    *,
+    timeout: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    output_path: Path,
+    memory_bytes: int | None = None,
+    watch: Watch | None = None,
+) -> ProcessResult:
     """Run argv in its own session (and cgroup, when available); on timeout or exit, kill the
     whole process group and everything left in the cgroup. `watch` is asked every watch.interval
     seconds whether the command must stop (a storage limit): then it is killed the same way."""
@@ -220,16 +288,25 @@ def run_tree(argv: list[str], *, timeout: float, cwd: Path | None = None, env: d
     cgroup = Cgroup(memory_bytes) if os.geteuid() == 0 else None
     try:
         with open(output_path, "wb") as out:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True,
-                                    preexec_fn=cgroup.enter if cgroup is not None and cgroup.available else None)
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=cgroup.enter if cgroup is not None and cgroup.available else None,
+            )
             timed_out = False
             deadline = start + timeout
             try:
                 while True:
                     left = deadline - time.monotonic()
                     try:
-                        proc.wait(timeout=max(min(left, watch.interval), 0) if watch is not None else max(left, 0))
+                        proc.wait(
+                            timeout=max(min(left, watch.interval), 0) if watch is not None else max(left, 0)
+                        )
                         break
                     except subprocess.TimeoutExpired:
                         if time.monotonic() >= deadline:
@@ -244,8 +321,13 @@ def run_tree(argv: list[str], *, timeout: float, cwd: Path | None = None, env: d
         if cgroup is not None:
             cgroup.close()
     stopped = timed_out or limit is not None
-    return ProcessResult(exit_code=None if stopped else proc.returncode, output=read_bounded(output_path),
-                         duration_s=time.monotonic() - start, timed_out=timed_out, limit=limit)
+    return ProcessResult(
+        exit_code=None if stopped else proc.returncode,
+        output=read_bounded(output_path),
+        duration_s=time.monotonic() - start,
+        timed_out=timed_out,
+        limit=limit,
+    )
 
 
 def kill_group(pgid: int) -> None:

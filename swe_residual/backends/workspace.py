@@ -20,14 +20,18 @@ PATCH_IN_ENV = "/tmp/.swe-residual-apply.patch"
 FINAL_PATCH = "/tmp/.swe-residual-final.patch"
 IGNORED_MARKER = "--- swe-residual: paths git ignores ---"
 HARNESS_TIMEOUT_S = 600.0
-FINAL_PATCH_LIMIT = 64 << 20      # bytes; a larger final state is a failure with a note, never graded
-FINAL_FILES_LIMIT = 100_000       # files in a final tree (.git aside); more is a failure with a note
-FINAL_BYTES_LIMIT = 4 << 30       # bytes of the files of a final tree, .git included (apparent sizes: a
-                                  # sparse file counts what git would read); more is a failure with a note
-BASE_UNREADABLE_EXIT = 5          # final_diff.sh: the base commit cannot be read (or /app lost its repository)
+FINAL_PATCH_LIMIT = 64 << 20  # bytes; a larger final state is a failure with a note, never graded
+FINAL_FILES_LIMIT = 100_000  # files in a final tree (.git aside); more is a failure with a note
+FINAL_BYTES_LIMIT = 4 << 30  # bytes of the files of a final tree, .git included (apparent sizes: a
+# sparse file counts what git would read); more is a failure with a note
+BASE_UNREADABLE_EXIT = 5  # final_diff.sh: the base commit cannot be read (or /app lost its repository)
 
-AGENT_GIT_IDENTITY = {"GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@swe-residual.invalid",
-                      "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@swe-residual.invalid"}
+AGENT_GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "agent",
+    "GIT_AUTHOR_EMAIL": "agent@swe-residual.invalid",
+    "GIT_COMMITTER_NAME": "agent",
+    "GIT_COMMITTER_EMAIL": "agent@swe-residual.invalid",
+}
 
 
 @functools.cache
@@ -46,20 +50,25 @@ def last_line(text: str, default: str = "") -> str:
 class FinalState:
     """What the agent left in /app, as the harness grades it."""
 
-    patch: bytes                            # binary diff of the tree against the base commit
-    ignored: list[str] = field(default_factory=list)   # paths .gitignore rules keep out of the patch
-    problem: str | None = None              # why the patch is empty although the agent ran
+    patch: bytes  # binary diff of the tree against the base commit
+    ignored: list[str] = field(default_factory=list)  # paths .gitignore rules keep out of the patch
+    problem: str | None = None  # why the patch is empty although the agent ran
 
 
 def apply_patch(env: Environment, patch: Path, *, label: str) -> None:
     """A binary-safe patch applied to /app without a commit; HEAD must stay the base commit."""
-    env.ready()     # a fresh instance confirms the image's facts first (the base commit used below)
+    env.ready()  # a fresh instance confirms the image's facts first (the base commit used below)
     env.copy_in(patch, PATCH_IN_ENV)
-    res = env.execute(script("apply_patch.sh"), timeout=HARNESS_TIMEOUT_S,
-                      env={"SWE_PATCH": env.path(PATCH_IN_ENV), "SWE_BASE": env.base_commit, "SWE_APP": env.app_dir})
+    res = env.execute(
+        script("apply_patch.sh"),
+        timeout=HARNESS_TIMEOUT_S,
+        env={"SWE_PATCH": env.path(PATCH_IN_ENV), "SWE_BASE": env.base_commit, "SWE_APP": env.app_dir},
+    )
     if res.exit_code is None:
-        raise HarnessError(f"{label}: applying patch {patch} did not finish "
-                           f"({'timed out' if res.timed_out else 'no exit status: the environment went away'})")
+        raise HarnessError(
+            f"{label}: applying patch {patch} did not finish "
+            f"({'timed out' if res.timed_out else 'no exit status: the environment went away'})"
+        )
     if res.exit_code != 0:
         why = last_line(res.output, "git apply failed").removeprefix("error: ")
         raise PatchApplyError(f"{label}: patch {patch} does not apply at the base commit: {why}")
@@ -92,15 +101,29 @@ def final_state(env: Environment) -> FinalState:
             res = _final_diff(env)
     data = env.read_file(FINAL_PATCH, limit=FINAL_PATCH_LIMIT) if res.exit_code == 0 else None
     if data is None:
-        return FinalState(b"", problem=f"final patch unavailable (git exit {res.exit_code}): "
-                                       f"{last_line(res.output, 'no output')}")
+        return FinalState(
+            b"",
+            problem=f"final patch unavailable (git exit {res.exit_code}): "
+            f"{last_line(res.output, 'no output')}",
+        )
     listed = res.output.rsplit(IGNORED_MARKER + "\n", 1)[-1] if IGNORED_MARKER in res.output else ""
-    return FinalState(data, ignored=[p for p in listed.splitlines() if p.strip() and "bytes of output cut" not in p])
+    return FinalState(
+        data, ignored=[p for p in listed.splitlines() if p.strip() and "bytes of output cut" not in p]
+    )
 
 
 def _final_diff(env: Environment):
-    return env.execute(script("final_diff.sh"), timeout=HARNESS_TIMEOUT_S,
-                       env={"SWE_BASE": env.base_commit, "SWE_APP": env.app_dir, "SWE_BASELINE": env.baseline,
-                            "SWE_OUT": env.path(FINAL_PATCH), "SWE_PATCH_LIMIT": str(FINAL_PATCH_LIMIT),
-                            "SWE_MAX_FILES": str(FINAL_FILES_LIMIT), "SWE_MAX_BYTES": str(FINAL_BYTES_LIMIT),
-                            "SWE_MARKER": IGNORED_MARKER})
+    return env.execute(
+        script("final_diff.sh"),
+        timeout=HARNESS_TIMEOUT_S,
+        env={
+            "SWE_BASE": env.base_commit,
+            "SWE_APP": env.app_dir,
+            "SWE_BASELINE": env.baseline,
+            "SWE_OUT": env.path(FINAL_PATCH),
+            "SWE_PATCH_LIMIT": str(FINAL_PATCH_LIMIT),
+            "SWE_MAX_FILES": str(FINAL_FILES_LIMIT),
+            "SWE_MAX_BYTES": str(FINAL_BYTES_LIMIT),
+            "SWE_MARKER": IGNORED_MARKER,
+        },
+    )

@@ -69,8 +69,8 @@ from swe_residual.tasks import Task, load_task
 from swe_residual.trajectory import Trajectory
 
 EXPORT_INDEX = "export.json"
-HARBOR_DIR = "harbor"            # the trial's own files, kept in the attempt dir
-TRIAL_KEY = "trial-key.txt"      # in HARBOR_DIR: what identifies the trial (re-imports skip it)
+HARBOR_DIR = "harbor"  # the trial's own files, kept in the attempt dir
+TRIAL_KEY = "trial-key.txt"  # in HARBOR_DIR: what identifies the trial (re-imports skip it)
 MAX_TOML = 1 << 20
 LABEL_PART = re.compile(r"[^A-Za-z0-9_.-]+")
 NOTE_MAX = 2000
@@ -87,9 +87,9 @@ class Exported:
     harbor_name: str
     track: str
     start: str
-    task: Task                       # the exported dir, with our task id
+    task: Task  # the exported dir, with our task id
     state: LoadedState | None
-    patch: bytes | None              # the state's patch, checked against its sha256
+    patch: bytes | None  # the state's patch, checked against its sha256
 
 
 class Export:
@@ -103,14 +103,23 @@ class Export:
         except Unsafe as exc:
             raise InputError(str(exc)) from None
         if index is None:
-            raise InputError(f"{where}: missing; pass --export with the dir `swe-residual export harbor` wrote")
-        if not isinstance(index, dict) or index.get("format") != EXPORT_FORMAT or not isinstance(index.get("tasks"), list):
-            raise InputError(f"{where}: format: not {EXPORT_FORMAT!r} (an index written by swe-residual export harbor)")
+            raise InputError(
+                f"{where}: missing; pass --export with the dir `swe-residual export harbor` wrote"
+            )
+        if (
+            not isinstance(index, dict)
+            or index.get("format") != EXPORT_FORMAT
+            or not isinstance(index.get("tasks"), list)
+        ):
+            raise InputError(
+                f"{where}: format: not {EXPORT_FORMAT!r} (an index written by swe-residual export harbor)"
+            )
         self.entries: dict[str, dict] = {}
         self.by_ref: dict[str, set[str]] = {}
         for i, e in enumerate(index["tasks"]):
-            if not isinstance(e, dict) or not all(isinstance(e.get(k), str) and e[k] for k in
-                                                  ("name", "harbor_name", "track", "task", "start")):
+            if not isinstance(e, dict) or not all(
+                isinstance(e.get(k), str) and e[k] for k in ("name", "harbor_name", "track", "task", "start")
+            ):
                 raise InputError(f"{where}: tasks[{i}]: needs name, harbor_name, track, task and start")
             if e["start"] not in ("clean", "residual") or "/" in e["name"] or e["name"] in (".", ".."):
                 raise InputError(f"{where}: tasks[{i}] ({e['name']!r}): not an exported task dir entry")
@@ -137,7 +146,7 @@ class Export:
         if dict(list_dir(self.path)).get(e["name"]) != "dir":
             raise InputError(f"{d}: listed in {self.path / EXPORT_INDEX} but not a directory here")
         task = load_task(d, e["track"])
-        task = dataclasses.replace(task, id=e["task"])   # a residual dir's own name is not the task id
+        task = dataclasses.replace(task, id=e["task"])  # a residual dir's own name is not the task id
         meta = self._metadata(d, e)
         if e["start"] == "clean":
             return Exported(e["name"], e["harbor_name"], e["track"], "clean", task, None, None)
@@ -149,19 +158,32 @@ class Export:
         if raw is None:
             raise InputError(f"{patch_path}: missing (the residual start's state patch)")
         if hashlib.sha256(raw).hexdigest() != meta["state_patch_sha256"]:
-            raise InputError(f"{patch_path}: sha256 does not match state_patch_sha256 in {d / 'task.toml'}; "
-                             "export the track again")
+            raise InputError(
+                f"{patch_path}: sha256 does not match state_patch_sha256 in {d / 'task.toml'}; "
+                "export the track again"
+            )
         try:
-            entry = ResidualState.model_validate({
-                "id": meta["state_id"], "track": meta["track"], "task": meta["task"],
-                "predecessor": {"agent": meta["predecessor_agent"], "model_family": meta["predecessor_model_family"]},
-                "artifact": {"patch": str(patch_path), "sha256": meta["state_patch_sha256"]},
-                "initial_verdict": {"failing_tests": meta["failing_tests"]}})
+            entry = ResidualState.model_validate(
+                {
+                    "id": meta["state_id"],
+                    "track": meta["track"],
+                    "task": meta["task"],
+                    "predecessor": {
+                        "agent": meta["predecessor_agent"],
+                        "model_family": meta["predecessor_model_family"],
+                    },
+                    "artifact": {"patch": str(patch_path), "sha256": meta["state_patch_sha256"]},
+                    "initial_verdict": {"failing_tests": meta["failing_tests"]},
+                }
+            )
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise InputError(f"{d / 'task.toml'}: metadata.{METADATA_KEY}: {'.'.join(map(str, err['loc']))}: "
-                             f"{err['msg']}") from None
-        return Exported(e["name"], e["harbor_name"], e["track"], "residual", task, LoadedState(entry, patch_path), raw)
+            raise InputError(
+                f"{d / 'task.toml'}: metadata.{METADATA_KEY}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+            ) from None
+        return Exported(
+            e["name"], e["harbor_name"], e["track"], "residual", task, LoadedState(entry, patch_path), raw
+        )
 
     def _metadata(self, d: Path, e: dict) -> dict:
         """[metadata.swe_residual] of a residual dir, which must say what export.json says; a clean
@@ -174,16 +196,25 @@ class Export:
             raise InputError(f"{where}: {exc}") from None
         if e["start"] == "clean":
             if meta is not None:
-                raise InputError(f"{where}: metadata.{METADATA_KEY}: set, but {EXPORT_INDEX} lists a clean start")
+                raise InputError(
+                    f"{where}: metadata.{METADATA_KEY}: set, but {EXPORT_INDEX} lists a clean start"
+                )
             return {}
         if not isinstance(meta, dict):
             raise InputError(f"{where}: metadata.{METADATA_KEY}: missing (not an exported residual start)")
-        want = {"track": e["track"], "task": e["task"], "start": "residual", "state_id": e.get("state_id"),
-                "state_patch_sha256": e.get("state_patch_sha256")}
+        want = {
+            "track": e["track"],
+            "task": e["task"],
+            "start": "residual",
+            "state_id": e.get("state_id"),
+            "state_patch_sha256": e.get("state_patch_sha256"),
+        }
         for key, value in want.items():
             if meta.get(key) != value:
-                raise InputError(f"{where}: metadata.{METADATA_KEY}.{key}: {meta.get(key)!r} but {EXPORT_INDEX} "
-                                 f"says {value!r}")
+                raise InputError(
+                    f"{where}: metadata.{METADATA_KEY}.{key}: {meta.get(key)!r} but {EXPORT_INDEX} "
+                    f"says {value!r}"
+                )
         return meta
 
 
@@ -199,16 +230,22 @@ class Exports:
         named = t.task_refs[0] if t.task_refs else "(none)"
         candidates = self.given or [e for e in [self._from_config(t)] if e is not None]
         if not candidates:
-            raise InputError(f"{where}: task {named!r}: the task path its config records ({t.task_path or 'none'}) "
-                             f"is not in an export dir here; pass --export DIR")
+            raise InputError(
+                f"{where}: task {named!r}: the task path its config records ({t.task_path or 'none'}) "
+                f"is not in an export dir here; pass --export DIR"
+            )
         hits = [(x, n) for x in candidates if (n := x.match(t.task_refs)) is not None]
         if len(hits) > 1:
-            raise InputError(f"{where}: task {named!r} is in several --export dirs ({hits[0][0].path}, "
-                             f"{hits[1][0].path}); import their jobs separately")
+            raise InputError(
+                f"{where}: task {named!r} is in several --export dirs ({hits[0][0].path}, "
+                f"{hits[1][0].path}); import their jobs separately"
+            )
         if not hits:
             dirs = ", ".join(str(x.path) for x in candidates)
-            raise InputError(f"{where}: task {named!r} (recorded names: {', '.join(t.task_refs) or 'none'}) is not "
-                             f"in {dirs}; pass the --export DIR these tasks were exported to")
+            raise InputError(
+                f"{where}: task {named!r} (recorded names: {', '.join(t.task_refs) or 'none'}) is not "
+                f"in {dirs}; pass the --export DIR these tasks were exported to"
+            )
         return hits[0]
 
     def _from_config(self, t: HarborTrial) -> Export | None:
@@ -221,7 +258,7 @@ class Exports:
                 try:
                     self._recorded[parent] = Export(parent)
                 except InputError:
-                    pass   # not our index: then the trial names no export and --export is needed
+                    pass  # not our index: then the trial names no export and --export is needed
         return self._recorded[parent]
 
 
@@ -232,6 +269,7 @@ def harbor_agent_label(agent: str | None, model: str | None, where: str) -> str:
     """`<agent>` or `<agent>@<model>`: the model without its provider prefix; characters outside
     [A-Za-z0-9_.-] become '-' (e.g. terminus-2 + anthropic/claude-sonnet-4-5 ->
     terminus-2@claude-sonnet-4-5; Harbor's oracle -> oracle)."""
+
     def part(text: str) -> str:
         return LABEL_PART.sub("-", text).strip("-.")[:64]
 
@@ -283,8 +321,10 @@ def _ending(t: HarborTrial, notes: list[str]) -> Ending:
     if ending is None or ending.rule == "infra_verifier":
         own = msa_ending(t.agent_exit_status) if t.agent_exit_status is not None else None
         if own is not None and own.rule is not None and not RULES[own.rule].counted:
-            notes.append(f"agent/mini-swe-agent.trajectory.json says exit_status {t.agent_exit_status[:80]!r} "
-                         f"({own.rule}); written inside the environment, not trusted to exclude the run")
+            notes.append(
+                f"agent/mini-swe-agent.trajectory.json says exit_status {t.agent_exit_status[:80]!r} "
+                f"({own.rule}); written inside the environment, not trusted to exclude the run"
+            )
             own = None
         ending = own if own is not None and own.termination != "submitted" else ending or SUBMITTED
     return ending
@@ -297,7 +337,9 @@ def _reward(t: HarborTrial) -> tuple[float | None, list[str]]:
     notes = []
     if t.rewards is not None:
         if t.file_rewards is not None and t.file_rewards != t.rewards:
-            notes.append(f"verifier/reward file says {t.file_rewards}, result.json {t.rewards}; result.json kept")
+            notes.append(
+                f"verifier/reward file says {t.file_rewards}, result.json {t.rewards}; result.json kept"
+            )
         return t.reward, notes
     if t.file_rewards is not None and t.verifier_finished_at is not None:
         notes.append("reward read from the verifier's reward file (result.json has no verifier_result)")
@@ -321,13 +363,16 @@ def convert(t: HarborTrial, p: Planned, attempt: int) -> Converted:
     ending = _ending(t, notes)
     outcome, bad_reward = outcome_of_reward(reward)
     if outcome is None and bad_reward is None:
-        bad_reward = (f"verifier_result.rewards has no `reward` among {sorted(t.rewards)}" if t.rewards
-                      else "result.json has no verifier_result reward")
+        bad_reward = (
+            f"verifier_result.rewards has no `reward` among {sorted(t.rewards)}"
+            if t.rewards
+            else "result.json has no verifier_result reward"
+        )
     verdict, no_verdict = settle(ending, outcome, "infra_verifier", bad_reward)
     tests, tests_note = graded_tests(ex.task, t.tests)
     required = ex.task.grading.required if ex.task.grading is not None else []
     missing = [x for x in required if x not in t.tests] if t.tests is not None and tests_note is None else []
-    if verdict["outcome"] is None:      # no valid verdict: no per-test statuses either, as in our runs
+    if verdict["outcome"] is None:  # no valid verdict: no per-test statuses either, as in our runs
         tests, missing, tests_note = {}, [], None
     elif verdict["outcome"] == 1 and any(s != "passed" for s in tests.values()):
         notes.append("reward 1 although the per-test report has graded tests not passing")
@@ -341,21 +386,35 @@ def convert(t: HarborTrial, p: Planned, attempt: int) -> Converted:
         except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
             notes.append(f"{where}: trajectory not imported ({type(exc).__name__}: {str(exc)[:100]})")
     # the same cheat signals and notes as a local run's (run/runner.py flag), failing closed
-    found = integrity.assess_or_flag(t.patch, [], ex.task, ex.patch or b"", name=t.patch_file or "patch") \
-        if t.patch is not None else integrity.Flags()
-    exc_line = (f"{t.exception_type}: {((t.exception_message or '').strip().splitlines() or [''])[0][:300]}"
-                if t.exception_type else None)
+    found = (
+        integrity.assess_or_flag(t.patch, [], ex.task, ex.patch or b"", name=t.patch_file or "patch")
+        if t.patch is not None
+        else integrity.Flags()
+    )
+    exc_line = (
+        f"{t.exception_type}: {((t.exception_message or '').strip().splitlines() or [''])[0][:300]}"
+        if t.exception_type
+        else None
+    )
     error = "; ".join(x for x in (exc_line, no_verdict) if x) or None
     all_notes = [*t.notes, *([tests_note] if tests_note else []), *notes]
     record = case.record(
-        harness=f"harbor/{t.agent_name}" if t.agent_name else "harbor", attempt=attempt,
+        harness=f"harbor/{t.agent_name}" if t.agent_name else "harbor",
+        attempt=attempt,
         backend=f"harbor-{t.environment_type}" if t.environment_type else "harbor",
-        termination=ending.termination, tests=tests, missing_tests=missing,
-        steps=len(traj.steps) if traj is not None else None, duration_s=t.duration_s,
-        agent_duration_s=t.agent_duration_s, verify_duration_s=t.verify_duration_s,
+        termination=ending.termination,
+        tests=tests,
+        missing_tests=missing,
+        steps=len(traj.steps) if traj is not None else None,
+        duration_s=t.duration_s,
+        agent_duration_s=t.agent_duration_s,
+        verify_duration_s=t.verify_duration_s,
         error=redact(error)[:NOTE_MAX] if error else None,
-        verdict_note=redact("; ".join(all_notes))[:NOTE_MAX] or None, integrity=found.signals,
-        integrity_notes=found.notes, **verdict)
+        verdict_note=redact("; ".join(all_notes))[:NOTE_MAX] or None,
+        integrity=found.signals,
+        integrity_notes=found.notes,
+        **verdict,
+    )
     if isinstance(t.finished_at, datetime):
         record.finished_at = t.finished_at.timestamp()
     return Converted(p.key, record, traj, t.patch, dict(t.evidence))
@@ -365,13 +424,13 @@ def store(run_dir: Path, c: Converted, case: Case) -> Record:
     """Write the attempt's files, then its results.jsonl line (the commit point)."""
     rec = c.record
     art = run_dir / "cases" / case.dir_name / f"attempt-{rec.attempt}"
-    shutil.rmtree(art, ignore_errors=True)     # leftovers of an interrupted import
+    shutil.rmtree(art, ignore_errors=True)  # leftovers of an interrupted import
     art.mkdir(parents=True)
     rel = lambda p: str(p.relative_to(run_dir))
     for name, data in c.evidence.items():
         target = art / HARBOR_DIR / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:   # secrets of this machine's environment never reach the run dir (as in our own runs)
+        try:  # secrets of this machine's environment never reach the run dir (as in our own runs)
             data = redact(data.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             pass
@@ -422,15 +481,27 @@ def manifest_for(run_dir: Path, planned: list[Planned]) -> Manifest:
     new = Manifest(cases=list(dict.fromkeys(p.case.id for p in planned)))
     for p in planned:
         t, s = p.exported.task, p.exported.state
-        new.tasks.setdefault(f"{t.track}/{t.id}", TaskFacts(track=t.track, tests=t.grading.required if t.grading else [],
-                                                             solution_files=t.solution_files))
+        new.tasks.setdefault(
+            f"{t.track}/{t.id}",
+            TaskFacts(
+                track=t.track, tests=t.grading.required if t.grading else [], solution_files=t.solution_files
+            ),
+        )
         if s is not None and s.id not in new.states:
-            new.states[s.id] = StateFacts(track=s.track, task=s.task, predecessor=s.predecessor.model_dump(),
-                                          failing_tests=s.initial_verdict.failing_tests,
-                                          patch=f"states/{s.id}.patch", changed_files=s.changed_files)
+            new.states[s.id] = StateFacts(
+                track=s.track,
+                task=s.task,
+                predecessor=s.predecessor.model_dump(),
+                failing_tests=s.initial_verdict.failing_tests,
+                patch=f"states/{s.id}.patch",
+                changed_files=s.changed_files,
+            )
     old = Manifest.read(run_dir)
-    return Manifest(cases=list(dict.fromkeys(old.cases + new.cases)), tasks={**new.tasks, **old.tasks},
-                    states={**new.states, **old.states})
+    return Manifest(
+        cases=list(dict.fromkeys(old.cases + new.cases)),
+        tasks={**new.tasks, **old.tasks},
+        states={**new.states, **old.states},
+    )
 
 
 def _check_states(run_dir: Path, planned: list[Planned], manifest: Manifest) -> dict[str, bytes]:
@@ -443,9 +514,11 @@ def _check_states(run_dir: Path, planned: list[Planned], manifest: Manifest) -> 
         rel = manifest.states[s.id].patch
         there = run_dir / rel
         if there.is_file() and there.read_bytes() != p.exported.patch:
-            raise InputError(f"{there}: state {s.id} in the run dir is not the exported one "
-                             f"({p.exported.task.path / 'environment' / STATE_DIR / 'state.patch'}); "
-                             "choose a new --run-dir")
+            raise InputError(
+                f"{there}: state {s.id} in the run dir is not the exported one "
+                f"({p.exported.task.path / 'environment' / STATE_DIR / 'state.patch'}); "
+                "choose a new --run-dir"
+            )
         out[rel] = p.exported.patch or b""
     return out
 
@@ -457,8 +530,15 @@ class Summary:
     failed: list[str] = field(default_factory=list)
 
 
-def import_jobs(sources: list[str | Path], run_dir: Path, *, exports: Iterable[Path] = (), agent: str | None = None,
-                append: bool = False, out: Callable[[str], None] = print) -> Summary:
+def import_jobs(
+    sources: list[str | Path],
+    run_dir: Path,
+    *,
+    exports: Iterable[Path] = (),
+    agent: str | None = None,
+    append: bool = False,
+    out: Callable[[str], None] = print,
+) -> Summary:
     """Import every finished trial the SOURCES (job dirs, dirs of jobs, trial dirs) hold into run_dir."""
     run_dir = Path(run_dir)
     found = Exports(exports)
@@ -495,9 +575,11 @@ def import_jobs(sources: list[str | Path], run_dir: Path, *, exports: Iterable[P
         clash = sorted({p.case.id for p in todo} & {r.case_id for r in existing})
         if clash and not append:
             more = f" (+{len(clash) - 3} more)" if len(clash) > 3 else ""
-            raise InputError(f"--run-dir {run_dir}: already holds records of {len(clash)} of these cases "
-                             f"({', '.join(clash[:3])}{more}); pass --append to add the trials as further "
-                             "attempts, or choose a new --run-dir")
+            raise InputError(
+                f"--run-dir {run_dir}: already holds records of {len(clash)} of these cases "
+                f"({', '.join(clash[:3])}{more}); pass --append to add the trials as further "
+                "attempts, or choose a new --run-dir"
+            )
         if not todo:
             return summary
         manifest = manifest_for(run_dir, todo)
@@ -537,10 +619,13 @@ def import_command(args: argparse.Namespace) -> int:
     when some could not be (one line each), 2 for a usage error before anything is written."""
     run_dir = Path(args.run_dir)
     print(f"importing Harbor trials into {run_dir / RESULTS}")
-    s = import_jobs(list(args.jobs), run_dir, exports=[Path(e) for e in args.export], agent=args.agent,
-                    append=args.append)
+    s = import_jobs(
+        list(args.jobs), run_dir, exports=[Path(e) for e in args.export], agent=args.agent, append=args.append
+    )
     cases = len({r.case_id for r in s.imported})
-    print(f"imported {len(s.imported)} trials ({cases} cases), {s.skipped} already imported, {len(s.failed)} failed")
+    print(
+        f"imported {len(s.imported)} trials ({cases} cases), {s.skipped} already imported, {len(s.failed)} failed"
+    )
     if s.imported:
         print(f"report: swe-residual report {run_dir}")
     return 1 if s.failed else 0

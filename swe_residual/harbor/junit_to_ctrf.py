@@ -42,7 +42,7 @@ def _read_report(path):
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
-        raise ValueError("unreadable report %s: not a regular file" % name)
+        raise ValueError("unreadable report %s: not a regular file" % name) from None
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise ValueError("unreadable report %s: not a regular file" % name)
@@ -94,9 +94,17 @@ def ctrf_report(tests, tool=TOOL, start_ms=0, stop_ms=0):
         if suite:
             entry["suite"] = suite
         entries.append(entry)
-    count = lambda s: sum(1 for e in entries if e["status"] == s)  # noqa: E731
-    summary = {"tests": len(entries), "passed": count("passed"), "failed": count("failed"),
-               "skipped": count("skipped"), "pending": 0, "other": 0, "start": start_ms, "stop": stop_ms}
+    count = lambda s: sum(1 for e in entries if e["status"] == s)
+    summary = {
+        "tests": len(entries),
+        "passed": count("passed"),
+        "failed": count("failed"),
+        "skipped": count("skipped"),
+        "pending": 0,
+        "other": 0,
+        "start": start_ms,
+        "stop": stop_ms,
+    }
     return {"results": {"tool": {"name": tool}, "summary": summary, "tests": entries}}
 
 
@@ -113,8 +121,8 @@ def convert(logs_dir, names):
         try:
             tests = junit_tests(data)
         except (ET.ParseError, RecursionError) as exc:
-            raise ValueError("unreadable JUnit report %s: %s" % (name, str(exc)[:200]))
-        for t in tests:       # a later file overrides an earlier one (as verdicts.read_statuses)
+            raise ValueError("unreadable JUnit report %s: %s" % (name, str(exc)[:200])) from None
+        for t in tests:  # a later file overrides an earlier one (as verdicts.read_statuses)
             if t[0] not in merged:
                 order.append(t[0])
             merged[t[0]] = t

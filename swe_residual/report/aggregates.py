@@ -154,7 +154,7 @@ class Selection:
         self.outcome = cols.outcome[pos]
         self.infra = cols.verdict[pos] == cols.code("infra_error")
         self.valid = ~self.infra & (self.outcome >= 0) & (cols.termination[pos] != cols.code("infra"))
-        self.ns = self.valid & (cols.declared[pos] == 1)   # normally submitted
+        self.ns = self.valid & (cols.declared[pos] == 1)  # normally submitted
         self.flagged = cols.truthy("integrity")[pos]
         self.tests = cols.tests[pos]
         self.missing = cols.missing_tests[pos]
@@ -165,7 +165,7 @@ class Selection:
         self.tokens = IntColumn(p.values * p.present + c.values * c.present, p.present | c.present)
         none = cols.code(None)
         empty = cols.code("", add=True)
-        self.skey = np.where(self.state == none, empty, self.state)   # r.state or ""
+        self.skey = np.where(self.state == none, empty, self.state)  # r.state or ""
         self.state_truthy = (self.state != none) & (self.state != empty)
         # the family of each record's state: its predecessor's, else the manifest's, else "unknown"
         unknown = cols.code("unknown", add=True)
@@ -173,8 +173,11 @@ class Selection:
         fams = []
         for c in codes:
             st = facts.states.get(names[c]) if isinstance(names[c], str) else None
-            fams.append(cols.code(st.predecessor.get("model_family") or "unknown", add=True) if st is not None
-                        else unknown)
+            fams.append(
+                cols.code(st.predecessor.get("model_family") or "unknown", add=True)
+                if st is not None
+                else unknown
+            )
         table = np.full(len(names), unknown, np.int64)
         table[codes] = fams
         own = cols.family()[pos]
@@ -193,7 +196,7 @@ class Selection:
         # stable: each group's records in order (as 16-bit ints numpy sorts them by radix)
         perm = np.argsort(g.astype(np.int16) if len(keys) < (1 << 15) else g, kind="stable")
         bounds = np.searchsorted(g[perm], np.arange(len(keys) + 1))
-        self.members = [perm[bounds[j]:bounds[j + 1]] for j in range(len(keys))]
+        self.members = [perm[bounds[j] : bounds[j + 1]] for j in range(len(keys))]
 
     # -- success (Table 3) and what Table 8 reads --------------------------------------------
 
@@ -273,7 +276,10 @@ class Selection:
             if names[code]:
                 counts[names[code]] = counts.get(names[code], 0) + int(n)
         unnamed = np.isin(rules, [i for i, v in enumerate(names) if not v])
-        for name, n in (("verdict", int((unnamed & self.valid).sum())), ("infra_harness", int((unnamed & ~self.valid).sum()))):
+        for name, n in (
+            ("verdict", int((unnamed & self.valid).sum())),
+            ("infra_harness", int((unnamed & ~self.valid).sum())),
+        ):
             if n:
                 counts[name] = counts.get(name, 0) + n
         return counts
@@ -289,8 +295,9 @@ def success_tables(sel: Selection, n_boot: int, seed: int) -> tuple[dict, list]:
         row = success_row(o, (clean_t, res_t), tasks)
         # the (clean, residual) pairs of the matched tasks (the bootstrap sorts them by value)
         both = tasks if clean_t and res_t else [t for t in tasks if t in clean_t and t in res_t]
-        row["ci"] = bootstrap_ci(list(zip([clean_t[t] for t in both], [res_t[t] for t in both])),
-                                 n_boot=n_boot, seed=seed)
+        row["ci"] = bootstrap_ci(
+            list(zip([clean_t[t] for t in both], [res_t[t] for t in both])), n_boot=n_boot, seed=seed
+        )
         tracks.setdefault(track, {})[agent] = row
         per_group.append((track, agent, clean_t, states))
     return tracks, per_group
@@ -350,7 +357,7 @@ def predecessor_groups(sel: Selection, per_group: list) -> dict[str, Any]:
         clean[st.clean_task] = st.clean_y
         tstarts, tends = st.task_bounds()
         seg = np.repeat(np.arange(len(tstarts)), tends - tstarts)
-        order, gstarts, gends = _segments(seg * width + st.family)   # (task, family) runs
+        order, gstarts, gends = _segments(seg * width + st.family)  # (task, family) runs
         # the pairs in (task, family in the order it first appears in the task, state) order
         rank = np.repeat(np.argsort(gstarts, kind="stable"), np.sort(gends) - np.sort(gstarts))
         flat = order[np.argsort(rank, kind="stable")]
@@ -465,7 +472,10 @@ class ColumnRuns(AgentRuns):
         combo = ((sc * (tests.max() + 1) + tests) * (missing.max() + 1) + missing) * 2 + failed
         uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
         tvals, mvals = sel.cols.nested["tests"], sel.cols.nested["missing_tests"]
-        facts = [_test_facts(sets[sc[i]], tvals[tests[i]], mvals[missing[i]], bool(failed[i])) for i in first.tolist()]
+        facts = [
+            _test_facts(sets[sc[i]], tvals[tests[i]], mvals[missing[i]], bool(failed[i]))
+            for i in first.tolist()
+        ]
         inv = inv.reshape(-1)
         value = np.array([f[0] for f in facts])[inv]
         same = np.array([-1.0 if f[1] is None else f[1] for f in facts])[inv]
@@ -473,10 +483,12 @@ class ColumnRuns(AgentRuns):
         task = sel.task[q]
         f_task = task[failed]
         has_broke = ~np.isnan(broke[failed])
-        return {"repaired": TaskValues(names, task, value),
-                "repaired_failed": TaskValues(names, f_task, value[failed]),
-                "same": TaskValues(names, f_task, same[failed]),
-                "broke": TaskValues(names, f_task[has_broke], broke[failed][has_broke])}
+        return {
+            "repaired": TaskValues(names, task, value),
+            "repaired_failed": TaskValues(names, f_task, value[failed]),
+            "same": TaskValues(names, f_task, same[failed]),
+            "broke": TaskValues(names, f_task[has_broke], broke[failed][has_broke]),
+        }
 
     def _ratios(self, col: IntColumn) -> dict[str, list[float]]:
         """_step_ratios for a count (steps, tokens): per task, each continuation's count / the mean
@@ -494,7 +506,7 @@ class ColumnRuns(AgentRuns):
         if vals.dtype != object and len(vals) < (1 << 23):  # counts below 2**40: int64 sums are exact
             sums = np.add.reduceat(vals, np.sort(starts))[np.argsort(np.argsort(starts))]
         if sums is not None and np.abs(sums).max() < (1 << 53):  # exact as floats too
-            means = sums.astype(np.float64) / (ends - starts)   # int / int, correctly rounded
+            means = sums.astype(np.float64) / (ends - starts)  # int / int, correctly rounded
         else:  # Python's int sum and int / int
             vl = vals.tolist()
             means = np.array([sum(vl[a:b]) / (b - a) for a, b in zip(starts.tolist(), ends.tolist())])
@@ -539,8 +551,10 @@ class ColumnRuns(AgentRuns):
         tasks, starts, ends, codes = self._clean_outcome_arrays()
         tvals = self.sel.cols.nested["tests"]
         codes_l = codes.tolist()
-        return [(t, codes_l[a:b], [tvals[c] for c in codes_l[a:b]])
-                for t, a, b in zip(tasks.tolist(), starts.tolist(), ends.tolist())]
+        return [
+            (t, codes_l[a:b], [tvals[c] for c in codes_l[a:b]])
+            for t, a, b in zip(tasks.tolist(), starts.tolist(), ends.tolist())
+        ]
 
     def _clean_outcome_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """clean_outcomes as arrays: the task codes (in the order of runs.clean) and, per task,
@@ -552,7 +566,7 @@ class ColumnRuns(AgentRuns):
             return empty, empty, empty, empty
         task = sel.task[cn]
         _, first, inv = np.unique(task, return_index=True, return_inverse=True)
-        rank = np.argsort(np.argsort(first))[inv.reshape(-1)]   # tasks in the order of runs.clean
+        rank = np.argsort(np.argsort(first))[inv.reshape(-1)]  # tasks in the order of runs.clean
         q = sel.has_outcomes[cn]
         rank, task, tests = rank[q], task[q], sel.tests[cn][q]
         if not len(rank):
@@ -589,13 +603,14 @@ class ColumnRuns(AgentRuns):
                 failing_of = failing_of or self.task_failing(inp, track)
                 failing = failing_of(names[tasks[i]])
             if failing:
-                outcomes = [tvals[c] for c in codes[starts[i]:ends[i]].tolist()]
+                outcomes = [tvals[c] for c in codes[starts[i] : ends[i]].tolist()]
                 values = [inp.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
                 mean[i], count[i] = sum(values) / len(values), len(values)
         kept = ~np.isnan(mean)
 
         def per_task() -> dict[str, list[float]]:
             return AgentRuns.clean_shares(self, inp, track)
+
         return TaskMeans(mean[kept].tolist(), int(count[kept].sum()), per_task)
 
     def continuation_states(self) -> dict[str, set[str]]:
@@ -618,12 +633,21 @@ class ColumnRuns(AgentRuns):
         out = []
         for r in rows.tolist():
             p = int(sel.pos[r])
-            out.append(RunView(task=names[sel.task[r]], state=names[sel.state[r]], track=self._track,
-                               start="clean" if sel.clean[r] else "residual",
-                               outcome=int(sel.outcome[r]) if sel.outcome[r] >= 0 else None,
-                               steps=num(sel.steps, r), tests=tvals[sel.tests[r]], missing_tests=mvals[sel.missing[r]],
-                               artifacts=cols.artifact_dict(p, READ), prompt_tokens=num(ptok, p),
-                               completion_tokens=num(ctok, p)))
+            out.append(
+                RunView(
+                    task=names[sel.task[r]],
+                    state=names[sel.state[r]],
+                    track=self._track,
+                    start="clean" if sel.clean[r] else "residual",
+                    outcome=int(sel.outcome[r]) if sel.outcome[r] >= 0 else None,
+                    steps=num(sel.steps, r),
+                    tests=tvals[sel.tests[r]],
+                    missing_tests=mvals[sel.missing[r]],
+                    artifacts=cols.artifact_dict(p, READ),
+                    prompt_tokens=num(ptok, p),
+                    completion_tokens=num(ctok, p),
+                )
+            )
         return out
 
     @cached_property
@@ -647,10 +671,16 @@ def acceptance_bias(sel: Selection, facts: Any, root: Any) -> dict[str, dict[str
     from swe_residual.tracks import track_kind
 
     inp = BiasInputs(facts, root)
-    runs = [(track, agent, ColumnRuns(sel, sl, inp, track)) for (track, agent), sl in zip(sel.groups, sel.members)]
+    runs = [
+        (track, agent, ColumnRuns(sel, sl, inp, track)) for (track, agent), sl in zip(sel.groups, sel.members)
+    ]
     # the trajectories the inspection and left-out measures read, all at once (two processes)
-    inp.prefetch_trajectory_facts(r for track, _, ru in runs if ru.with_artifact("trajectory")
-                                  and track_kind(track) != "machine" for r in ru.continuations)
+    inp.prefetch_trajectory_facts(
+        r
+        for track, _, ru in runs
+        if ru.with_artifact("trajectory") and track_kind(track) != "machine"
+        for r in ru.continuations
+    )
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     for track, agent, ru in runs:
         out[track][agent] = runs_bias(ru, inp, track)

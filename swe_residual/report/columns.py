@@ -234,8 +234,10 @@ class IntColumn:
         if not parts:
             return cls(np.zeros(0, np.int64), np.zeros(0, bool))
         dtype = object if any(p.values.dtype == object for p in parts) else np.int64
-        return cls(np.concatenate([p.values.astype(dtype) for p in parts]),
-                   np.concatenate([p.present for p in parts]))
+        return cls(
+            np.concatenate([p.values.astype(dtype) for p in parts]),
+            np.concatenate([p.present for p in parts]),
+        )
 
     def take(self, idx: np.ndarray) -> IntColumn:
         return IntColumn(self.values[idx], self.present[idx])
@@ -250,11 +252,33 @@ class Columns:
     `bases` (relative artifact paths are made absolute against it when read; -1: as they are).
     """
 
-    FIELDS = ("agent", "track", "task", "state", "start", "verdict", "termination", "rule", "outcome",
-              "declared", "tests", "predecessor", "missing_tests", "integrity", "artifacts", "run")
+    FIELDS = (
+        "agent",
+        "track",
+        "task",
+        "state",
+        "start",
+        "verdict",
+        "termination",
+        "rule",
+        "outcome",
+        "declared",
+        "tests",
+        "predecessor",
+        "missing_tests",
+        "integrity",
+        "artifacts",
+        "run",
+    )
 
-    def __init__(self, names: list, nested: dict[str, list], arrays: dict[str, np.ndarray],
-                 ints: dict[str, IntColumn], bases: list[str | None]):
+    def __init__(
+        self,
+        names: list,
+        nested: dict[str, list],
+        arrays: dict[str, np.ndarray],
+        ints: dict[str, IntColumn],
+        bases: list[str | None],
+    ):
         self.names = names
         self.nested = nested
         self.bases = bases
@@ -301,7 +325,9 @@ class Columns:
     def family(self) -> np.ndarray:
         """Per record: the code of predecessor["model_family"] where the predecessor has a non-empty
         one, else -1."""
-        fams = [(v.get("model_family") if v and v is not _INVALID else None) for v in self.nested["predecessor"]]
+        fams = [
+            (v.get("model_family") if v and v is not _INVALID else None) for v in self.nested["predecessor"]
+        ]
         table = np.array([self.code(f, add=True) if f else -1 for f in fams], np.int64)
         return table[self.predecessor]
 
@@ -324,7 +350,11 @@ class _Builder:
         self.index: dict = {}
         self.nested = {f: _Nested(t, e) for f, (t, e) in _NESTED.items()}
         self.parts: list[dict[str, np.ndarray]] = []
-        self.int_parts: dict[str, list[IntColumn]] = {"steps": [], "prompt_tokens": [], "completion_tokens": []}
+        self.int_parts: dict[str, list[IntColumn]] = {
+            "steps": [],
+            "prompt_tokens": [],
+            "completion_tokens": [],
+        }
         self.bases: list[str | None] = []
 
     def codes(self, values: Sequence) -> np.ndarray:
@@ -391,8 +421,9 @@ class _Builder:
         part: dict[str, np.ndarray] = {}
         for name in ("agent", "track", "start", "verdict", "termination", "rule", "task", "state"):
             part[name] = code([getattr(r, name) for r in records])
-        part["declared"] = np.array([-1 if r.declared_complete is None else int(r.declared_complete)
-                                     for r in records], np.int8)
+        part["declared"] = np.array(
+            [-1 if r.declared_complete is None else int(r.declared_complete) for r in records], np.int8
+        )
         part["outcome"] = np.array([-1 if r.outcome is None else int(r.outcome) for r in records], np.int8)
         for name, nest in self.nested.items():
             part[name] = np.array([nest.value_code(getattr(r, name)) for r in records], np.int32)
@@ -406,11 +437,15 @@ class _Builder:
     def export(self) -> tuple:
         """What merge() needs of this builder (picklable: a child process sends it)."""
         fields = [*Columns.FIELDS, "integrity_notes"]
-        arrays = {f: np.concatenate([p[f] for p in self.parts]) if self.parts else np.zeros(0, np.int32)
-                  for f in fields}
+        arrays = {
+            f: np.concatenate([p[f] for p in self.parts]) if self.parts else np.zeros(0, np.int32)
+            for f in fields
+        }
         ints = {k: (lambda c: (c.values, c.present))(IntColumn.concat(v)) for k, v in self.int_parts.items()}
-        nested = {f: (n.keys, [None if v is _INVALID else v for v in n.values], n.invalid)
-                  for f, n in self.nested.items()}
+        nested = {
+            f: (n.keys, [None if v is _INVALID else v for v in n.values], n.invalid)
+            for f, n in self.nested.items()
+        }
         return self.names, nested, arrays, ints
 
     def merge(self, exported: tuple, run: int) -> None:
@@ -457,8 +492,9 @@ def columns_of(records: Iterable[Record | RecordRow]) -> Columns:
 PARALLEL_BYTES = 128 << 20
 
 
-def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=lambda: None,
-               meanwhile_bytes: int = 0) -> int:
+def _read_file(
+    b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=lambda: None, meanwhile_bytes: int = 0
+) -> int:
     """Add the lines of one results.jsonl as read_rows reads them; returns the bytes read (up to
     its last complete line: what the rows read on first access stop at). `meanwhile()` runs
     before the lines are read here (after the fork, when a child reads part of them: the more,
@@ -488,7 +524,9 @@ def _read_file(b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=l
     return done
 
 
-def _read_region(b: _Builder, fh, path: Path, run: int, bad: list[str], start: int, stop: int | None) -> int | None:
+def _read_region(
+    b: _Builder, fh, path: Path, run: int, bad: list[str], start: int, stop: int | None
+) -> int | None:
     """The lines from byte `start` to `stop` (line starts; None: the end of the file), a chunk at
     a time; returns where the last complete line ends, None when the lines hold a lone "\r"."""
     fh.seek(start)
@@ -519,15 +557,19 @@ def _split_point(fh, size: int, other: int = 0) -> int | None:
     return split if split < size else None
 
 
-def _read_parallel(b: _Builder, fh, path: Path, run: int, bad: list[str], split: int, meanwhile) -> int | None:
+def _read_parallel(
+    b: _Builder, fh, path: Path, run: int, bad: list[str], split: int, meanwhile
+) -> int | None:
     """_read_region of the whole file: the lines from `split` on in a forked child (its columns,
     names and nested values sent back pickled), the first ones here meanwhile; then merged in
     file order. A child that fails leaves its half to this process."""
+
     def second_half() -> tuple:
         child, child_bad = _Builder(), []
         with open(path, "rb") as cfh:
             done = _read_region(child, cfh, path, 0, child_bad, split, None)
         return done, child.export(), child_bad
+
     wait = in_child(second_half)
     try:
         meanwhile()
@@ -631,12 +673,24 @@ _MANIFEST = msgspec.json.Decoder(ManifestView)
 
 
 def _view_of(m: Manifest) -> ManifestView:
-    return ManifestView(cases=list(m.cases),
-                        tasks={k: TaskView(track=t.track, tests=t.tests, solution_files=t.solution_files)
-                               for k, t in m.tasks.items()},
-                        states={k: StateView(track=s.track, task=s.task, predecessor=s.predecessor,
-                                             failing_tests=s.failing_tests, patch=s.patch,
-                                             changed_files=s.changed_files) for k, s in m.states.items()})
+    return ManifestView(
+        cases=list(m.cases),
+        tasks={
+            k: TaskView(track=t.track, tests=t.tests, solution_files=t.solution_files)
+            for k, t in m.tasks.items()
+        },
+        states={
+            k: StateView(
+                track=s.track,
+                task=s.task,
+                predecessor=s.predecessor,
+                failing_tests=s.failing_tests,
+                patch=s.patch,
+                changed_files=s.changed_files,
+            )
+            for k, s in m.states.items()
+        },
+    )
 
 
 def read_manifest_view(run_dir: Path) -> ManifestView:
@@ -746,6 +800,7 @@ def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedMan
             for st in m.states.values():
                 st.patch = _absolute(base, st.patch)
             views.append(m)
+
         run = len(b.bases)
         b.bases.append(base)
         size = (Path(base) / MANIFEST).stat().st_size if (Path(base) / MANIFEST).is_file() else 0

@@ -22,7 +22,7 @@ from swe_residual.results import Record, record_rows
 METRICS = (("residual", "Residual (%)"), ("clean", "Clean (%)"), ("gap", "Gap (pts)"))
 PAGE = "compare.html"
 WORD = {"p": "pass", "f": "fail", "m": "mixed", "i": "no valid verdict"}
-SHOWN = 200            # flipped cases and changed tasks listed per agent (text and page)
+SHOWN = 200  # flipped cases and changed tasks listed per agent (text and page)
 
 
 def _outcome(recs: list[Any]) -> str:
@@ -37,8 +37,14 @@ def _cases(records: Iterable[Any]) -> dict[str, list[Any]]:
     return out
 
 
-def compare_runs(baseline: Iterable[Record], run: Iterable[Record], *, n_boot: int = DEFAULT_BOOT,
-                 n_perm: int = DEFAULT_PERM, seed: int = 0) -> list[dict[str, Any]]:
+def compare_runs(
+    baseline: Iterable[Record],
+    run: Iterable[Record],
+    *,
+    n_boot: int = DEFAULT_BOOT,
+    n_perm: int = DEFAULT_PERM,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """One entry per (track, agent) in either run, sorted: its metrics (paired comparison of
     RUN vs BASELINE per metric, with every task's values) and its flipped cases."""
     base_rows, run_rows = record_rows(baseline), record_rows(run)
@@ -54,11 +60,17 @@ def compare_runs(baseline: Iterable[Record], run: Iterable[Record], *, n_boot: i
             cmp = paired_comparison(c, b, n_boot=n_boot, n_perm=n_perm, seed=seed) if b and c else None
             tasks = sorted(set(b or {}) | set(c or {}))
             entry["metrics"][metric] = {
-                "comparison": cmp,   # diff = RUN - BASELINE (points), mean_a = RUN, mean_b = BASELINE
-                "tasks": [{"task": t, "baseline": None if b is None or t not in b else 100 * b[t],
-                           "run": None if c is None or t not in c else 100 * c[t],
-                           "diff": None if not (b and c and t in b and t in c) else 100 * (c[t] - b[t])}
-                          for t in tasks]}
+                "comparison": cmp,  # diff = RUN - BASELINE (points), mean_a = RUN, mean_b = BASELINE
+                "tasks": [
+                    {
+                        "task": t,
+                        "baseline": None if b is None or t not in b else 100 * b[t],
+                        "run": None if c is None or t not in c else 100 * c[t],
+                        "diff": None if not (b and c and t in b and t in c) else 100 * (c[t] - b[t]),
+                    }
+                    for t in tasks
+                ],
+            }
         flipped, invalid, only = [], [], {"baseline": 0, "run": 0}
         ids = {cid for cid, recs in base_cases.items() if (recs[0].track, recs[0].agent) == (track, agent)}
         run_ids = {cid for cid, recs in run_cases.items() if (recs[0].track, recs[0].agent) == (track, agent)}
@@ -66,8 +78,14 @@ def compare_runs(baseline: Iterable[Record], run: Iterable[Record], *, n_boot: i
         for cid in sorted(ids & run_ids):
             was, now = _outcome(base_cases[cid]), _outcome(run_cases[cid])
             r = run_cases[cid][-1]
-            item = {"case_id": cid, "task": r.task, "start": r.start, "state": r.state, "baseline": WORD[was],
-                    "run": WORD[now]}
+            item = {
+                "case_id": cid,
+                "task": r.task,
+                "start": r.start,
+                "state": r.state,
+                "baseline": WORD[was],
+                "run": WORD[now],
+            }
             if "i" in (was, now):
                 if was != now:
                     invalid.append(item)
@@ -97,8 +115,17 @@ def summary_rows(entry: dict[str, Any]) -> list[list[str]]:
             rows.append([label, "n/a", "n/a", "n/a", "n/a", "n/a", "0"])
             continue
         ci = cmp.get("ci")
-        rows.append([label, _num(cmp["mean_b"]), _num(cmp["mean_a"]), _num(cmp["diff"], True),
-                     f"[{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "n/a", _p(cmp), str(cmp["n_shared"])])
+        rows.append(
+            [
+                label,
+                _num(cmp["mean_b"]),
+                _num(cmp["mean_a"]),
+                _num(cmp["diff"], True),
+                f"[{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "n/a",
+                _p(cmp),
+                str(cmp["n_shared"]),
+            ]
+        )
     return rows
 
 
@@ -109,7 +136,10 @@ def _aligned(rows: list[list[str]], indent: str = "  ") -> list[str]:
     widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
     out = []
     for k, r in enumerate(rows):
-        out.append(indent + "  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))))
+        out.append(
+            indent
+            + "  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths)))
+        )
         if k == 0:
             out.append(indent + "  ".join("-" * w for w in widths))
     return out
@@ -117,21 +147,29 @@ def _aligned(rows: list[list[str]], indent: str = "  ") -> list[str]:
 
 def render_text(result: list[dict[str, Any]], baseline: str = "BASELINE", run: str = "RUN") -> str:
     """What `swe-residual compare` prints: per agent its summary, changed tasks and flipped cases."""
-    out = ["compare: differences RUN - BASELINE on the tasks both have, in points; p: paired sign-flip test "
-           "over tasks", f"  run:      {run}", f"  baseline: {baseline}", ""]
+    out = [
+        "compare: differences RUN - BASELINE on the tasks both have, in points; p: paired sign-flip test "
+        "over tasks",
+        f"  run:      {run}",
+        f"  baseline: {baseline}",
+        "",
+    ]
     for e in result:
         out.append(f"{e['track']}/{e['agent']}")
         out += _aligned([SUMMARY_COLUMNS, *summary_rows(e)])
-        changed = [t for t in e["metrics"]["residual"]["tasks"] if t["diff"]] + \
-                  [t for t in e["metrics"]["clean"]["tasks"] if t["diff"]]
+        changed = [t for t in e["metrics"]["residual"]["tasks"] if t["diff"]] + [
+            t for t in e["metrics"]["clean"]["tasks"] if t["diff"]
+        ]
         if changed:
             rows = [["task", "start", "baseline", "run", "diff"]]
             for metric, label in (("clean", "clean"), ("residual", "residual")):
                 for t in e["metrics"][metric]["tasks"]:
                     if t["diff"]:
-                        rows.append([t["task"], label, _num(t["baseline"]), _num(t["run"]), _num(t["diff"], True)])
+                        rows.append(
+                            [t["task"], label, _num(t["baseline"]), _num(t["run"]), _num(t["diff"], True)]
+                        )
             out.append(f"  tasks whose success changed ({len(rows) - 1}):")
-            out += _aligned(rows[:SHOWN + 1], "    ")
+            out += _aligned(rows[: SHOWN + 1], "    ")
         flips = e["flipped"]
         out.append(f"  flipped cases ({len(flips)}):" if flips else "  flipped cases: none")
         for f in flips[:SHOWN]:
@@ -139,10 +177,14 @@ def render_text(result: list[dict[str, Any]], baseline: str = "BASELINE", run: s
         if len(flips) > SHOWN:
             out.append(f"    ... and {len(flips) - SHOWN} more")
         for f in e["invalid"][:SHOWN]:
-            out.append(f"    {f['baseline']} -> {f['run']}  {f['case_id']} (not a flip: no valid verdict on one side)")
+            out.append(
+                f"    {f['baseline']} -> {f['run']}  {f['case_id']} (not a flip: no valid verdict on one side)"
+            )
         only = e["only_cases"]
         if only["baseline"] or only["run"]:
-            out.append(f"  cases in one run only: {only['baseline']} in the baseline, {only['run']} in this run")
+            out.append(
+                f"  cases in one run only: {only['baseline']} in the baseline, {only['run']} in this run"
+            )
         out.append("")
     if not result:
         out.append("no records in either run")
@@ -150,6 +192,7 @@ def render_text(result: list[dict[str, Any]], baseline: str = "BASELINE", run: s
 
 
 # -- the page ----------------------------------------------------------------------------------------
+
 
 def _case_link(cid: str, run_dirs: Sequence[str], out_dir: str, label: str) -> str:
     """A link to the case's page in the run dir that has it (pages/), else plain text."""
@@ -170,8 +213,12 @@ def _worse(diff: float | None, bad_sign: int) -> str:
     return " exitn" if diff * bad_sign > 0 else " exit0"
 
 
-def render_page(result: list[dict[str, Any]], baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | str],
-                out_dir: Path | str) -> str:
+def render_page(
+    result: list[dict[str, Any]],
+    baseline_dirs: Sequence[Path | str],
+    run_dirs: Sequence[Path | str],
+    out_dir: Path | str,
+) -> str:
     """compare.html: per agent the summary with p-values, the tasks that changed and the flipped
     cases, each linked to its case page in the baseline and in the run (where pages exist)."""
     from swe_residual.report.html.kit import esc, page, table
@@ -179,67 +226,100 @@ def render_page(result: list[dict[str, Any]], baseline_dirs: Sequence[Path | str
     out = os.path.realpath(out_dir)
     base = [os.path.realpath(d) for d in baseline_dirs]
     cur = [os.path.realpath(d) for d in run_dirs]
-    names = lambda ds: ", ".join(os.path.basename(d) for d in ds)   # noqa: E731
-    body = [f"<h1>SWE-Residual: run <code>{esc(names(cur))}</code> vs baseline <code>{esc(names(base))}</code></h1>",
-            '<p class="mute small">Differences are RUN \u2212 BASELINE on the tasks both runs have, in points '
-            "(task-weighted as in Table 3); p is the paired sign-flip test over those tasks (exact where the "
-            "flip combinations are few, else Monte Carlo, MC). A flipped case has a valid verdict in both runs and "
-            "they differ.</p>"]
+    names = lambda ds: ", ".join(os.path.basename(d) for d in ds)
+    body = [
+        f"<h1>SWE-Residual: run <code>{esc(names(cur))}</code> vs baseline <code>{esc(names(base))}</code></h1>",
+        '<p class="mute small">Differences are RUN \u2212 BASELINE on the tasks both runs have, in points '
+        "(task-weighted as in Table 3); p is the paired sign-flip test over those tasks (exact where the "
+        "flip combinations are few, else Monte Carlo, MC). A flipped case has a valid verdict in both runs and "
+        "they differ.</p>",
+    ]
     nav = "".join(f'<a href="#g{i}">{esc(e["track"])}/{esc(e["agent"])}</a>' for i, e in enumerate(result))
     body.insert(0, f'<nav class="top">{nav}</nav>')
     overview = []
     for i, e in enumerate(result):
         res = e["metrics"]["residual"]["comparison"] or {}
         gap = e["metrics"]["gap"]["comparison"] or {}
-        overview.append(f'<tr><td><a href="#g{i}">{esc(e["track"])}/{esc(e["agent"])}</a></td>'
-                        f'<td class="num{_worse(res.get("diff"), -1)}">{esc(_num(res.get("diff"), True))}</td>'
-                        f'<td class="num">{esc(_p(res))}</td>'
-                        f'<td class="num{_worse(gap.get("diff"), 1)}">{esc(_num(gap.get("diff"), True))}</td>'
-                        f'<td class="num">{esc(_p(gap))}</td><td class="num">{len(e["flipped"])}</td></tr>')
-    body.append('<h2 id="overview">Overview</h2>' + table(
-        ["agent", "Residual diff (pts)", "p", "Gap diff (pts)", "p", "flipped cases"], overview, ' id="overview-table"'))
+        overview.append(
+            f'<tr><td><a href="#g{i}">{esc(e["track"])}/{esc(e["agent"])}</a></td>'
+            f'<td class="num{_worse(res.get("diff"), -1)}">{esc(_num(res.get("diff"), True))}</td>'
+            f'<td class="num">{esc(_p(res))}</td>'
+            f'<td class="num{_worse(gap.get("diff"), 1)}">{esc(_num(gap.get("diff"), True))}</td>'
+            f'<td class="num">{esc(_p(gap))}</td><td class="num">{len(e["flipped"])}</td></tr>'
+        )
+    body.append(
+        '<h2 id="overview">Overview</h2>'
+        + table(
+            ["agent", "Residual diff (pts)", "p", "Gap diff (pts)", "p", "flipped cases"],
+            overview,
+            ' id="overview-table"',
+        )
+    )
     for i, e in enumerate(result):
         body.append(f'<section class="agent" id="g{i}"><h2>{esc(e["track"])}/{esc(e["agent"])}</h2>')
-        rows = [f"<tr>{''.join(f'<td>{esc(c)}</td>' if j == 0 else f'<td class=num>{esc(c)}</td>' for j, c in enumerate(r))}"
-                "</tr>" for r in summary_rows(e)]
+        rows = [
+            f"<tr>{''.join(f'<td>{esc(c)}</td>' if j == 0 else f'<td class=num>{esc(c)}</td>' for j, c in enumerate(r))}"
+            "</tr>"
+            for r in summary_rows(e)
+        ]
         body.append(table(SUMMARY_COLUMNS, rows, ' class="summary"'))
         flips = e["flipped"]
         if flips:
             frows = []
             for f in flips[:SHOWN]:
                 cls = "f" if f["run"] == "fail" else "p" if f["run"] == "pass" else "m"
-                frows.append(f"<tr><td><code>{esc(f['case_id'])}</code></td><td>{esc(f['task'])}</td>"
-                             f"<td>{esc(f['start'])}</td><td>{esc(f['state'] or '')}</td>"
-                             f'<td>{_case_link(f["case_id"], base, out, f["baseline"])}</td>'
-                             f'<td><span class="v {cls}">{_case_link(f["case_id"], cur, out, f["run"])}</span></td></tr>')
-            more = f'<p class="mute small">... and {len(flips) - SHOWN} more.</p>' if len(flips) > SHOWN else ""
-            body.append(f"<h3>Flipped cases ({len(flips)})</h3>"
-                        + table(["case", "task", "start", "state", "baseline", "run"], frows, ' class="flipped"') + more)
+                frows.append(
+                    f"<tr><td><code>{esc(f['case_id'])}</code></td><td>{esc(f['task'])}</td>"
+                    f"<td>{esc(f['start'])}</td><td>{esc(f['state'] or '')}</td>"
+                    f"<td>{_case_link(f['case_id'], base, out, f['baseline'])}</td>"
+                    f'<td><span class="v {cls}">{_case_link(f["case_id"], cur, out, f["run"])}</span></td></tr>'
+                )
+            more = (
+                f'<p class="mute small">... and {len(flips) - SHOWN} more.</p>' if len(flips) > SHOWN else ""
+            )
+            body.append(
+                f"<h3>Flipped cases ({len(flips)})</h3>"
+                + table(["case", "task", "start", "state", "baseline", "run"], frows, ' class="flipped"')
+                + more
+            )
         else:
             body.append('<p class="mute">No case flipped.</p>')
         trows = []
         for metric, label in (("clean", "clean"), ("residual", "residual")):
             for t in e["metrics"][metric]["tasks"]:
                 if t["diff"]:
-                    trows.append(f"<tr><td>{esc(t['task'])}</td><td>{label}</td><td class=num>{esc(_num(t['baseline']))}"
-                                 f"</td><td class=num>{esc(_num(t['run']))}</td><td class=\"num{_worse(t['diff'], -1)}\">"
-                                 f"{esc(_num(t['diff'], True))}</td></tr>")
+                    trows.append(
+                        f"<tr><td>{esc(t['task'])}</td><td>{label}</td><td class=num>{esc(_num(t['baseline']))}"
+                        f'</td><td class=num>{esc(_num(t["run"]))}</td><td class="num{_worse(t["diff"], -1)}">'
+                        f"{esc(_num(t['diff'], True))}</td></tr>"
+                    )
         if trows:
-            body.append(f"<h3>Tasks whose success changed ({len(trows)})</h3>"
-                        + table(["task", "start", "baseline (%)", "run (%)", "diff (pts)"], trows[:SHOWN],
-                                ' class="tasks"'))
+            body.append(
+                f"<h3>Tasks whose success changed ({len(trows)})</h3>"
+                + table(
+                    ["task", "start", "baseline (%)", "run (%)", "diff (pts)"],
+                    trows[:SHOWN],
+                    ' class="tasks"',
+                )
+            )
         only = e["only_cases"]
         if only["baseline"] or only["run"]:
-            body.append(f'<p class="mute small">Cases in one run only: {only["baseline"]} in the baseline, '
-                        f'{only["run"]} in this run (not compared).</p>')
+            body.append(
+                f'<p class="mute small">Cases in one run only: {only["baseline"]} in the baseline, '
+                f"{only['run']} in this run (not compared).</p>"
+            )
         body.append("</section>")
     if not result:
         body.append('<p class="mute">No records in either run.</p>')
     return page(f"SWE-Residual compare {names(cur)} vs {names(base)}", "".join(body))
 
 
-def write_page(result: list[dict[str, Any]], baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | str],
-               out_dir: Path | str) -> Path:
+def write_page(
+    result: list[dict[str, Any]],
+    baseline_dirs: Sequence[Path | str],
+    run_dirs: Sequence[Path | str],
+    out_dir: Path | str,
+) -> Path:
     """Write <out_dir>/compare.html in place (never through a symlink; credential values redacted)."""
     from swe_residual.report.html.run_page import write_page as write_html
 
@@ -250,7 +330,9 @@ def write_page(result: list[dict[str, Any]], baseline_dirs: Sequence[Path | str]
     return path
 
 
-def compare_dirs(baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | str], **kw: Any) -> list[dict[str, Any]]:
+def compare_dirs(
+    baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | str], **kw: Any
+) -> list[dict[str, Any]]:
     """compare_runs on run dirs as stored."""
     from swe_residual.report.tables import load_runs
 
@@ -259,24 +341,43 @@ def compare_dirs(baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | 
 
 # -- `swe-residual compare` -----------------------------------------------------------------------
 
+
 def add_parser(sub: Any) -> None:
     """The `compare` subcommand (hooked into swe_residual/cli.py)."""
-    about = ("compare a run with a baseline run: per agent and task the paired differences of Residual, Clean and "
-             "Gap with the sign-flip p-value, and the cases whose verdict flipped; writes compare.html")
-    c = sub.add_parser("compare", help=about, description=about + ". Differences are RUN - BASELINE on the tasks "
-                       "both runs have, in points; `gate --baseline` writes the same page.",
-                       epilog="exit status: 0 compared (output and page written); 2 usage error (one line "
-                       "`error: ...`: a dir without results.jsonl, a page that cannot be written); 11 a "
-                       "results.jsonl line that is not a record (left out; the output is still written)")
+    about = (
+        "compare a run with a baseline run: per agent and task the paired differences of Residual, Clean and "
+        "Gap with the sign-flip p-value, and the cases whose verdict flipped; writes compare.html"
+    )
+    c = sub.add_parser(
+        "compare",
+        help=about,
+        description=about + ". Differences are RUN - BASELINE on the tasks "
+        "both runs have, in points; `gate --baseline` writes the same page.",
+        epilog="exit status: 0 compared (output and page written); 2 usage error (one line "
+        "`error: ...`: a dir without results.jsonl, a page that cannot be written); 11 a "
+        "results.jsonl line that is not a record (left out; the output is still written)",
+    )
     c.add_argument("baseline", metavar="BASELINE", help="the baseline run dir")
     c.add_argument("run", metavar="RUN", help="the run dir to compare with it")
     c.add_argument("--html-dir", default=None, metavar="D", help="write compare.html here (default: RUN)")
-    c.add_argument("--format", choices=["text", "json"], default="text", help="stdout: aligned text, or the "
-                   "whole comparison as JSON")
-    c.add_argument("--n-perm", type=int, default=DEFAULT_PERM, help="sign-flip resamples when the exact test "
-                   "has too many combinations (default %(default)s)")
-    c.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the 95%% intervals "
-                   "(default %(default)s)")
+    c.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="stdout: aligned text, or the whole comparison as JSON",
+    )
+    c.add_argument(
+        "--n-perm",
+        type=int,
+        default=DEFAULT_PERM,
+        help="sign-flip resamples when the exact test has too many combinations (default %(default)s)",
+    )
+    c.add_argument(
+        "--n-boot",
+        type=int,
+        default=1000,
+        help="bootstrap resamples for the 95%% intervals (default %(default)s)",
+    )
     c.add_argument("--seed", type=int, default=0, help="seed of the resampling (default %(default)s)")
     c.set_defaults(func=cmd_compare)
 
@@ -295,19 +396,31 @@ def cmd_compare(args: Any) -> int:
     base, _ = load_runs([args.baseline])
     cur, _ = load_runs([args.run])
     result = compare_runs(base, cur, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)
-    print(json.dumps(result, indent=1, sort_keys=True) if args.format == "json" else
-          render_text(result, args.baseline, args.run), end="" if args.format == "text" else "\n")
+    print(
+        json.dumps(result, indent=1, sort_keys=True)
+        if args.format == "json"
+        else render_text(result, args.baseline, args.run),
+        end="" if args.format == "text" else "\n",
+    )
     page_for(result, [args.baseline], [args.run], args.html_dir or args.run, "--html-dir")
     bad = [*base.bad_lines, *cur.bad_lines]
     if bad:
-        print(f"INVALID RUN (exit {EXIT_INVALID}): unreadable results line, not counted: {bad[0]}"
-              + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""), file=sys.stderr)
+        print(
+            f"INVALID RUN (exit {EXIT_INVALID}): unreadable results line, not counted: {bad[0]}"
+            + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""),
+            file=sys.stderr,
+        )
         return EXIT_INVALID
     return 0
 
 
-def page_for(result: list[dict[str, Any]] | None, baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | str],
-             out_dir: Path | str, option: str = "--html-dir") -> Path:
+def page_for(
+    result: list[dict[str, Any]] | None,
+    baseline_dirs: Sequence[Path | str],
+    run_dirs: Sequence[Path | str],
+    out_dir: Path | str,
+    option: str = "--html-dir",
+) -> Path:
     """Write compare.html (computing the comparison when `result` is None) and say where on
     stderr; a dir that cannot take it is a usage error naming `option`."""
     import sys

@@ -14,10 +14,13 @@ CLEAN, RESIDUAL, FAIL, SUCCESS = "#9aa5b1", "#d1495b", "#d1495b", "#2e933c"
 FONT = 'font-family="system-ui,-apple-system,Segoe UI,Roboto,Arial,sans-serif"'
 
 
-def _text(x: float, y: float, s: str, size: int = 11, anchor: str = "middle", fill: str = "#1f2328",
-          extra: str = "") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}"{extra}>'
-            f"{escape(s)}</text>")
+def _text(
+    x: float, y: float, s: str, size: int = 11, anchor: str = "middle", fill: str = "#1f2328", extra: str = ""
+) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}"{extra}>'
+        f"{escape(s)}</text>"
+    )
 
 
 def _rect(x: float, y: float, w: float, h: float, fill: str) -> str:
@@ -25,9 +28,11 @@ def _rect(x: float, y: float, w: float, h: float, fill: str) -> str:
 
 
 def _svg(width: float, height: float, title: str, body: list[str]) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="fig" width="{width:.0f}" height="{height:.0f}" '
-            f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{escape(title)}" {FONT}>'
-            f'<title>{escape(title)}</title><rect width="100%" height="100%" fill="#fff"/>{"".join(body)}</svg>')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="fig" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{escape(title)}" {FONT}>'
+        f'<title>{escape(title)}</title><rect width="100%" height="100%" fill="#fff"/>{"".join(body)}</svg>'
+    )
 
 
 def _legend(x: float, y: float, items: list[tuple[str, str]]) -> list[str]:
@@ -56,7 +61,7 @@ def figure_success(report: dict) -> str | None:
     if not data:
         return None
     labels = {a: a if len(a) <= 22 else a[:21] + "\u2026" for a in data}
-    longest = 6.0 * max(len(s) for s in labels.values())      # px at font size 10, about
+    longest = 6.0 * max(len(s) for s in labels.values())  # px at font size 10, about
     # labels are turned by 20 degrees and end under their group: room left and below for the longest
     group, top, plot_h = 86.0, 40.0, 200.0
     left, bottom = max(52.0, 0.94 * longest - 30), max(50.0, 0.34 * longest + 30)
@@ -71,26 +76,41 @@ def figure_success(report: dict) -> str | None:
         return y0 - plot_h * v / 105.0
 
     for tick in (0, 20, 40, 60, 80, 100):
-        body.append(f'<line x1="{left:.1f}" x2="{width - 16:.1f}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" '
-                    f'stroke="#d1d9e0" stroke-width="1"/>')
+        body.append(
+            f'<line x1="{left:.1f}" x2="{width - 16:.1f}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" '
+            f'stroke="#d1d9e0" stroke-width="1"/>'
+        )
         body.append(_text(left - 6, y(tick) + 4, str(tick), 10, "end", "#59636e"))
-    body.append(_text(14, top + plot_h / 2, "Success (%)", 11,
-                      extra=f' transform="rotate(-90 14 {top + plot_h / 2:.1f})"'))
+    body.append(
+        _text(
+            14,
+            top + plot_h / 2,
+            "Success (%)",
+            11,
+            extra=f' transform="rotate(-90 14 {top + plot_h / 2:.1f})"',
+        )
+    )
     for i, (agent, (clean, residual)) in enumerate(data.items()):
         x = left + group * i + 12
         for dx, value, color in ((0, clean, CLEAN), (30, residual, RESIDUAL)):
             body.append(_rect(x + dx, y(value), 28, y0 - y(value), color))
             body.append(_text(x + dx + 14, y(value) - 3, f"{value:.1f}", 10))
         cx, cy = x + 29, y0 + 14
-        body.append(_text(cx, cy, labels[agent], 10, "end", extra=f' transform="rotate(-20 {cx:.1f} {cy:.1f})"'))
+        body.append(
+            _text(cx, cy, labels[agent], 10, "end", extra=f' transform="rotate(-20 {cx:.1f} {cy:.1f})"')
+        )
     return _svg(width, height, title, body)
 
 
 def figure_conditional(report: dict) -> str | None:
     """Figure 2: on each agent's Clean Start successes, the Residual Start outcome: failure (red)
     and success (green), in % (None: no agent has a conditional failure rate)."""
-    bars = [(f"{agent} ({track})", 100 * r["cond_fail"]) for track, agents in sorted(report["tracks"].items())
-            for agent, r in sorted(agents.items()) if r.get("cond_fail") is not None]
+    bars = [
+        (f"{agent} ({track})", 100 * r["cond_fail"])
+        for track, agents in sorted(report["tracks"].items())
+        for agent, r in sorted(agents.items())
+        if r.get("cond_fail") is not None
+    ]
     if not bars:
         return None
     label_w = min(260.0, 16 + 6.5 * max(len(b[0]) for b in bars))
@@ -105,7 +125,9 @@ def figure_conditional(report: dict) -> str | None:
         if fail >= 8:
             body.append(_text(left + plot_w * fail / 200, y + row / 2 + 1, f"{fail:.1f}", 10, fill="#fff"))
         else:
-            body.append(_text(left + plot_w * fail / 100 + 4, y + row / 2 + 1, f"{fail:.1f}", 10, "start", "#fff"))
+            body.append(
+                _text(left + plot_w * fail / 100 + 4, y + row / 2 + 1, f"{fail:.1f}", 10, "start", "#fff")
+            )
         short = label if len(label) <= 40 else label[:39] + "\u2026"
         body.append(_text(left - 6, y + row / 2 + 1, short, 10, "end"))
     axis_y = top + row * len(bars)

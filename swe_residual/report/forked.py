@@ -40,7 +40,7 @@ def in_child(work: Callable[[], Any]) -> Callable[[], tuple[bool, Any]]:
                 payload = pickle.dumps((False, None))
             view = memoryview(payload)
             while view:
-                view = view[os.write(w, view):]
+                view = view[os.write(w, view) :]
         finally:
             os._exit(0)
     os.close(w)
@@ -53,6 +53,7 @@ def in_child(work: Callable[[], Any]) -> Callable[[], tuple[bool, Any]]:
             return False, None
         finally:
             os.waitpid(pid, 0)
+
     return wait
 
 
@@ -80,4 +81,5 @@ def meanwhile(fn: Callable[[], Any], fork: bool) -> Callable[[], Any]:
     def result() -> Any:
         ok, value = wait()
         return value if ok else fn()
+
     return result

@@ -14,9 +14,10 @@ that track/agent gives p < alpha: an unlucky few tasks do not fail CI.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -32,10 +33,17 @@ EXIT_INVALID = 11
 class GateConfig(BaseModel):
     min_residual: float | None = Field(default=None, description="floor on residual success, in %")
     max_gap: float | None = Field(default=None, description="ceiling on the gap, in points")
-    max_drop: float | None = Field(default=None, description="allowed drop vs baseline, in points "
-                                   "(residual down or gap up); 0 when a baseline is given without it")
-    max_infra_fraction: float | None = Field(default=None, description="max share of cases with no valid verdict")
-    max_flagged: int | None = Field(default=None, description="max valid runs with integrity flags per track/agent")
+    max_drop: float | None = Field(
+        default=None,
+        description="allowed drop vs baseline, in points "
+        "(residual down or gap up); 0 when a baseline is given without it",
+    )
+    max_infra_fraction: float | None = Field(
+        default=None, description="max share of cases with no valid verdict"
+    )
+    max_flagged: int | None = Field(
+        default=None, description="max valid runs with integrity flags per track/agent"
+    )
     check_missing: bool = True
     alpha: float = 0.05
     seed: int = 0
@@ -45,8 +53,16 @@ class GateConfig(BaseModel):
     @property
     def active(self) -> bool:
         """Any threshold set (a baseline alone also activates the gates)."""
-        return any(v is not None for v in (self.min_residual, self.max_gap, self.max_drop, self.max_infra_fraction,
-                                           self.max_flagged))
+        return any(
+            v is not None
+            for v in (
+                self.min_residual,
+                self.max_gap,
+                self.max_drop,
+                self.max_infra_fraction,
+                self.max_flagged,
+            )
+        )
 
 
 @dataclass
@@ -88,8 +104,13 @@ def _readable(bad: list[str], res: GateResult, what: str = "") -> None:
     """A line that is not a record makes the run invalid: it is never counted, in any rule."""
     if bad:
         more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
-        res.fail(EXIT_INVALID, f"{what}unreadable results line{'s' if len(bad) > 1 else ''}, not counted: "
-                 f"{'; '.join(bad[:3])}{more}", gate="unreadable_lines", lines=bad)
+        res.fail(
+            EXIT_INVALID,
+            f"{what}unreadable results line{'s' if len(bad) > 1 else ''}, not counted: "
+            f"{'; '.join(bad[:3])}{more}",
+            gate="unreadable_lines",
+            lines=bad,
+        )
 
 
 def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: GateResult) -> None:
@@ -97,22 +118,42 @@ def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: G
         miss = missing_cases(records, manifest)
         if miss:
             more = f" (+{len(miss) - 5} more)" if len(miss) > 5 else ""
-            res.fail(EXIT_INVALID, f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: "
-                     f"{', '.join(miss[:5])}{more}", gate="missing_cases", missing=miss, value=len(miss), threshold=0)
+            res.fail(
+                EXIT_INVALID,
+                f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: "
+                f"{', '.join(miss[:5])}{more}",
+                gate="missing_cases",
+                missing=miss,
+                value=len(miss),
+                threshold=0,
+            )
         else:
-            res.ok(gate="missing_cases", value=0, threshold=0,
-                   message=f"missing cases: 0 of {len(manifest.cases)} collected cases without a record")
+            res.ok(
+                gate="missing_cases",
+                value=0,
+                threshold=0,
+                message=f"missing cases: 0 of {len(manifest.cases)} collected cases without a record",
+            )
     if cfg.max_infra_fraction is not None:
         frac, bad, total = infra_fraction(records)
         limit = 100 * cfg.max_infra_fraction
         if frac is not None and frac > cfg.max_infra_fraction:
-            res.fail(EXIT_INVALID, f"infra errors: {bad}/{total} cases ({100 * frac:.1f}%) without a valid "
-                     f"verdict > max {limit:.1f}%", gate="max_infra_fraction", value=frac,
-                     threshold=cfg.max_infra_fraction)
+            res.fail(
+                EXIT_INVALID,
+                f"infra errors: {bad}/{total} cases ({100 * frac:.1f}%) without a valid "
+                f"verdict > max {limit:.1f}%",
+                gate="max_infra_fraction",
+                value=frac,
+                threshold=cfg.max_infra_fraction,
+            )
         else:
             shown = "no cases" if frac is None else f"{bad}/{total} cases ({100 * frac:.1f}%)"
-            res.ok(gate="max_infra_fraction", value=frac, threshold=cfg.max_infra_fraction,
-                   message=f"infra errors: {shown} without a valid verdict <= max {limit:.1f}%")
+            res.ok(
+                gate="max_infra_fraction",
+                value=frac,
+                threshold=cfg.max_infra_fraction,
+                message=f"infra errors: {shown} without a valid verdict <= max {limit:.1f}%",
+            )
 
 
 def _thresholds(table: dict, cfg: GateConfig, res: GateResult) -> None:
@@ -121,39 +162,83 @@ def _thresholds(table: dict, cfg: GateConfig, res: GateResult) -> None:
             where = f"{track}/{agent}"
             if cfg.min_residual is not None:
                 if row["residual"] is None:
-                    res.ok(gate="min_residual", where=where, value=None, threshold=cfg.min_residual,
-                           message=f"{where}: residual success n/a (no residual run with a verdict): not checked")
+                    res.ok(
+                        gate="min_residual",
+                        where=where,
+                        value=None,
+                        threshold=cfg.min_residual,
+                        message=f"{where}: residual success n/a (no residual run with a verdict): not checked",
+                    )
                 else:
                     value = 100 * row["residual"]
                     if value < cfg.min_residual:
-                        res.fail(EXIT_REGRESSION, f"{where}: residual success {value:.1f}% < min "
-                                 f"{cfg.min_residual:.1f}%", gate="min_residual", where=where, value=value,
-                                 threshold=cfg.min_residual)
+                        res.fail(
+                            EXIT_REGRESSION,
+                            f"{where}: residual success {value:.1f}% < min {cfg.min_residual:.1f}%",
+                            gate="min_residual",
+                            where=where,
+                            value=value,
+                            threshold=cfg.min_residual,
+                        )
                     else:
-                        res.ok(gate="min_residual", where=where, value=value, threshold=cfg.min_residual,
-                               message=f"{where}: residual success {value:.1f}% >= min {cfg.min_residual:.1f}%")
+                        res.ok(
+                            gate="min_residual",
+                            where=where,
+                            value=value,
+                            threshold=cfg.min_residual,
+                            message=f"{where}: residual success {value:.1f}% >= min {cfg.min_residual:.1f}%",
+                        )
             if cfg.max_gap is not None:
                 if row["gap"] is None:
-                    res.ok(gate="max_gap", where=where, value=None, threshold=cfg.max_gap,
-                           message=f"{where}: gap n/a (no clean and residual runs on shared tasks): not checked")
+                    res.ok(
+                        gate="max_gap",
+                        where=where,
+                        value=None,
+                        threshold=cfg.max_gap,
+                        message=f"{where}: gap n/a (no clean and residual runs on shared tasks): not checked",
+                    )
                 elif row["gap"] > cfg.max_gap:
-                    res.fail(EXIT_REGRESSION, f"{where}: gap {row['gap']:.1f} pts > max {cfg.max_gap:.1f} pts",
-                             gate="max_gap", where=where, value=row["gap"], threshold=cfg.max_gap)
+                    res.fail(
+                        EXIT_REGRESSION,
+                        f"{where}: gap {row['gap']:.1f} pts > max {cfg.max_gap:.1f} pts",
+                        gate="max_gap",
+                        where=where,
+                        value=row["gap"],
+                        threshold=cfg.max_gap,
+                    )
                 else:
-                    res.ok(gate="max_gap", where=where, value=row["gap"], threshold=cfg.max_gap,
-                           message=f"{where}: gap {row['gap']:.1f} pts <= max {cfg.max_gap:.1f} pts")
+                    res.ok(
+                        gate="max_gap",
+                        where=where,
+                        value=row["gap"],
+                        threshold=cfg.max_gap,
+                        message=f"{where}: gap {row['gap']:.1f} pts <= max {cfg.max_gap:.1f} pts",
+                    )
             if cfg.max_flagged is not None:
                 flagged = row.get("n_flagged", 0)
                 if flagged > cfg.max_flagged:
-                    res.fail(EXIT_REGRESSION, f"{where}: {flagged} runs with integrity flags > max {cfg.max_flagged}",
-                             gate="max_flagged", where=where, value=flagged, threshold=cfg.max_flagged)
+                    res.fail(
+                        EXIT_REGRESSION,
+                        f"{where}: {flagged} runs with integrity flags > max {cfg.max_flagged}",
+                        gate="max_flagged",
+                        where=where,
+                        value=flagged,
+                        threshold=cfg.max_flagged,
+                    )
                 else:
-                    res.ok(gate="max_flagged", where=where, value=flagged, threshold=cfg.max_flagged,
-                           message=f"{where}: {flagged} runs with integrity flags <= max {cfg.max_flagged}")
+                    res.ok(
+                        gate="max_flagged",
+                        where=where,
+                        value=flagged,
+                        threshold=cfg.max_flagged,
+                        message=f"{where}: {flagged} runs with integrity flags <= max {cfg.max_flagged}",
+                    )
 
 
-_METRIC_WORDS = {"residual": ("residual success", "%", "residual success dropped"),
-                 "gap": ("gap", " pts", "gap rose")}
+_METRIC_WORDS = {
+    "residual": ("residual success", "%", "residual success dropped"),
+    "gap": ("gap", " pts", "gap rose"),
+}
 
 
 def _baseline(records: list[Record], baseline: list[Record], cfg: GateConfig, res: GateResult) -> None:
@@ -165,34 +250,67 @@ def _baseline(records: list[Record], baseline: list[Record], cfg: GateConfig, re
         cur, base = task_values(records, metric), task_values(baseline, metric)
         for key in sorted(set(base) - set(cur)):
             where = "/".join(key)
-            res.ok(gate="baseline", metric=metric, where=where, note="not in this run",
-                   message=f"{where}: {label}: in the baseline only (not in this run): not compared")
+            res.ok(
+                gate="baseline",
+                metric=metric,
+                where=where,
+                note="not in this run",
+                message=f"{where}: {label}: in the baseline only (not in this run): not compared",
+            )
         for key in sorted(set(cur) & set(base)):
             where = "/".join(key)
             cmp = paired_comparison(base[key], cur[key], **kw)  # diff = baseline - current, points
             if cmp["diff"] is None:
-                res.ok(gate="baseline", metric=metric, where=where, n_shared=0,
-                       message=f"{where}: {label}: no task shared with the baseline: not compared")
+                res.ok(
+                    gate="baseline",
+                    metric=metric,
+                    where=where,
+                    n_shared=0,
+                    message=f"{where}: {label}: no task shared with the baseline: not compared",
+                )
                 continue
             drop = sign * cmp["diff"]
-            numbers = (f"{label} {cmp['mean_b']:.1f}{unit} vs baseline {cmp['mean_a']:.1f}{unit} on "
-                       f"{cmp['n_shared']} shared tasks")
-            detail = dict(gate="baseline", metric=metric, where=where, drop=drop, p_value=cmp["p_value"],
-                          ci=cmp["ci"], n_shared=cmp["n_shared"], value=cmp["mean_b"], baseline=cmp["mean_a"],
-                          threshold=max_drop, alpha=cfg.alpha)
+            numbers = (
+                f"{label} {cmp['mean_b']:.1f}{unit} vs baseline {cmp['mean_a']:.1f}{unit} on "
+                f"{cmp['n_shared']} shared tasks"
+            )
+            detail = dict(
+                gate="baseline",
+                metric=metric,
+                where=where,
+                drop=drop,
+                p_value=cmp["p_value"],
+                ci=cmp["ci"],
+                n_shared=cmp["n_shared"],
+                value=cmp["mean_b"],
+                baseline=cmp["mean_a"],
+                threshold=max_drop,
+                alpha=cfg.alpha,
+            )
             if drop > max_drop and cmp["p_value"] < cfg.alpha:
-                res.fail(EXIT_REGRESSION, f"{where}: {what} by {drop:.1f} pts vs baseline on {cmp['n_shared']} "
-                         f"shared tasks (> {max_drop:.1f}, p={cmp['p_value']:.3g} < {cfg.alpha}): {numbers}", **detail)
+                res.fail(
+                    EXIT_REGRESSION,
+                    f"{where}: {what} by {drop:.1f} pts vs baseline on {cmp['n_shared']} "
+                    f"shared tasks (> {max_drop:.1f}, p={cmp['p_value']:.3g} < {cfg.alpha}): {numbers}",
+                    **detail,
+                )
             else:
                 p = f"p={cmp['p_value']:.3g}"
-                why = (f"within the allowed {max_drop:.1f} pts ({p})" if drop <= max_drop else
-                       f"beyond the allowed {max_drop:.1f} pts but within noise ({p} >= {cfg.alpha})")
+                why = (
+                    f"within the allowed {max_drop:.1f} pts ({p})"
+                    if drop <= max_drop
+                    else f"beyond the allowed {max_drop:.1f} pts but within noise ({p} >= {cfg.alpha})"
+                )
                 change = "worse" if drop > 0 else "better" if drop < 0 else "unchanged"
                 res.ok(message=f"{where}: {numbers}: {change} by {abs(drop):.1f} pts, {why}", **detail)
 
 
-def check_gates(records: Iterable[Record], manifest: Manifest | None, cfg: GateConfig,
-                baseline: Iterable[Record] | None = None) -> GateResult:
+def check_gates(
+    records: Iterable[Record],
+    manifest: Manifest | None,
+    cfg: GateConfig,
+    baseline: Iterable[Record] | None = None,
+) -> GateResult:
     """Evaluate every configured gate; one violation line per failed gate. Unreadable results
     lines (load_runs' bad_lines, of the run or the baseline) always make the run invalid."""
     bad = unreadable_lines(records)
@@ -217,13 +335,17 @@ def check_lines(result: GateResult | dict[str, Any]) -> list[str]:
     lines = [f"{'ok:  ' if c.get('ok') else 'GATE:'} {c['message']}" for c in checks if c.get("message")]
     n_bad = sum(1 for c in checks if not c.get("ok"))
     n = len(checks)
-    lines.append(f"gates: passed ({n} check{'s' if n != 1 else ''})" if status == 0 else
-                 f"gates: failed, exit status {status} ({n_bad} of {n} check{'s' if n != 1 else ''} failed)")
+    lines.append(
+        f"gates: passed ({n} check{'s' if n != 1 else ''})"
+        if status == 0
+        else f"gates: failed, exit status {status} ({n_bad} of {n} check{'s' if n != 1 else ''} failed)"
+    )
     return lines
 
 
-def gate_run(run_dirs: Iterable[Path | str], cfg: GateConfig,
-             baseline_dirs: Iterable[Path | str] | None = None) -> GateResult:
+def gate_run(
+    run_dirs: Iterable[Path | str], cfg: GateConfig, baseline_dirs: Iterable[Path | str] | None = None
+) -> GateResult:
     """check_gates on run dirs as stored (the CLI / pytest plugin entry point)."""
     from swe_residual.report.tables import load_runs
 

@@ -33,14 +33,16 @@ def _mean(values: list) -> float:
 class Outcomes:
     """Valid outcomes of one agent on one track, gathered in a single pass over the records."""
 
-    clean: dict[str, list[int]] = field(default_factory=dict)               # task -> y(S_0) per attempt
-    states: dict[str, dict[str, list[int]]] = field(default_factory=dict)   # task -> state -> y(S)
-    family: dict[str, str] = field(default_factory=dict)                    # state -> predecessor family
+    clean: dict[str, list[int]] = field(default_factory=dict)  # task -> y(S_0) per attempt
+    states: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # task -> state -> y(S)
+    family: dict[str, str] = field(default_factory=dict)  # state -> predecessor family
     n_clean_runs: int = 0
     n_residual_runs: int = 0
     n_infra_errors: int = 0
-    n_flagged: int = 0                      # valid runs with integrity flags
-    tokens: dict[str, list[int]] = field(default_factory=lambda: {"clean": [], "residual": []})  # per valid run
+    n_flagged: int = 0  # valid runs with integrity flags
+    tokens: dict[str, list[int]] = field(
+        default_factory=lambda: {"clean": [], "residual": []}
+    )  # per valid run
     _state_means: dict[str, dict[str, float]] | None = field(default=None, repr=False)
 
     def add(self, r: Record, manifest: Manifest | None = None) -> None:
@@ -61,7 +63,8 @@ class Outcomes:
                 n_flagged += 1
             if r.prompt_tokens is not None or r.completion_tokens is not None:
                 self.tokens["clean" if r.start == "clean" else "residual"].append(
-                    (r.prompt_tokens or 0) + (r.completion_tokens or 0))
+                    (r.prompt_tokens or 0) + (r.completion_tokens or 0)
+                )
             if r.start == "clean":
                 n_clean += 1
                 ys = clean.get(r.task)
@@ -82,7 +85,9 @@ class Outcomes:
                     ys.append(y)
                 if state not in family:
                     pred = r.predecessor  # predecessor_family's first case written out
-                    family[state] = (pred.get("model_family") if pred else None) or predecessor_family(r, manifest)
+                    family[state] = (pred.get("model_family") if pred else None) or predecessor_family(
+                        r, manifest
+                    )
         self.n_infra_errors += n_infra
         self.n_flagged += n_flagged
         self.n_clean_runs += n_clean
@@ -93,7 +98,9 @@ class Outcomes:
     def state_means(self) -> dict[str, dict[str, float]]:
         """task -> state -> y(S) averaged over the state's attempts (computed once)."""
         if self._state_means is None:
-            self._state_means = {t: {s: sum(v) / len(v) for s, v in sts.items()} for t, sts in self.states.items()}
+            self._state_means = {
+                t: {s: sum(v) / len(v) for s, v in sts.items()} for t, sts in self.states.items()
+            }
         return self._state_means
 
     def task_outcomes(self) -> TaskOutcomes:
@@ -116,8 +123,11 @@ def group_records(records: Iterable[Record]) -> dict[tuple[str, str], list[Recor
     return dict(sorted(groups.items()))
 
 
-def index_outcomes(records: Iterable[Record], manifest: Manifest | None = None,
-                   groups: dict[tuple[str, str], list[Record]] | None = None) -> dict[tuple[str, str], Outcomes]:
+def index_outcomes(
+    records: Iterable[Record],
+    manifest: Manifest | None = None,
+    groups: dict[tuple[str, str], list[Record]] | None = None,
+) -> dict[tuple[str, str], Outcomes]:
     """{(track, agent): Outcomes}, sorted by key: the one pass every success metric starts from.
 
     `groups` (group_records of the same records) saves the grouping pass when the caller has it.
@@ -159,8 +169,9 @@ def gap_points(clean: float | None, residual: float | None) -> float | None:
     return None if clean is None or residual is None else 100.0 * (clean - residual)
 
 
-def cond_fail(clean_t: Mapping[str, float], res_t: Mapping[str, float],
-              tasks: list[str]) -> tuple[float | None, int]:
+def cond_fail(
+    clean_t: Mapping[str, float], res_t: Mapping[str, float], tasks: list[str]
+) -> tuple[float | None, int]:
     """CondFail (eq. 5) over C_A, the tasks this agent solved from Clean Start (its own set).
 
     With repeated clean attempts a task is in C_A only if every valid clean attempt succeeded.
@@ -171,18 +182,29 @@ def cond_fail(clean_t: Mapping[str, float], res_t: Mapping[str, float],
     return fmean([1.0 - res_t[t] for t in solved]), len(solved)  # a list: fmean counts a generator slowly
 
 
-def success_row(o: Outcomes, outcomes: TaskOutcomes | None = None, tasks: list[str] | None = None) -> dict[str, Any]:
+def success_row(
+    o: Outcomes, outcomes: TaskOutcomes | None = None, tasks: list[str] | None = None
+) -> dict[str, Any]:
     """One agent on one track: Res, Clean, Gap, CondFail and the counts behind them (`tasks`:
     matched_tasks of the outcomes, when the caller has it)."""
     clean_t, res_t = outcomes or o.task_outcomes()
     tasks = matched_tasks(clean_t, res_t) if tasks is None else tasks
     residual = residual_rate(res_t, tasks)
     clean = clean_rate(clean_t, tasks)
-    cf, n_solved = cond_fail(clean_t, res_t, tasks) if residual is not None and clean is not None else (None, 0)
+    cf, n_solved = (
+        cond_fail(clean_t, res_t, tasks) if residual is not None and clean is not None else (None, 0)
+    )
     row: dict[str, Any] = {
-        "n_tasks": len(tasks), "residual": residual, "clean": clean, "gap": gap_points(clean, residual),
-        "cond_fail": cf, "n_clean_solved": n_solved, "n_residual_runs": o.n_residual_runs,
-        "n_clean_runs": o.n_clean_runs, "n_infra_errors": o.n_infra_errors, "n_flagged": o.n_flagged,
+        "n_tasks": len(tasks),
+        "residual": residual,
+        "clean": clean,
+        "gap": gap_points(clean, residual),
+        "cond_fail": cf,
+        "n_clean_solved": n_solved,
+        "n_residual_runs": o.n_residual_runs,
+        "n_clean_runs": o.n_clean_runs,
+        "n_infra_errors": o.n_infra_errors,
+        "n_flagged": o.n_flagged,
         # median model tokens per valid run of each start (None: the harness reports no tokens)
         "tokens_clean": median(o.tokens["clean"]) if o.tokens["clean"] else None,
         "tokens_residual": median(o.tokens["residual"]) if o.tokens["residual"] else None,
@@ -192,7 +214,9 @@ def success_row(o: Outcomes, outcomes: TaskOutcomes | None = None, tasks: list[s
     return row
 
 
-def success_table(records: Iterable[Record], index: dict[tuple[str, str], Outcomes] | None = None) -> dict[str, dict[str, dict]]:
+def success_table(
+    records: Iterable[Record], index: dict[tuple[str, str], Outcomes] | None = None
+) -> dict[str, dict[str, dict]]:
     """{track: {agent: {residual, clean, gap, cond_fail, n_tasks, ...}}} (paper Table 3).
 
     The task set T of an agent on a track is the tasks with residual outcomes; Clean is computed
@@ -205,6 +229,7 @@ def success_table(records: Iterable[Record], index: dict[tuple[str, str], Outcom
 
 
 # -- predecessor groups (Table 8) ---------------------------------------------------------------
+
 
 def predecessor_family(r: Record, manifest: Manifest | None = None) -> str:
     """The model family that produced the record's starting state ("unknown" if unrecorded)."""
@@ -229,8 +254,11 @@ def group_cell(clean: list[float], residual: list[float]) -> dict[str, Any]:
     return {"clean": cl, "residual": res, "gap": gap_points(cl, res), "n_tasks": len(residual)}
 
 
-def predecessor_groups(records: Iterable[Record], manifest: Manifest | None = None,
-                       index: dict[tuple[str, str], Outcomes] | None = None) -> dict[str, Any]:
+def predecessor_groups(
+    records: Iterable[Record],
+    manifest: Manifest | None = None,
+    index: dict[tuple[str, str], Outcomes] | None = None,
+) -> dict[str, Any]:
     """Table 8: tracks pooled, every (track, task) weighted equally, per predecessor family g.
 
     The g group holds the tasks with >= 1 state from g; within a task only g's states are
@@ -238,15 +266,20 @@ def predecessor_groups(records: Iterable[Record], manifest: Manifest | None = No
     all states. Returns {"families": [...], "agents": {agent: {"overall": cell, g: cell}}}.
     """
     index = index if index is not None else index_outcomes(records, manifest)
-    return predecessor_table({key: (o.task_outcomes()[0], o.state_means(), o.family) for key, o in index.items()})
+    return predecessor_table(
+        {key: (o.task_outcomes()[0], o.state_means(), o.family) for key, o in index.items()}
+    )
 
 
-def predecessor_table(groups: Mapping[tuple[str, str], tuple[Mapping[str, float], Mapping[str, Mapping[str, float]],
-                                                             Mapping[str, str]]]) -> dict[str, Any]:
+def predecessor_table(
+    groups: Mapping[
+        tuple[str, str], tuple[Mapping[str, float], Mapping[str, Mapping[str, float]], Mapping[str, str]]
+    ],
+) -> dict[str, Any]:
     """predecessor_groups from {(track, agent): (clean success per task, state means per task,
     family per state)}, in sorted key order (what the columnar report computes directly)."""
-    clean: dict[str, dict] = defaultdict(dict)          # agent -> (track, task) -> y(S_0)
-    res: dict[tuple, dict] = defaultdict(dict)          # (agent, g | None) -> (track, task) -> residual
+    clean: dict[str, dict] = defaultdict(dict)  # agent -> (track, task) -> y(S_0)
+    res: dict[tuple, dict] = defaultdict(dict)  # (agent, g | None) -> (track, task) -> residual
     for (track, agent), (clean_t, state_means, family) in groups.items():
         agent_clean = clean[agent]
         for task, y in clean_t.items():
@@ -281,23 +314,31 @@ def predecessor_table(groups: Mapping[tuple[str, str], tuple[Mapping[str, float]
 
 # -- benchmark statistics (Table 2, Appendix A) -------------------------------------------------
 
+
 def _resolve(path: str, root: Path | str | None) -> str:
     return path if os.path.isabs(path) or root is None else os.path.join(str(root), path)
 
 
 def _median_or_na(values: list[float], reason: str) -> dict[str, Any]:
-    return {"value": median(values), "n": len(values)} if values else {"value": None, "n": 0, "reason": reason}
+    return (
+        {"value": median(values), "n": len(values)} if values else {"value": None, "n": 0, "reason": reason}
+    )
 
 
 def patch_stats(patch: bytes) -> dict[str, int]:
     """Files changed and text lines added/deleted by one state patch."""
     files = parse_patch(patch)
-    return {"files": len(files), "added": sum(len(f.added) for f in files.values()),
-            "deleted": sum(f.deleted for f in files.values()), "bytes": len(patch)}
+    return {
+        "files": len(files),
+        "added": sum(len(f.added) for f in files.values()),
+        "deleted": sum(f.deleted for f in files.values()),
+        "bytes": len(patch),
+    }
 
 
-def benchmark_statistics(manifest: Manifest, construction: list[dict] | None = None,
-                         root: Path | str | None = None) -> dict[str, dict[str, Any]]:
+def benchmark_statistics(
+    manifest: Manifest, construction: list[dict] | None = None, root: Path | str | None = None
+) -> dict[str, dict[str, Any]]:
     """Table 2 per track, from the manifest (and Stage I records for prior-attempt effort).
 
     Pass rates weight every state equally. Prior-attempt steps/minutes come from construction
@@ -333,27 +374,42 @@ def benchmark_statistics(manifest: Manifest, construction: list[dict] | None = N
                 ps = seen.get(data)  # equal patches (a state rebuilt for several tasks) parsed once
                 if ps is None:
                     ps = seen[data] = patch_stats(data)
-                files.append(ps["files"]); added.append(ps["added"]); deleted.append(ps["deleted"])
+                files.append(ps["files"])
+                added.append(ps["added"])
+                deleted.append(ps["deleted"])
                 kib.append(ps["bytes"] / 1024)
         few = sum(1 for n in n_fail if 1 <= n <= 3)
         steps = [prior[s]["steps"] for s in sids if s in prior and prior[s].get("steps") is not None]
-        minutes = [prior[s]["duration_s"] / 60 for s in sids
-                   if s in prior and prior[s].get("duration_s") is not None]
+        minutes = [
+            prior[s]["duration_s"] / 60 for s in sids if s in prior and prior[s].get("duration_s") is not None
+        ]
         no_prior = "no Stage I record with steps/duration for these states"
         from swe_residual.tracks import track_kind
-        no_patch = ("machine track: states are replayed interactions, not patches" if track_kind(track) == "machine"
-                    else "no state patch files")
+
+        no_patch = (
+            "machine track: states are replayed interactions, not patches"
+            if track_kind(track) == "machine"
+            else "no state patch files"
+        )
         out[track] = {
             "source_tasks": len(source) if source else None,
             "tasks_covered": len(per_task),
             "residual_states": len(sids),
-            "states_per_predecessor": dict(sorted(Counter(
-                manifest.states[s].predecessor.get("model_family", "unknown") for s in sids).items())),
+            "states_per_predecessor": dict(
+                sorted(
+                    Counter(
+                        manifest.states[s].predecessor.get("model_family", "unknown") for s in sids
+                    ).items()
+                )
+            ),
             "tasks_by_state_count": {str(k): v for k, v in sorted(Counter(per_task.values()).items())},
             "prior_steps_median": _median_or_na(steps, no_prior),
             "prior_minutes_median": _median_or_na(minutes, no_prior),
-            "pass_rate_mean": ({"value": fmean(rates), "n": len(rates)} if rates
-                               else {"value": None, "n": 0, "reason": "no graded test lists in manifest"}),
+            "pass_rate_mean": (
+                {"value": fmean(rates), "n": len(rates)}
+                if rates
+                else {"value": None, "n": 0, "reason": "no graded test lists in manifest"}
+            ),
             "pass_rate_median": _median_or_na(rates, "no graded test lists in manifest"),
             "states_1_3_failing": {"count": few, "share": few / len(sids) if sids else None},
             "files_changed_median": _median_or_na(files, no_patch),
@@ -368,21 +424,21 @@ def benchmark_statistics(manifest: Manifest, construction: list[dict] | None = N
 
 #: stage_result vocabulary of one Stage I predecessor run, in pipeline order.
 STAGE_RESULTS = (
-    "not_submitted",      # II(a): did not declare completion
-    "passed",             # II(a): valid verdict 1 - not a residual state
-    "infra_error",        # II(c): ended in an infrastructure failure / no valid verdict
-    "no_change",          # II(b): no substantive change after ignoring incidental artifacts
-    "duplicate",          # II: identical final state of the same task already kept
-    "not_selected",       # II: over `residualize filter --per-task` (one to N per task, families spread)
-    "review_rejected",    # III: not task-directed or task/verifier inconsistent
-    "rebuild_failed",     # IV: patch application or command replay failed
-    "env_unusable",       # IV: harness/agent/verifier cannot use the rebuilt state
-    "no_valid_verdict",   # IV: verifier gave no valid result on the rebuilt state
+    "not_submitted",  # II(a): did not declare completion
+    "passed",  # II(a): valid verdict 1 - not a residual state
+    "infra_error",  # II(c): ended in an infrastructure failure / no valid verdict
+    "no_change",  # II(b): no substantive change after ignoring incidental artifacts
+    "duplicate",  # II: identical final state of the same task already kept
+    "not_selected",  # II: over `residualize filter --per-task` (one to N per task, families spread)
+    "review_rejected",  # III: not task-directed or task/verifier inconsistent
+    "rebuild_failed",  # IV: patch application or command replay failed
+    "env_unusable",  # IV: harness/agent/verifier cannot use the rebuilt state
+    "no_valid_verdict",  # IV: verifier gave no valid result on the rebuilt state
     "no_longer_failing",  # IV: verifier passes on the rebuilt state
     "included",
 )
-_BEFORE_REVIEW = STAGE_RESULTS[:STAGE_RESULTS.index("rebuild_failed")]
-_AFTER_REVIEW = STAGE_RESULTS[len(_BEFORE_REVIEW):]
+_BEFORE_REVIEW = STAGE_RESULTS[: STAGE_RESULTS.index("rebuild_failed")]
+_AFTER_REVIEW = STAGE_RESULTS[len(_BEFORE_REVIEW) :]
 
 
 def construction_accounting(rows: list[dict] | None) -> dict[str, Any]:

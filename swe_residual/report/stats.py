@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 DEFAULT_BOOT = 2000
 DEFAULT_PERM = 10000
 EXACT_LIMIT = 20_000  # sign-flip combinations enumerated exactly up to this many
-CHUNK = 1 << 16       # replicates drawn per block: bounds the arrays whatever n_boot / n_perm is
+CHUNK = 1 << 16  # replicates drawn per block: bounds the arrays whatever n_boot / n_perm is
 EXACT_FLOAT = 1 << 53  # below this an integer is an exact float64
 
 
@@ -58,8 +58,9 @@ def _categories(values: Iterable[Any]) -> tuple[list[Any], list[int]]:
     return [k for k, _ in counts], [c for _, c in counts]
 
 
-def resampled_sums(rng: np.random.Generator, sizes: Sequence[int], columns: Sequence[Sequence[float]],
-                   times: int) -> list[np.ndarray]:
+def resampled_sums(
+    rng: np.random.Generator, sizes: Sequence[int], columns: Sequence[Sequence[float]], times: int
+) -> list[np.ndarray]:
     """Per column, `times` bootstrap sums sum_j m_j * column[j], m ~ Multinomial(sum(sizes), sizes / sum).
 
     The counts m_j are drawn category by category for every replicate at once: m_j ~
@@ -86,7 +87,7 @@ def resampled_sums(rng: np.random.Generator, sizes: Sequence[int], columns: Sequ
             for acc, col in zip(accs, columns):
                 acc += m * col[j]
         for o, acc in zip(out, accs):
-            o[lo:lo + b] = acc
+            o[lo : lo + b] = acc
     return out
 
 
@@ -105,8 +106,13 @@ def _interval(values: np.ndarray, level: float) -> list[float]:
     return [percentile(values, tail), percentile(values, 1.0 - tail)]
 
 
-def bootstrap_ci(pairs: Mapping[str, tuple[float, float]] | Iterable[tuple[float, float]], *,
-                 n_boot: int = DEFAULT_BOOT, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+def bootstrap_ci(
+    pairs: Mapping[str, tuple[float, float]] | Iterable[tuple[float, float]],
+    *,
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
     """Percentile bootstrap intervals for Res, Clean (fractions) and Gap (points).
 
     `pairs` holds one (clean, residual) pair per task; a replicate draws N tasks with
@@ -118,11 +124,19 @@ def bootstrap_ci(pairs: Mapping[str, tuple[float, float]] | Iterable[tuple[float
         return {"residual": None, "clean": None, "gap": None, "n_boot": n_boot, "seed": seed, "level": level}
     keys, sizes = _categories(values)
     n = len(values)
-    clean_sum, res_sum = resampled_sums(_rng(seed), sizes, ([k[0] for k in keys], [k[1] for k in keys]), n_boot)
+    clean_sum, res_sum = resampled_sums(
+        _rng(seed), sizes, ([k[0] for k in keys], [k[1] for k in keys]), n_boot
+    )
     clean, res = clean_sum / n, res_sum / n
     gap = 100.0 * (clean - res)
-    return {"residual": _interval(res, level), "clean": _interval(clean, level),
-            "gap": _interval(gap, level), "n_boot": n_boot, "seed": seed, "level": level}
+    return {
+        "residual": _interval(res, level),
+        "clean": _interval(clean, level),
+        "gap": _interval(gap, level),
+        "n_boot": n_boot,
+        "seed": seed,
+        "level": level,
+    }
 
 
 def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int = 0) -> tuple[float, bool]:
@@ -134,7 +148,9 @@ def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int
     Returns (p, exact).
     """
     nz: Counter = Counter()
-    for d, c in Counter(map(abs, filter(None, diffs))).items():  # rounded per distinct |d|, in first-seen order
+    for d, c in Counter(
+        map(abs, filter(None, diffs))
+    ).items():  # rounded per distinct |d|, in first-seen order
         nz[round(d, 12)] += c
     if not nz:
         return 1.0, True
@@ -177,19 +193,26 @@ def _exact_p(keys: list[float], sizes: list[int], threshold: float) -> float:
         num = np.ones(grid.shape[1])
         for j, s in enumerate(sizes):
             num = num * np.array([math.comb(s, k) for k in range(s + 1)], dtype=np.float64)[grid[j]]
-        p = float(np.cumsum(np.where(counts, num / 2.0 ** total, 0.0))[-1])
+        p = float(np.cumsum(np.where(counts, num / 2.0**total, 0.0))[-1])
     else:
         combs = [[math.comb(s, k) for k in range(s + 1)] for s in sizes]
-        denom = 2 ** total
+        denom = 2**total
         p = 0.0
         for ks in grid[:, counts].T.tolist():
             p += math.prod(c[k] for c, k in zip(combs, ks)) / denom
     return min(1.0, p)
 
 
-def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot: int = DEFAULT_BOOT,
-                      n_perm: int = DEFAULT_PERM, seed: int = 0, level: float = 0.95,
-                      scale: float = 100.0) -> dict[str, Any]:
+def paired_comparison(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    n_boot: int = DEFAULT_BOOT,
+    n_perm: int = DEFAULT_PERM,
+    seed: int = 0,
+    level: float = 0.95,
+    scale: float = 100.0,
+) -> dict[str, Any]:
     """Compare two sets of task-level values on their shared tasks.
 
     diff = scale * mean_i (a_i - b_i) (points for rates), a paired bootstrap interval of it, and
@@ -197,8 +220,13 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot:
     """
     set_a, set_b = set(a), set(b)
     shared = sorted(set_a & set_b)
-    base = {"n_shared": len(shared), "n_only_a": len(set_a - set_b), "n_only_b": len(set_b - set_a),
-            "level": level, "seed": seed}
+    base = {
+        "n_shared": len(shared),
+        "n_only_a": len(set_a - set_b),
+        "n_only_b": len(set_b - set_a),
+        "level": level,
+        "seed": seed,
+    }
     if not shared:
         return {**base, "diff": None, "ci": None, "p_value": None, "exact": None}
     n_boot = _check_replicates("n_boot", n_boot)
@@ -206,15 +234,23 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, n_boot:
     keys, sizes = _categories(diffs)
     (sums,) = resampled_sums(_rng(seed), sizes, (keys,), n_boot)
     p, exact = sign_flip_p(diffs, n_perm=n_perm, seed=seed)
-    return {**base, "diff": fmean(diffs), "mean_a": scale * fmean([a[t] for t in shared]),  # lists: no counting pass
-            "mean_b": scale * fmean([b[t] for t in shared]), "ci": _interval(sums / len(diffs), level),
-            "p_value": p, "exact": exact}
+    return {
+        **base,
+        "diff": fmean(diffs),
+        "mean_a": scale * fmean([a[t] for t in shared]),  # lists: no counting pass
+        "mean_b": scale * fmean([b[t] for t in shared]),
+        "ci": _interval(sums / len(diffs), level),
+        "p_value": p,
+        "exact": exact,
+    }
 
 
 METRICS = ("residual", "clean", "gap")
 
 
-def task_values(records: Iterable[Record], metric: str = "residual") -> dict[tuple[str, str], dict[str, float]]:
+def task_values(
+    records: Iterable[Record], metric: str = "residual"
+) -> dict[tuple[str, str], dict[str, float]]:
     """{(track, agent): {task: value}} on each agent's matched task set.
 
     residual = (1/K_i) sum_S y(S); clean = y(S_0); gap = clean - residual (a fraction).
@@ -234,8 +270,15 @@ def task_values(records: Iterable[Record], metric: str = "residual") -> dict[tup
     return out
 
 
-def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, metric: str = "residual",
-            agent_a: str | None = None, agent_b: str | None = None, **kw: Any) -> dict[str, dict[str, Any]]:
+def compare(
+    records_a: Iterable[Record],
+    records_b: Iterable[Record],
+    *,
+    metric: str = "residual",
+    agent_a: str | None = None,
+    agent_b: str | None = None,
+    **kw: Any,
+) -> dict[str, dict[str, Any]]:
     """Paired comparisons A - B per track, in points.
 
     Without agent names: each agent of A against the same agent in B (two runs of one agent).
@@ -251,5 +294,8 @@ def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, metric:
         if (track, other) not in vb:
             continue
         label = agent if other == agent else f"{agent} vs {other}"
-        out.setdefault(track, {})[label] = {"metric": metric, **paired_comparison(values, vb[(track, other)], **kw)}
+        out.setdefault(track, {})[label] = {
+            "metric": metric,
+            **paired_comparison(values, vb[(track, other)], **kw),
+        }
     return out

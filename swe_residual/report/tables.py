@@ -45,6 +45,7 @@ PARALLEL_STATES = 50_000
 
 # -- loading ------------------------------------------------------------------------------------
 
+
 def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedManifest]:
     """Records of every run dir and the union of their manifests (first definition wins), with
     artifact and patch paths made absolute. A results line that is not a record is left out and
@@ -86,9 +87,17 @@ def load_construction_file(path: Path) -> list[dict]:
 
 # -- the numbers --------------------------------------------------------------------------------
 
-def build_report(records: Iterable[Record], manifest: Manifest | LoadedManifest | None = None, *,
-                 construction: list[dict] | None = None, root: Path | str | None = None,
-                 n_boot: int = REPORT_BOOT, seed: int = 0, bias: bool = True) -> dict[str, Any]:
+
+def build_report(
+    records: Iterable[Record],
+    manifest: Manifest | LoadedManifest | None = None,
+    *,
+    construction: list[dict] | None = None,
+    root: Path | str | None = None,
+    n_boot: int = REPORT_BOOT,
+    seed: int = 0,
+    bias: bool = True,
+) -> dict[str, Any]:
     """Every table of the paper plus bootstrap intervals, unrounded.
 
     root resolves relative artifact/patch paths (load_runs already made them absolute). The
@@ -96,16 +105,42 @@ def build_report(records: Iterable[Record], manifest: Manifest | LoadedManifest 
     turned into columns first) and every table is computed from them (report/aggregates.py).
     """
     with paused_gc():
-        return _report(_columns(records), manifest_facts(manifest), case_count(manifest), construction, root,
-                       n_boot, seed, bias)
+        return _report(
+            _columns(records),
+            manifest_facts(manifest),
+            case_count(manifest),
+            construction,
+            root,
+            n_boot,
+            seed,
+            bias,
+        )
 
 
-def _report(cols: Columns, facts: Any, n_cases: int, construction: list[dict] | None, root: Path | str | None,
-            n_boot: int, seed: int, bias: bool) -> dict[str, Any]:
+def _report(
+    cols: Columns,
+    facts: Any,
+    n_cases: int,
+    construction: list[dict] | None,
+    root: Path | str | None,
+    n_boot: int,
+    seed: int,
+    bias: bool,
+) -> dict[str, Any]:
     clean_code = cols.code("clean")
     blind = np.flatnonzero(np.isin(cols.start, [cols.code(s) for s in sorted(BLIND_STARTS)]))
-    report = _build(cols, blind, cols.start[blind] == clean_code, facts, construction, root, n_boot, seed, bias,
-                    n_cases=n_cases)
+    report = _build(
+        cols,
+        blind,
+        cols.start[blind] == clean_code,
+        facts,
+        construction,
+        root,
+        n_boot,
+        seed,
+        bias,
+        n_cases=n_cases,
+    )
     views = sorted({cols.names[c] for c in np.unique(cols.start).tolist()} - BLIND_STARTS)
     if views:
         # each handoff view against the same clean runs, as if it were the residual start
@@ -116,8 +151,10 @@ def _report(cols: Columns, facts: Any, n_cases: int, construction: list[dict] | 
             pos = np.concatenate((clean, informed))
             is_clean = np.arange(len(pos)) < len(clean)
             sub = _build(cols, pos, is_clean, facts, None, root, n_boot, seed, bias, full=False)
-            report["handoff_views"][start.split("+", 1)[1]] = {"tracks": sub["tracks"],
-                                                               "acceptance_bias": sub["acceptance_bias"]}
+            report["handoff_views"][start.split("+", 1)[1]] = {
+                "tracks": sub["tracks"],
+                "acceptance_bias": sub["acceptance_bias"],
+            }
         report["meta"]["n_records"] = cols.n
     return report
 
@@ -131,16 +168,27 @@ def _columns(records: Iterable[Record]) -> Columns:
     return columns_of(record_rows(records))
 
 
-def _build(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, construction: list[dict] | None,
-           root: Path | str | None, n_boot: int, seed: int, bias: bool, full: bool = True,
-           n_cases: int = 0) -> dict[str, Any]:
+def _build(
+    cols: Columns,
+    pos: np.ndarray,
+    clean: np.ndarray,
+    facts: Any,
+    construction: list[dict] | None,
+    root: Path | str | None,
+    n_boot: int,
+    seed: int,
+    bias: bool,
+    full: bool = True,
+    n_cases: int = 0,
+) -> dict[str, Any]:
     """The tables of the records at `pos` (`clean`: which are Clean Start runs; `n_cases`: the
     manifest's); full=False: Table 3 and 4 only (a handoff view)."""
     if not full:
         return _tables(cols, pos, clean, facts, root, n_boot, seed, bias)[0]
     # Table 2 reads only the manifest and its patches: a child computes it meanwhile
-    statistics = meanwhile(lambda: benchmark_statistics(facts, construction, root),
-                           fork=len(facts.states) >= PARALLEL_STATES)
+    statistics = meanwhile(
+        lambda: benchmark_statistics(facts, construction, root), fork=len(facts.states) >= PARALLEL_STATES
+    )
     try:
         out, sel, per_group = _tables(cols, pos, clean, facts, root, n_boot, seed, bias)
         predecessors = aggregates.predecessor_groups(sel, per_group)
@@ -153,13 +201,26 @@ def _build(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, constr
         "acceptance_bias": out["acceptance_bias"],
         "construction": construction_accounting(construction),
         "rules": _rule_table(sel.rule_counts()),
-        "meta": {"n_records": len(pos), "n_boot": n_boot, "seed": seed,
-                 "agents": sorted({agent for _, agent in sel.groups}), "cases_expected": n_cases},
+        "meta": {
+            "n_records": len(pos),
+            "n_boot": n_boot,
+            "seed": seed,
+            "agents": sorted({agent for _, agent in sel.groups}),
+            "cases_expected": n_cases,
+        },
     }
 
 
-def _tables(cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any, root: Path | str | None, n_boot: int,
-            seed: int, bias: bool) -> tuple[dict[str, Any], aggregates.Selection, list]:
+def _tables(
+    cols: Columns,
+    pos: np.ndarray,
+    clean: np.ndarray,
+    facts: Any,
+    root: Path | str | None,
+    n_boot: int,
+    seed: int,
+    bias: bool,
+) -> tuple[dict[str, Any], aggregates.Selection, list]:
     """Table 3 and 4 of the records at `pos`, and what Table 8 needs."""
     sel = aggregates.Selection(cols, pos, clean, facts)
     tracks, per_group = aggregates.success_tables(sel, n_boot, seed)
@@ -182,11 +243,14 @@ def rule_counts(records: Iterable[Record]) -> dict[str, dict[str, int]]:
 def _rule_table(counts: dict[str, int]) -> dict[str, dict[str, int]]:
     from swe_residual.errors import RULES
 
-    return {name: {"records": n, "counted": RULES[name].counted if name in RULES else False}
-            for name, n in sorted(counts.items())}
+    return {
+        name: {"records": n, "counted": RULES[name].counted if name in RULES else False}
+        for name, n in sorted(counts.items())
+    }
 
 
 # -- display helpers ----------------------------------------------------------------------------
+
 
 def pct(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}"
@@ -213,7 +277,7 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
     bold: set[tuple[int, int]] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
-    question: str = ""          # the one line saying what the table answers
+    question: str = ""  # the one line saying what the table answers
     names: tuple[int, ...] = (0,)  # columns of names: the terminal shortens these first to fit
 
 
@@ -226,43 +290,92 @@ def tokens(v: float | None) -> str:
     return "n/a" if v is None else f"{v:,.0f}"
 
 
-Q3 = ("How much success does each agent lose when it starts from a Residual State instead of the clean "
-      "repository (the Gap)?")
+Q3 = (
+    "How much success does each agent lose when it starts from a Residual State instead of the clean "
+    "repository (the Gap)?"
+)
 Q3_FIT = Q3 + " Success in %, Gap in points."
-Q4 = ("How do continuations fail: do they accept the inherited work (same failing tests, code kept) or "
-      "repair and inspect it?")
+Q4 = (
+    "How do continuations fail: do they accept the inherited work (same failing tests, code kept) or "
+    "repair and inspect it?"
+)
 Q4_FIT = Q4 + " Shares in %, Steps as a ratio, Gap and Split diff in points."
 
 # Table 3 in the terminal: wide column -> its short head (units in the question line), so a 14-character
 # track and a 30-character agent name fit 120 columns; the HTML, tables.md and `--tables wide` show all
-_T3_FIT = {"Track": "Track", "Agent": "Agent", "Residual (%)": "Residual", "Ref. Clean (%)": "Ref. Clean",
-           "Gap (pts)": "Gap", "95% CI Gap": "95% CI Gap", "CondFail (%)": "CondFail", "Tasks": "Tasks",
-           "Flagged": "Flagged"}
+_T3_FIT = {
+    "Track": "Track",
+    "Agent": "Agent",
+    "Residual (%)": "Residual",
+    "Ref. Clean (%)": "Ref. Clean",
+    "Gap (pts)": "Gap",
+    "95% CI Gap": "95% CI Gap",
+    "CondFail (%)": "CondFail",
+    "Tasks": "Tasks",
+    "Flagged": "Flagged",
+}
 
 
-def table3(report: dict, title: str = "Table 3 - success by track (task-weighted; Gap before rounding)",
-           wide: bool = True) -> Table:
+def table3(
+    report: dict,
+    title: str = "Table 3 - success by track (task-weighted; Gap before rounding)",
+    wide: bool = True,
+) -> Table:
     """Residual / Ref. Clean / Gap per agent and track; bold = best residual and clean per track.
     wide=False keeps the columns a reader needs first (fits 120 columns for agent names up to ~30)."""
-    t = Table(title,
-              ["Track", "Agent", "Residual (%)", "Ref. Clean (%)", "Gap (pts)", "CondFail (%)", "Tasks",
-               "95% CI Residual", "95% CI Clean", "95% CI Gap", "Flagged", "Tokens Residual", "Tokens Clean"],
-              question=Q3, names=(0, 1))
+    t = Table(
+        title,
+        [
+            "Track",
+            "Agent",
+            "Residual (%)",
+            "Ref. Clean (%)",
+            "Gap (pts)",
+            "CondFail (%)",
+            "Tasks",
+            "95% CI Residual",
+            "95% CI Clean",
+            "95% CI Gap",
+            "Flagged",
+            "Tokens Residual",
+            "Tokens Clean",
+        ],
+        question=Q3,
+        names=(0, 1),
+    )
     for track, agents in sorted(report["tracks"].items()):
         first = len(t.rows)
         names = sorted(agents)
         for agent in names:
             r = agents[agent]
             ci = r.get("ci") or {}
-            t.rows.append([track, agent, pct(r["residual"]), pct(r["clean"]), pts(r["gap"]), pct(r["cond_fail"]),
-                           str(r["n_tasks"]), _ci(ci.get("residual")), _ci(ci.get("clean")), _ci(ci.get("gap"), pts),
-                           str(r.get("n_flagged", 0)), tokens(r.get("tokens_residual")), tokens(r.get("tokens_clean"))])
+            t.rows.append(
+                [
+                    track,
+                    agent,
+                    pct(r["residual"]),
+                    pct(r["clean"]),
+                    pts(r["gap"]),
+                    pct(r["cond_fail"]),
+                    str(r["n_tasks"]),
+                    _ci(ci.get("residual")),
+                    _ci(ci.get("clean")),
+                    _ci(ci.get("gap"), pts),
+                    str(r.get("n_flagged", 0)),
+                    tokens(r.get("tokens_residual")),
+                    tokens(r.get("tokens_clean")),
+                ]
+            )
         for col, key in ((2, "residual"), (3, "clean")):
             t.bold.update((first + i, col) for i in _best([agents[a][key] for a in names]))
-    t.notes.append("CondFail: residual failure on the tasks each agent solved from Clean Start (its own set).")
+    t.notes.append(
+        "CondFail: residual failure on the tasks each agent solved from Clean Start (its own set)."
+    )
     t.notes.append("Flagged: valid runs whose final state has integrity flags (record field `integrity`).")
     if wide:
-        t.notes.append("Tokens: median prompt + completion tokens per valid run of each start (n/a: not reported).")
+        t.notes.append(
+            "Tokens: median prompt + completion tokens per valid run of each start (n/a: not reported)."
+        )
         return t
     return _select(t, _T3_FIT, Q3_FIT)
 
@@ -271,24 +384,48 @@ def _select(t: Table, columns: dict[str, str], question: str) -> Table:
     """The table with only the `columns` (wide name -> shown name, in that order); bold marks and
     name columns follow them."""
     idx = [t.columns.index(c) for c in columns]
-    return Table(t.title, list(columns.values()), [[row[i] for i in idx] for row in t.rows],
-                 {(r, idx.index(c)) for r, c in t.bold if c in idx}, list(t.notes), question,
-                 tuple(idx.index(c) for c in t.names if c in idx))
+    return Table(
+        t.title,
+        list(columns.values()),
+        [[row[i] for i in idx] for row in t.rows],
+        {(r, idx.index(c)) for r, c in t.bold if c in idx},
+        list(t.notes),
+        question,
+        tuple(idx.index(c) for c in t.names if c in idx),
+    )
 
 
-_T4 = [("Same failing", "same_failing", pct), ("Init. fail Clean", "initially_failing_clean", pct),
-       ("Init. fail Residual", "initially_failing_residual", pct), ("Repair", "repair_rate", pct),
-       ("Break", "break_rate", pct), ("Kept", "kept", pct), ("Left-out Clean", "left_out_changed_clean", pct),
-       ("Left-out Residual", "left_out_changed_residual", pct), ("Left-out opened", "left_out_opened", pct),
-       ("Steps", "steps_ratio", ratio), ("Tokens", "tokens_ratio", ratio), ("Inspected", "inspection_rate", pct)]
+_T4 = [
+    ("Same failing", "same_failing", pct),
+    ("Init. fail Clean", "initially_failing_clean", pct),
+    ("Init. fail Residual", "initially_failing_residual", pct),
+    ("Repair", "repair_rate", pct),
+    ("Break", "break_rate", pct),
+    ("Kept", "kept", pct),
+    ("Left-out Clean", "left_out_changed_clean", pct),
+    ("Left-out Residual", "left_out_changed_residual", pct),
+    ("Left-out opened", "left_out_opened", pct),
+    ("Steps", "steps_ratio", ratio),
+    ("Tokens", "tokens_ratio", ratio),
+    ("Inspected", "inspection_rate", pct),
+]
 
 
 # Table 4 in the terminal: the measures a reader needs first, short heads (`--tables wide`, the HTML
 # and tables.md show every column); "Init. fail Clean / Res." puts the two initially-failing shares
 # side by side
-_T4_FIT = {"Agent": "Agent", "Gap (pts)": "Gap", "Same failing": "Same failing",
-           "Init. fail Clean / Res.": "Init. fail Clean / Res.", "Repair": "Repair", "Break": "Break", "Kept": "Kept",
-           "Inspected": "Inspected", "Steps": "Steps", "Split diff (pts)": "Split diff"}
+_T4_FIT = {
+    "Agent": "Agent",
+    "Gap (pts)": "Gap",
+    "Same failing": "Same failing",
+    "Init. fail Clean / Res.": "Init. fail Clean / Res.",
+    "Repair": "Repair",
+    "Break": "Break",
+    "Kept": "Kept",
+    "Inspected": "Inspected",
+    "Steps": "Steps",
+    "Split diff (pts)": "Split diff",
+}
 
 
 def table4(report: dict, suffix: str = "", wide: bool = True) -> list[Table]:
@@ -296,11 +433,20 @@ def table4(report: dict, suffix: str = "", wide: bool = True) -> list[Table]:
     reason naming its columns. wide=False: the columns of _T4_FIT (fits 120 columns)."""
     tables = []
     for track, agents in sorted(report.get("acceptance_bias", {}).items()):
-        columns = ["Agent", "Gap (pts)", *(c for c, _, _ in _T4), "Kept split high/low succ. (%)", "Split diff (pts)"]
+        columns = [
+            "Agent",
+            "Gap (pts)",
+            *(c for c, _, _ in _T4),
+            "Kept split high/low succ. (%)",
+            "Split diff (pts)",
+        ]
         if not wide:
             columns = list(_T4_FIT)
-        t = Table(f"Table 4 - acceptance bias ({track}){suffix}",
-                  columns if wide else list(_T4_FIT.values()), question=Q4 if wide else Q4_FIT)
+        t = Table(
+            f"Table 4 - acceptance bias ({track}){suffix}",
+            columns if wide else list(_T4_FIT.values()),
+            question=Q4 if wide else Q4_FIT,
+        )
         reasons: dict[str, set[str]] = {}
         order = sorted(agents, key=lambda a: (agents[a].get("gap") is None, -(agents[a].get("gap") or 0), a))
         for agent in order:
@@ -319,11 +465,25 @@ def table4(report: dict, suffix: str = "", wide: bool = True) -> list[Table]:
             if split["value"] is None and split.get("reason"):
                 reasons.setdefault("Kept split", set()).add(split["reason"])
             t.rows.append([cells[c] for c in columns])
-        t.notes.append("Normally submitted runs; per run, averaged within task, then across tasks; "
-                       "Steps (Tokens) = median over tasks of continuation/clean step (token) ratios.")
-        shown = set(columns) | {"Kept split"} if wide else {"Same failing", "Init. fail Clean", "Init. fail Residual",
-                                                             "Repair", "Break", "Kept", "Inspected", "Steps",
-                                                             "Kept split"}
+        t.notes.append(
+            "Normally submitted runs; per run, averaged within task, then across tasks; "
+            "Steps (Tokens) = median over tasks of continuation/clean step (token) ratios."
+        )
+        shown = (
+            set(columns) | {"Kept split"}
+            if wide
+            else {
+                "Same failing",
+                "Init. fail Clean",
+                "Init. fail Residual",
+                "Repair",
+                "Break",
+                "Kept",
+                "Inspected",
+                "Steps",
+                "Kept split",
+            }
+        )
         by_reason: dict[str, list[str]] = {}
         for col, rs in reasons.items():
             if col in shown:
@@ -338,16 +498,27 @@ def table8(report: dict) -> Table:
     """Clean / Residual per predecessor family, tracks pooled."""
     pred = report.get("predecessors") or {"families": [], "agents": {}}
     groups = ["overall", *pred["families"]]
-    t = Table("Table 8 - by predecessor family (tracks pooled, tasks weighted equally)",
-              ["Agent", *(f"{g.capitalize() if g == 'overall' else g} {s}" for g in groups for s in ("Clean", "Residual"))],
-              question="Does the loss depend on which predecessor (model family) left the state? Success in %.")
+    t = Table(
+        "Table 8 - by predecessor family (tracks pooled, tasks weighted equally)",
+        [
+            "Agent",
+            *(
+                f"{g.capitalize() if g == 'overall' else g} {s}"
+                for g in groups
+                for s in ("Clean", "Residual")
+            ),
+        ],
+        question="Does the loss depend on which predecessor (model family) left the state? Success in %.",
+    )
     for agent, row in sorted(pred["agents"].items()):
         cells = [agent]
         for g in groups:
             cell = row.get(g) or {}
             cells += [pct(cell.get("clean")), pct(cell.get("residual"))]
         t.rows.append(cells)
-    t.notes.append("Each group uses its own matched Clean Start reference on the tasks with a state from that family.")
+    t.notes.append(
+        "Each group uses its own matched Clean Start reference on the tasks with a state from that family."
+    )
     return t
 
 
@@ -359,8 +530,11 @@ def table2(report: dict) -> Table:
     """Benchmark statistics per track."""
     stats = report.get("statistics") or {}
     tracks = sorted(stats)
-    t = Table("Table 2 - benchmark statistics", ["", *tracks],
-              question="What the benchmark holds: tasks, Residual States and how far their predecessors got.")
+    t = Table(
+        "Table 2 - benchmark statistics",
+        ["", *tracks],
+        question="What the benchmark holds: tasks, Residual States and how far their predecessors got.",
+    )
     fams = sorted({f for s in stats.values() for f in s["states_per_predecessor"]})
     ks = sorted({int(k) for s in stats.values() for k in s["tasks_by_state_count"]}) or [1, 2, 3]
 
@@ -372,31 +546,63 @@ def table2(report: dict) -> Table:
     row("Residual States", lambda s: str(s["residual_states"]))
     for f in fams:
         row(f"  from {f}", lambda s, f=f: str(s["states_per_predecessor"].get(f, 0)))
-    row(f"Tasks with {' / '.join(map(str, ks))} states",
-        lambda s: " / ".join(str(s["tasks_by_state_count"].get(str(k), 0)) for k in ks))
-    row("Prior-attempt length (steps, median)", lambda s: "n/a" if _na(s["prior_steps_median"]) else f"{s['prior_steps_median']['value']:g}")
-    row("Predecessor execution time (min, median)", lambda s: "n/a" if _na(s["prior_minutes_median"]) else f"{s['prior_minutes_median']['value']:.1f}")
-    row("Test pass rate (mean / median, %)", lambda s: f"{pct(s['pass_rate_mean']['value'])} / {pct(s['pass_rate_median']['value'])}")
-    row("States with 1-3 tests still failing",
-        lambda s: f"{s['states_1_3_failing']['count']} ({pct(s['states_1_3_failing']['share'])}%)")
-    row("Files changed (median)", lambda s: "n/a" if _na(s["files_changed_median"]) else f"{s['files_changed_median']['value']:g}")
-    row("Lines added / deleted (median)", lambda s: " / ".join(
-        "n/a" if _na(s[k]) else f"{s[k]['value']:g}" for k in ("lines_added_median", "lines_deleted_median")))
-    row("Patch size (KiB, median)", lambda s: "n/a" if _na(s["patch_kib_median"]) else f"{s['patch_kib_median']['value']:.1f}")
-    reasons = {c.get("reason") for s in stats.values() for c in s.values() if isinstance(c, dict) and c.get("reason")}
+    row(
+        f"Tasks with {' / '.join(map(str, ks))} states",
+        lambda s: " / ".join(str(s["tasks_by_state_count"].get(str(k), 0)) for k in ks),
+    )
+    row(
+        "Prior-attempt length (steps, median)",
+        lambda s: "n/a" if _na(s["prior_steps_median"]) else f"{s['prior_steps_median']['value']:g}",
+    )
+    row(
+        "Predecessor execution time (min, median)",
+        lambda s: "n/a" if _na(s["prior_minutes_median"]) else f"{s['prior_minutes_median']['value']:.1f}",
+    )
+    row(
+        "Test pass rate (mean / median, %)",
+        lambda s: f"{pct(s['pass_rate_mean']['value'])} / {pct(s['pass_rate_median']['value'])}",
+    )
+    row(
+        "States with 1-3 tests still failing",
+        lambda s: f"{s['states_1_3_failing']['count']} ({pct(s['states_1_3_failing']['share'])}%)",
+    )
+    row(
+        "Files changed (median)",
+        lambda s: "n/a" if _na(s["files_changed_median"]) else f"{s['files_changed_median']['value']:g}",
+    )
+    row(
+        "Lines added / deleted (median)",
+        lambda s: " / ".join(
+            "n/a" if _na(s[k]) else f"{s[k]['value']:g}"
+            for k in ("lines_added_median", "lines_deleted_median")
+        ),
+    )
+    row(
+        "Patch size (KiB, median)",
+        lambda s: "n/a" if _na(s["patch_kib_median"]) else f"{s['patch_kib_median']['value']:.1f}",
+    )
+    reasons = {
+        c.get("reason") for s in stats.values() for c in s.values() if isinstance(c, dict) and c.get("reason")
+    }
     t.notes.extend(f"n/a: {r}" for r in sorted(reasons))
     return t
 
 
-_T5 = [("Predecessor runs (Stage I)", "predecessor_runs"), ("Did not declare completion", "not_submitted"),
-       ("Passed the verifier", "passed"), ("Infrastructure failure", "infra_error"),
-       ("No substantive change", "no_change"), ("Duplicate final state", "duplicate"),
-       ("Not selected (per-task cap, families)", "not_selected"),
-       ("Rejected in review", "review_rejected"), ("Passed human review", "passed_review"),
-       ("Patch application or command replay failed", "rebuild_failed"),
-       ("Environment unusable for rollouts", "env_unusable"),
-       ("No valid verifier result, or no longer failing", "no_valid_verdict_or_not_failing"),
-       ("Included", "included")]
+_T5 = [
+    ("Predecessor runs (Stage I)", "predecessor_runs"),
+    ("Did not declare completion", "not_submitted"),
+    ("Passed the verifier", "passed"),
+    ("Infrastructure failure", "infra_error"),
+    ("No substantive change", "no_change"),
+    ("Duplicate final state", "duplicate"),
+    ("Not selected (per-task cap, families)", "not_selected"),
+    ("Rejected in review", "review_rejected"),
+    ("Passed human review", "passed_review"),
+    ("Patch application or command replay failed", "rebuild_failed"),
+    ("Environment unusable for rollouts", "env_unusable"),
+    ("No valid verifier result, or no longer failing", "no_valid_verdict_or_not_failing"),
+    ("Included", "included"),
+]
 
 
 def table5(report: dict) -> Table | None:
@@ -419,28 +625,45 @@ def all_tables(report: dict, wide: bool = True) -> list[Table]:
     8, 2 and 5. wide=False: Table 3 and 4 with the columns that fit a 120-column terminal."""
     tables = [table3(report, wide=wide), *table4(report, wide=wide)]
     for view, sub in sorted((report.get("handoff_views") or {}).items()):
-        tables.append(table3(sub, f"Table 3 - success by track, handoff view '{view}' (residual+{view} "
-                                  "against the same clean runs; never mixed with the blind residual start)", wide=wide))
+        tables.append(
+            table3(
+                sub,
+                f"Table 3 - success by track, handoff view '{view}' (residual+{view} "
+                "against the same clean runs; never mixed with the blind residual start)",
+                wide=wide,
+            )
+        )
         tables.extend(table4(sub, f", handoff view '{view}'", wide=wide))
     tables += [table8(report), table2(report)]
     t5 = table5(report)
     if t5 is not None:
         tables.append(t5)
     else:
-        tables.append(Table("Table 5 - construction accounting", ["", "value"],
-                            [["construction", "n/a"]], notes=[report.get("construction", {}).get("reason", "")],
-                            question=Q5))
+        tables.append(
+            Table(
+                "Table 5 - construction accounting",
+                ["", "value"],
+                [["construction", "n/a"]],
+                notes=[report.get("construction", {}).get("reason", "")],
+                question=Q5,
+            )
+        )
     return tables
 
 
 # -- renderers ----------------------------------------------------------------------------------
 
+
 def render_markdown(report: dict) -> str:
     """tables.md: GitHub tables, best per track in bold."""
     out = ["# SWE-Residual results", ""]
     for t in all_tables(report):
-        out += [f"## {t.title}", "", "| " + " | ".join(t.columns) + " |",
-                "|" + "|".join("---" if i == 0 else "---:" for i in range(len(t.columns))) + "|"]
+        out += [
+            f"## {t.title}",
+            "",
+            "| " + " | ".join(t.columns) + " |",
+            "|" + "|".join("---" if i == 0 else "---:" for i in range(len(t.columns))) + "|",
+        ]
         for i, row in enumerate(t.rows):
             cells = [f"**{c}**" if (i, j) in t.bold else c for j, c in enumerate(row)]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -459,7 +682,7 @@ def shorten(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     keep = max(1, width - 2)
-    return text[:(keep + 1) // 2] + ".." + text[len(text) - keep // 2:] if keep > 1 else text[:width]
+    return text[: (keep + 1) // 2] + ".." + text[len(text) - keep // 2 :] if keep > 1 else text[:width]
 
 
 def _fit(rows: list[list[str]], names: tuple[int, ...], width: int) -> tuple[list[list[str]], list[int]]:
@@ -473,8 +696,10 @@ def _fit(rows: list[list[str]], names: tuple[int, ...], width: int) -> tuple[lis
         j = max(candidates, key=lambda j: widths[j])
         widths[j] -= 1
     if any(widths[j] < max(len(r[j]) for r in rows) for j in names):
-        rows = [r if k == 0 else [shorten(c, widths[j]) if j in names else c for j, c in enumerate(r)]
-                for k, r in enumerate(rows)]
+        rows = [
+            r if k == 0 else [shorten(c, widths[j]) if j in names else c for j, c in enumerate(r)]
+            for k, r in enumerate(rows)
+        ]
     return rows, widths
 
 
@@ -486,15 +711,23 @@ def render_text(report: dict, wide: bool = False, width: int = TEXT_WIDTH) -> st
     out: list[str] = []
     seen: set[str] = set()
     for t in all_tables(report, wide=wide):
-        rows = [t.columns] + [[c + ("*" if (i, j) in t.bold else "") for j, c in enumerate(r)]
-                              for i, r in enumerate(t.rows)]
-        rows, widths = (rows, [max(len(r[j]) for r in rows) for j in range(len(t.columns))]) if wide else \
-            _fit(rows, t.names, width)
+        rows = [t.columns] + [
+            [c + ("*" if (i, j) in t.bold else "") for j, c in enumerate(r)] for i, r in enumerate(t.rows)
+        ]
+        rows, widths = (
+            (rows, [max(len(r[j]) for r in rows) for j in range(len(t.columns))])
+            if wide
+            else _fit(rows, t.names, width)
+        )
         out += [t.title, "=" * len(t.title)]
         if t.question:
             out += textwrap.wrap(t.question, width)
         for k, r in enumerate(rows):
-            out.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))).rstrip())
+            out.append(
+                "  ".join(
+                    c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))
+                ).rstrip()
+            )
             if k == 0:
                 out.append("  ".join("-" * w for w in widths))
         notes = [*t.notes, *([BEST_NOTE] if t.bold else [])]
@@ -512,9 +745,11 @@ def interrupted_lines(report: dict) -> list[str]:
     stopped = report.get("interrupted")
     if not isinstance(stopped, dict):
         return []
-    return [f"interrupted: {stopped.get('recorded', 0)} of {stopped.get('collected', 0)} cases recorded "
-            f"({stopped.get('valid', 0)} with a valid verdict), {stopped.get('not_run', 0)} not run; no gate checked",
-            f"continue it with: {stopped.get('resume') or '--resume RUN_DIR'}"]
+    return [
+        f"interrupted: {stopped.get('recorded', 0)} of {stopped.get('collected', 0)} cases recorded "
+        f"({stopped.get('valid', 0)} with a valid verdict), {stopped.get('not_run', 0)} not run; no gate checked",
+        f"continue it with: {stopped.get('resume') or '--resume RUN_DIR'}",
+    ]
 
 
 def figures_absent_reason(report: dict) -> str:
@@ -524,9 +759,26 @@ def figures_absent_reason(report: dict) -> str:
     return "no agent has both a Clean Start and a Residual Start outcome"
 
 
-CSV_COLUMNS = ["track", "agent", "n_tasks", "residual_pct", "clean_pct", "gap_pts", "cond_fail_pct",
-               "residual_ci_low", "residual_ci_high", "clean_ci_low", "clean_ci_high", "gap_ci_low",
-               "gap_ci_high", "n_clean_solved", "n_residual_runs", "n_clean_runs", "n_infra_errors", "n_flagged"]
+CSV_COLUMNS = [
+    "track",
+    "agent",
+    "n_tasks",
+    "residual_pct",
+    "clean_pct",
+    "gap_pts",
+    "cond_fail_pct",
+    "residual_ci_low",
+    "residual_ci_high",
+    "clean_ci_low",
+    "clean_ci_high",
+    "gap_ci_low",
+    "gap_ci_high",
+    "n_clean_solved",
+    "n_residual_runs",
+    "n_clean_runs",
+    "n_infra_errors",
+    "n_flagged",
+]
 
 
 def render_csv(report: dict) -> str:
@@ -542,9 +794,23 @@ def render_csv(report: dict) -> str:
             for key, k in (("residual", 100.0), ("clean", 100.0), ("gap", 1.0)):
                 b = ci.get(key) or [None, None]
                 bounds += [scale(b[0], k), scale(b[1], k)]
-            w.writerow([track, agent, r["n_tasks"], scale(r["residual"]), scale(r["clean"]), scale(r["gap"], 1.0),
-                        scale(r["cond_fail"]), *bounds, r.get("n_clean_solved", ""), r.get("n_residual_runs", ""),
-                        r.get("n_clean_runs", ""), r.get("n_infra_errors", ""), r.get("n_flagged", "")])
+            w.writerow(
+                [
+                    track,
+                    agent,
+                    r["n_tasks"],
+                    scale(r["residual"]),
+                    scale(r["clean"]),
+                    scale(r["gap"], 1.0),
+                    scale(r["cond_fail"]),
+                    *bounds,
+                    r.get("n_clean_solved", ""),
+                    r.get("n_residual_runs", ""),
+                    r.get("n_clean_runs", ""),
+                    r.get("n_infra_errors", ""),
+                    r.get("n_flagged", ""),
+                ]
+            )
     return buf.getvalue()
 
 
@@ -553,6 +819,7 @@ def render_csv(report: dict) -> str:
 from swe_residual.report.figures import figure_conditional, figure_success  # noqa: E402  (re-exported)
 
 # -- files --------------------------------------------------------------------------------------
+
 
 def write_outputs(run_dir: Path | str, report: dict) -> dict[str, Path]:
     """summary.json (the full report), tables.md and results.csv in the run dir."""

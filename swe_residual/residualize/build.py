@@ -65,9 +65,11 @@ from swe_residual.tasks import Task
 
 USABLE_PROBE = 'cd "$SWE_APP" && git status --porcelain >/dev/null && echo swe-residual-usable'
 PENDING_TESTS = ["(not validated yet)"]
-HEADER = "# Residual States (swe-residual states-schema prints the schema); paths are relative to this file.\n"
-DEFAULT_STATES = Path("states") / "states.yaml"          # in the work dir, unless --states says otherwise
-STAGES = ("state", "probe", "verify")                    # per candidate, after its task's images
+HEADER = (
+    "# Residual States (swe-residual states-schema prints the schema); paths are relative to this file.\n"
+)
+DEFAULT_STATES = Path("states") / "states.yaml"  # in the work dir, unless --states says otherwise
+STAGES = ("state", "probe", "verify")  # per candidate, after its task's images
 SLOWEST = 5
 
 
@@ -82,6 +84,7 @@ def states_path_of(wd: WorkDir, args: argparse.Namespace) -> Path:
 
 # -- the states file: read once, added to as text ---------------------------------------------------
 
+
 class StatesTarget:
     """The states file a build adds to. Its entries are read once; new ones are added as text
     after the last entry (or in place of an empty `states: []`), never by dumping the YAML again,
@@ -94,8 +97,9 @@ class StatesTarget:
         if path.is_file():
             raw = read_yaml(path, "states file")
             if not isinstance(raw, dict) or not isinstance(raw.get("states") or [], list):
-                raise InputError(f"{path}: not a states file (a mapping with a `states:` list); pass another "
-                                 "--states")
+                raise InputError(
+                    f"{path}: not a states file (a mapping with a `states:` list); pass another --states"
+                )
             self.entries = [e for e in raw.get("states") or [] if isinstance(e, dict)]
 
     def by_id(self, sid: str) -> dict | None:
@@ -154,26 +158,32 @@ def appended(old: str, entries: list[dict], path: Path) -> str:
         root = yaml.compose(old, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if root is None:                                    # empty, or comments only
+    if root is None:  # empty, or comments only
         new = (body or HEADER) + "states:\n" + _dump_items(entries, 0)
     elif not isinstance(root, yaml.MappingNode):
         raise InputError(f"{path}: not a states file (a mapping with a `states:` list)")
     else:
-        pair = next(((k, v) for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "states"), None)
+        pair = next(
+            ((k, v) for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "states"), None
+        )
         if pair is None:
             new = body + "states:\n" + _dump_items(entries, 0)
         else:
             key, value = pair
-            flow = old[value.start_mark.index:value.start_mark.index + 1] == "["
+            flow = old[value.start_mark.index : value.start_mark.index + 1] == "["
             if isinstance(value, yaml.SequenceNode) and value.value and not flow:
                 at = _line_after(old, _last_leaf_end(value.value[-1]))
-                indent = value.value[0].start_mark.column - 2 if isinstance(value.value[0], yaml.MappingNode) \
+                indent = (
+                    value.value[0].start_mark.column - 2
+                    if isinstance(value.value[0], yaml.MappingNode)
                     else value.start_mark.column
+                )
                 indent = max(indent, 0)
                 head = old[:at] if old[:at].endswith("\n") or not old[:at] else old[:at] + "\n"
                 new = head + _dump_items(entries, indent) + old[at:]
-            elif (isinstance(value, yaml.SequenceNode) and not value.value and flow) or \
-                    (isinstance(value, yaml.ScalarNode) and value.tag.endswith(":null")):
+            elif (isinstance(value, yaml.SequenceNode) and not value.value and flow) or (
+                isinstance(value, yaml.ScalarNode) and value.tag.endswith(":null")
+            ):
                 # `states: []` or an empty `states:`: the value goes, the entries follow its line
                 start, end = value.start_mark.index, value.end_mark.index
                 rest = _line_after(old, end)
@@ -181,8 +191,10 @@ def appended(old: str, entries: list[dict], path: Path) -> str:
                 line = line if line.endswith("\n") else line + "\n"
                 new = line + _dump_items(entries, key.start_mark.column) + old[rest:]
             else:
-                raise InputError(f"{path}: states: entries can be added only to a block list (`states:` then "
-                                 "`- id: ...` lines) or an empty one; pass another --states")
+                raise InputError(
+                    f"{path}: states: entries can be added only to a block list (`states:` then "
+                    "`- id: ...` lines) or an empty one; pass another --states"
+                )
     check_appended(old, new, entries, path)
     return new
 
@@ -193,11 +205,14 @@ def check_appended(old: str, new: str, entries: list[dict], path: Path) -> None:
     after = yaml.safe_load(new) or {}
     want = {**before, "states": list(before.get("states") or []) + entries}
     if after != want:
-        raise InputError(f"{path}: the new states could not be added as text without changing what the file "
-                         "holds (an unusual layout); nothing written - pass another --states")
+        raise InputError(
+            f"{path}: the new states could not be added as text without changing what the file "
+            "holds (an unusual layout); nothing written - pass another --states"
+        )
 
 
 # -- one candidate ------------------------------------------------------------------------------------
+
 
 def _loaded(run: PredecessorRun, wd: WorkDir, states_path: Path, machine: bool = False) -> LoadedState:
     """The candidate as a state entry, its patch (or interactions) copied beside the states file."""
@@ -208,19 +223,29 @@ def _loaded(run: PredecessorRun, wd: WorkDir, states_path: Path, machine: bool =
     dest.write_bytes(wd.interactions_bytes(run) if machine else wd.patch_bytes(run))
     traj_rel, traj_dest = None, None
     source = wd.file(run.trajectory)
-    if source is not None and source.is_file():     # what --handoff-view shows the continuation
+    if source is not None and source.is_file():  # what --handoff-view shows the continuation
         traj_rel = rel.with_name(f"{sid}.trajectory.json")
         traj_dest = states_path.parent / traj_rel
         shutil.copyfile(source, traj_dest)
     traj = str(traj_rel) if traj_rel else None
-    artifact = (Artifact(interactions=str(rel), sha256=sha256_file(dest), trajectory=traj) if machine
-                else Artifact(patch=str(rel), sha256=sha256_file(dest), trajectory=traj))
+    artifact = (
+        Artifact(interactions=str(rel), sha256=sha256_file(dest), trajectory=traj)
+        if machine
+        else Artifact(patch=str(rel), sha256=sha256_file(dest), trajectory=traj)
+    )
     entry = ResidualState(
-        id=sid, track=run.track, task=run.task, predecessor=Predecessor(**run.predecessor.model_dump()),
+        id=sid,
+        track=run.track,
+        task=run.task,
+        predecessor=Predecessor(**run.predecessor.model_dump()),
         artifact=artifact,
-        provenance={"source_run": run.id, **{f"source_{k}": v for k, v in run.source.items()},
-                    "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")},
-        initial_verdict=InitialVerdict(failing_tests=PENDING_TESTS))
+        provenance={
+            "source_run": run.id,
+            **{f"source_{k}": v for k, v in run.source.items()},
+            "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        },
+        initial_verdict=InitialVerdict(failing_tests=PENDING_TESTS),
+    )
     return LoadedState(entry, dest, traj_dest)
 
 
@@ -255,14 +280,17 @@ class Clock:
         return self.timings
 
 
-def validate_candidate(session: RunSession, case: Case, run: PredecessorRun,
-                       clock: Clock | None = None) -> BuildOutcome | None:
+def validate_candidate(
+    session: RunSession, case: Case, run: PredecessorRun, clock: Clock | None = None
+) -> BuildOutcome | None:
     """The Stage IV outcome of one candidate; None when the harness itself failed (try again later)."""
     state = case.state
     clock = clock or Clock()
 
     def out(result: str, detail: str = "", **kw) -> BuildOutcome:
-        return BuildOutcome(candidate=run.id, result=result, detail=detail[:1000], timings=dict(clock.stop()), **kw)
+        return BuildOutcome(
+            candidate=run.id, result=result, detail=detail[:1000], timings=dict(clock.stop()), **kw
+        )
 
     try:
         clock.stage("state")
@@ -271,7 +299,9 @@ def validate_candidate(session: RunSession, case: Case, run: PredecessorRun,
             snap = session.backend.snapshot(case.task, state)
             state.entry.provenance = {**(state.entry.provenance or {}), "snapshot": snap.method}
             if not snap.deterministic:
-                return out("rebuild_failed", "two replays of its interactions differ: " + "; ".join(snap.differences))
+                return out(
+                    "rebuild_failed", "two replays of its interactions differ: " + "; ".join(snap.differences)
+                )
         clock.stage("probe")
         problem = _usable(session.backend, case.task, state)
     except (PatchApplyError, ReplayError) as exc:
@@ -294,29 +324,47 @@ def validate_candidate(session: RunSession, case: Case, run: PredecessorRun,
     if record.outcome == 1:
         return out("no_longer_failing", "every hidden test passes on the rebuilt state")
     if record.rule != "verdict" or not failing:
-        return out("no_valid_verdict", f"outcome 0 without failing hidden tests (rule {record.rule}"
-                   + (f"; {record.verdict_note}" if record.verdict_note else "") + ")")
+        return out(
+            "no_valid_verdict",
+            f"outcome 0 without failing hidden tests (rule {record.rule}"
+            + (f"; {record.verdict_note}" if record.verdict_note else "")
+            + ")",
+        )
     if set(record.missing_tests) >= set(record.tests):
-        return out("no_valid_verdict", "the verifier wrote no per-test report on the rebuilt state (only a reward "
-                   "of 0): no failing tests to record")
-    return out("included", f"{len(failing)} of {len(record.tests)} hidden tests fail", state=state.id,
-               failing_tests=failing,
-               # without a graded test list (Terminal-Bench), the passing ones make the pass rate countable
-               passing_tests=sorted(t for t, s in record.tests.items() if s == "passed")
-               if case.task.grading is None else [])
+        return out(
+            "no_valid_verdict",
+            "the verifier wrote no per-test report on the rebuilt state (only a reward "
+            "of 0): no failing tests to record",
+        )
+    return out(
+        "included",
+        f"{len(failing)} of {len(record.tests)} hidden tests fail",
+        state=state.id,
+        failing_tests=failing,
+        # without a graded test list (Terminal-Bench), the passing ones make the pass rate countable
+        passing_tests=sorted(t for t, s in record.tests.items() if s == "passed")
+        if case.task.grading is None
+        else [],
+    )
 
 
 def state_entry(state: LoadedState, outcome: BuildOutcome) -> dict:
     """The states-file entry of an included state, with the failing tests just measured."""
-    entry = state.entry.model_copy(update={"initial_verdict": InitialVerdict(failing_tests=outcome.failing_tests,
-                                                                             passing_tests=outcome.passing_tests)})
+    entry = state.entry.model_copy(
+        update={
+            "initial_verdict": InitialVerdict(
+                failing_tests=outcome.failing_tests, passing_tests=outcome.passing_tests
+            )
+        }
+    )
     dumped = entry.model_dump(mode="json", exclude_none=True)
     if not dumped["initial_verdict"].get("passing_tests"):
-        dumped["initial_verdict"].pop("passing_tests", None)    # repository states: as before
+        dumped["initial_verdict"].pop("passing_tests", None)  # repository states: as before
     return dumped
 
 
 # -- a track's candidates -------------------------------------------------------------------------------
+
 
 class Build:
     """One `build` of one track: what it decided, skipped and how long each stage took."""
@@ -342,8 +390,11 @@ class Build:
         self.outcomes.append(outcome)
         self.counts[outcome.result] = self.counts.get(outcome.result, 0) + 1
         took = sum(v for k, v in outcome.timings.items() if k in STAGES)
-        self.say(f"  {outcome.candidate}: {outcome.result}" + (f" - {outcome.detail}" if outcome.detail else "")
-                 + (f" ({took:.1f} s)" if outcome.timings else ""))
+        self.say(
+            f"  {outcome.candidate}: {outcome.result}"
+            + (f" - {outcome.detail}" if outcome.detail else "")
+            + (f" ({took:.1f} s)" if outcome.timings else "")
+        )
         if self.progress is not None:
             self.progress.advance(**{outcome.result: 1})
 
@@ -354,8 +405,14 @@ class Build:
             self.progress.advance(skipped=1)
 
 
-def build_track(wd: WorkDir, track: str, runs: list[PredecessorRun], args: argparse.Namespace,
-                target: StatesTarget | None = None, progress: Progress | None = None) -> Build:
+def build_track(
+    wd: WorkDir,
+    track: str,
+    runs: list[PredecessorRun],
+    args: argparse.Namespace,
+    target: StatesTarget | None = None,
+    progress: Progress | None = None,
+) -> Build:
     from swe_residual.run.plan import default_backend
 
     tasks = wd.tasks(track, args.tasks_dir)
@@ -364,19 +421,29 @@ def build_track(wd: WorkDir, track: str, runs: list[PredecessorRun], args: argpa
     build = Build(wd, track, target, progress)
 
     loaded: dict[str, tuple[PredecessorRun, LoadedState]] = {}
-    batch: dict[tuple[str, str], str] = {}                  # (task, artifact sha) -> candidate, this build
+    batch: dict[tuple[str, str], str] = {}  # (task, artifact sha) -> candidate, this build
     for run in runs:
         if run.task not in tasks:
-            raise InputError(f"candidate {run.id}: task {run.task!r} is not in the tasks dir of track {track!r}")
+            raise InputError(
+                f"candidate {run.id}: task {run.task!r} is not in the tasks dir of track {track!r}"
+            )
         machine = tasks[run.task].kind == "machine"
         data = wd.interactions_bytes(run) if machine else wd.patch_bytes(run)
         if machine and not data.strip():
-            build.record(BuildOutcome(candidate=run.id, result="rebuild_failed",
-                                      detail="no interactions to rebuild the state from"))
+            build.record(
+                BuildOutcome(
+                    candidate=run.id,
+                    result="rebuild_failed",
+                    detail="no interactions to rebuild the state from",
+                )
+            )
             continue
         if not machine and not parse_patch(data):
-            build.record(BuildOutcome(candidate=run.id, result="rebuild_failed",
-                                      detail="no patch to rebuild the state from"))
+            build.record(
+                BuildOutcome(
+                    candidate=run.id, result="rebuild_failed", detail="no patch to rebuild the state from"
+                )
+            )
             continue
         sha, sid = hashlib.sha256(data).hexdigest(), state_id(run)
         there = target.by_id(sid)
@@ -386,23 +453,38 @@ def build_track(wd: WorkDir, track: str, runs: list[PredecessorRun], args: argpa
             verdict = there.get("initial_verdict") if isinstance(there.get("initial_verdict"), dict) else {}
             if art.get("sha256") == sha and prov.get("source_run") == run.id and verdict.get("failing_tests"):
                 # written by a build that stopped before its stage4.jsonl line: decided already
-                build.record(BuildOutcome(candidate=run.id, result="included", state=sid,
-                                          detail=f"already in {states_path} (added by a build that stopped before "
-                                                 "recording it)", failing_tests=list(verdict["failing_tests"]),
-                                          passing_tests=list(verdict.get("passing_tests") or [])))
+                build.record(
+                    BuildOutcome(
+                        candidate=run.id,
+                        result="included",
+                        state=sid,
+                        detail=f"already in {states_path} (added by a build that stopped before "
+                        "recording it)",
+                        failing_tests=list(verdict["failing_tests"]),
+                        passing_tests=list(verdict.get("passing_tests") or []),
+                    )
+                )
             else:
-                build.skip(run, f"state id {sid} is already in {states_path} with another patch or source; "
-                                "not added (pass another --states, or remove that entry)", "id_taken")
+                build.skip(
+                    run,
+                    f"state id {sid} is already in {states_path} with another patch or source; "
+                    "not added (pass another --states, or remove that entry)",
+                    "id_taken",
+                )
             continue
         same = target.same_patch(track, run.task, sha) or batch.get((run.task, sha))
         if same is not None:
-            build.skip(run, f"its patch is byte-identical to state {same} of task {run.task} already in "
-                            f"{states_path}; not added again", "identical_patch")
+            build.skip(
+                run,
+                f"its patch is byte-identical to state {same} of task {run.task} already in "
+                f"{states_path}; not added again",
+                "identical_patch",
+            )
             continue
         batch[(run.task, sha)] = sid
         loaded[run.id] = (run, _loaded(run, wd, states_path, machine))
     problems = state_patch_problems([s for _, s in loaded.values()], lambda s: tasks[s.task])
-    for run_id, (run, s) in list(loaded.items()):
+    for run_id, (_run, s) in list(loaded.items()):
         if s.id in problems:
             s.artifact_path.unlink(missing_ok=True)
             build.record(BuildOutcome(candidate=run_id, result="rebuild_failed", detail=problems[s.id]))
@@ -410,29 +492,48 @@ def build_track(wd: WorkDir, track: str, runs: list[PredecessorRun], args: argpa
     if not loaded:
         return build
     cases = {run_id: Case("nop", tasks[run.task], "residual", s) for run_id, (run, s) in loaded.items()}
-    plan = Plan(tracks={track: Track(track, None, tasks)}, states=[s for _, s in loaded.values()],
-                cases=list(cases.values()), registry=AgentRegistry())
+    plan = Plan(
+        tracks={track: Track(track, None, tasks)},
+        states=[s for _, s in loaded.values()],
+        cases=list(cases.values()),
+        registry=AgentRegistry(),
+    )
     n = len(list((wd.path / "stage4-runs").glob("build-*"))) + 1
     run_dir = wd.path / "stage4-runs" / f"build-{n}"
     backend = args.backend or default_backend(track)
-    session = RunSession.open(plan, run_dir, resume=(run_dir / RESULTS).is_file(), backend=backend,
-                              infra_retries=1, run_id=f"residualize-{run_dir.name}")
+    session = RunSession.open(
+        plan,
+        run_dir,
+        resume=(run_dir / RESULTS).is_file(),
+        backend=backend,
+        infra_retries=1,
+        run_id=f"residualize-{run_dir.name}",
+    )
     by_task: dict[str, list[str]] = {}
     for run_id, (run, _) in loaded.items():
         by_task.setdefault(run.task, []).append(run_id)
-    build.say(f"stage IV: rebuilding {len(cases)} candidates of {len(by_task)} tasks of track {track} on the "
-              f"{backend} backend, {max(1, args.jobs)} at a time (runs: {run_dir})")
+    build.say(
+        f"stage IV: rebuilding {len(cases)} candidates of {len(by_task)} tasks of track {track} on the "
+        f"{backend} backend, {max(1, args.jobs)} at a time (runs: {run_dir})"
+    )
     try:
         _schedule(session, build, tasks, by_task, cases, loaded, max(1, args.jobs))
     finally:
         session.close()
     if build.counts.get("included"):
-        load_states(states_path, {track: tasks}, tracks={track})   # what we wrote loads back
+        load_states(states_path, {track: tasks}, tracks={track})  # what we wrote loads back
     return build
 
 
-def _schedule(session: RunSession, build: Build, tasks: dict[str, Task], by_task: dict[str, list[str]],
-              cases: dict[str, Case], loaded: dict[str, tuple[PredecessorRun, LoadedState]], jobs: int) -> None:
+def _schedule(
+    session: RunSession,
+    build: Build,
+    tasks: dict[str, Task],
+    by_task: dict[str, list[str]],
+    cases: dict[str, Case],
+    loaded: dict[str, tuple[PredecessorRun, LoadedState]],
+    jobs: int,
+) -> None:
     """At most `jobs` at once: a task's images first (once for all its candidates), then its
     candidates; a free worker takes a ready candidate before the next task's images. Outcomes are
     recorded here, in this thread, as each one is decided."""
@@ -473,16 +574,22 @@ def _schedule(session: RunSession, build: Build, tasks: dict[str, Task], by_task
                         try:
                             task_images_s[key] = round(fut.result(), 3)
                             build.task_images[key] = task_images_s[key]
-                            build.say(f"  task {key}: images ready in {duration(task_images_s[key])} "
-                                      f"for {len(by_task[key])} candidates")
+                            build.say(
+                                f"  task {key}: images ready in {duration(task_images_s[key])} "
+                                f"for {len(by_task[key])} candidates"
+                            )
                             ready.extend(by_task[key])
                         except InfraError as exc:
                             task_failed[key] = str(exc)
                             for run_id in by_task[key]:
                                 drop(run_id)
-                                build.record(BuildOutcome(candidate=run_id, result="env_unusable",
-                                                          detail=f"the task's environment could not be prepared: "
-                                                                 f"{exc}"[:1000]))
+                                build.record(
+                                    BuildOutcome(
+                                        candidate=run_id,
+                                        result="env_unusable",
+                                        detail=f"the task's environment could not be prepared: {exc}"[:1000],
+                                    )
+                                )
                         continue
                     outcome = fut.result()
                     if outcome is None:
@@ -507,15 +614,23 @@ def timing_lines(outcomes: list[BuildOutcome], task_images: dict[str, float], wa
     if not timed and not task_images:
         return []
     totals = {s: sum(o.timings.get(s, 0.0) for o in timed) for s in STAGES}
-    lines = [f"stage IV timings ({len(timed)} candidates, {len(task_images)} tasks, {duration(wall)} wall): "
-             f"task images {sum(task_images.values()):.1f} s, "
-             + ", ".join(f"{s} {totals[s]:.1f} s" for s in STAGES)]
+    lines = [
+        f"stage IV timings ({len(timed)} candidates, {len(task_images)} tasks, {duration(wall)} wall): "
+        f"task images {sum(task_images.values()):.1f} s, "
+        + ", ".join(f"{s} {totals[s]:.1f} s" for s in STAGES)
+    ]
     own = lambda o: sum(o.timings.get(s, 0.0) for s in STAGES)
     slow = sorted(timed, key=own, reverse=True)[:SLOWEST]
     if slow:
-        lines.append("slowest: " + "; ".join(
-            f"{o.candidate} {own(o):.1f} s (" + ", ".join(f"{s} {o.timings[s]:.1f}" for s in STAGES if s in o.timings)
-            + ")" for o in slow))
+        lines.append(
+            "slowest: "
+            + "; ".join(
+                f"{o.candidate} {own(o):.1f} s ("
+                + ", ".join(f"{s} {o.timings[s]:.1f}" for s in STAGES if s in o.timings)
+                + ")"
+                for o in slow
+            )
+        )
     return lines
 
 
@@ -523,17 +638,25 @@ def build_command(wd: WorkDir, args: argparse.Namespace) -> int:
     from swe_residual.residualize.review import review_outcomes
 
     outcomes, built = review_outcomes(wd), wd.builds()
-    kept = [r for r in candidates(wd) if outcomes.get(r.id) == "kept" and r.id not in built
-            and (args.track is None or r.track == args.track)]
+    kept = [
+        r
+        for r in candidates(wd)
+        if outcomes.get(r.id) == "kept"
+        and r.id not in built
+        and (args.track is None or r.track == args.track)
+    ]
     states_path = states_path_of(wd, args)
     done = sum(1 for r in candidates(wd) if outcomes.get(r.id) == "kept" and r.id in built)
     if not kept:
         pending = sum(1 for v in outcomes.values() if v == "pending")
-        print("stage IV: nothing to build" + (f" ({done} built already)" if done else "")
-              + (f" ({pending} candidates still wait for two reviews)" if pending else ""))
+        print(
+            "stage IV: nothing to build"
+            + (f" ({done} built already)" if done else "")
+            + (f" ({pending} candidates still wait for two reviews)" if pending else "")
+        )
         write_construction(wd)
         return 0
-    target = StatesTarget(states_path)       # a states file that cannot be added to fails before any build
+    target = StatesTarget(states_path)  # a states file that cannot be added to fails before any build
     if done:
         print(f"stage IV: {done} kept candidates have an outcome already (skipped); {len(kept)} to build")
     by_track: dict[str, list[PredecessorRun]] = {}
@@ -545,13 +668,17 @@ def build_command(wd: WorkDir, args: argparse.Namespace) -> int:
         for track, runs in by_track.items():
             b = build_track(wd, track, runs, args, target, progress)
             builds.append(b)
-            progress.note(f"track {track}: " + (", ".join(f"{k} {v}" for k, v in sorted(b.counts.items()))
-                                               or "nothing decided")
-                          + "".join(f", skipped {v} ({k.replace('_', ' ')})" for k, v in sorted(b.skipped.items())))
+            progress.note(
+                f"track {track}: "
+                + (", ".join(f"{k} {v}" for k, v in sorted(b.counts.items())) or "nothing decided")
+                + "".join(f", skipped {v} ({k.replace('_', ' ')})" for k, v in sorted(b.skipped.items()))
+            )
     write_construction(wd)
-    for line in timing_lines([o for b in builds for o in b.outcomes],
-                             {f"{b.track}/{k}": v for b in builds for k, v in b.task_images.items()},
-                             time.monotonic() - started):
+    for line in timing_lines(
+        [o for b in builds for o in b.outcomes],
+        {f"{b.track}/{k}": v for b in builds for k, v in b.task_images.items()},
+        time.monotonic() - started,
+    ):
         print(line)
     added = sum(b.counts.get("included", 0) for b in builds)
     skipped = sum(sum(b.skipped.values()) for b in builds)

@@ -28,14 +28,40 @@ from swe_residual.residualize.records import FilterDecision, PredecessorRun
 from swe_residual.residualize.workdir import STAGE2, WorkDir
 from swe_residual.results import append_lines
 
-BATCH = 1000   # Stage II lines written (and fsynced) at once
+BATCH = 1000  # Stage II lines written (and fsynced) at once
 
 #: caches, build outputs and logs (matched against every path component and the whole path)
 DEFAULT_IGNORES = (
-    "__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".nox",
-    ".hypothesis", ".coverage", ".coverage.*", "htmlcov", "*.egg-info", ".eggs", "build", "dist",
-    "node_modules", ".next", "target", ".gradle", ".cache", "*.log", "*.tmp", "*.swp", ".DS_Store",
-    "*.o", "*.so", "*.class", ".venv", "venv",
+    "__pycache__",
+    "*.pyc",
+    "*.pyo",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    ".hypothesis",
+    ".coverage",
+    ".coverage.*",
+    "htmlcov",
+    "*.egg-info",
+    ".eggs",
+    "build",
+    "dist",
+    "node_modules",
+    ".next",
+    "target",
+    ".gradle",
+    ".cache",
+    "*.log",
+    "*.tmp",
+    "*.swp",
+    ".DS_Store",
+    "*.o",
+    "*.so",
+    "*.class",
+    ".venv",
+    "venv",
 )
 
 
@@ -45,7 +71,7 @@ def incidental(path: str, globs: tuple[str, ...] | list[str]) -> bool:
 
 
 @functools.lru_cache(maxsize=65536)
-def _incidental(path: str, globs: tuple[str, ...]) -> bool:   # runs of a task touch the same paths
+def _incidental(path: str, globs: tuple[str, ...]) -> bool:  # runs of a task touch the same paths
     parts = path.split("/")
     return any(fnmatch.fnmatchcase(path, g) or any(fnmatch.fnmatchcase(p, g) for p in parts) for g in globs)
 
@@ -61,8 +87,13 @@ def patch_identity(patch: bytes, globs: tuple[str, ...] | list[str]) -> str | No
         if line.startswith("diff --git "):
             fd = next(paths, None)
             key = fd.path if fd is not None else line
-            current = None if fd is not None and incidental(fd.path, globs) and \
-                (fd.old_path is None or incidental(fd.old_path, globs)) else sections.setdefault(key, [])
+            current = (
+                None
+                if fd is not None
+                and incidental(fd.path, globs)
+                and (fd.old_path is None or incidental(fd.old_path, globs))
+                else sections.setdefault(key, [])
+            )
             if current is not None:
                 current.append(line)
         elif current is not None and not line.startswith("index "):
@@ -89,28 +120,41 @@ def interactions_identity(data: bytes) -> str | None:
     return h.hexdigest()
 
 
-def decide(run: PredecessorRun, patch: bytes, globs, seen: dict[tuple[str, str], str], *,
-           machine: bool = False) -> FilterDecision:
+def decide(
+    run: PredecessorRun, patch: bytes, globs, seen: dict[tuple[str, str], str], *, machine: bool = False
+) -> FilterDecision:
     """One run's decision; `seen` maps (track/task, identity) to the first candidate with it.
     `patch` is the run's interactions.jsonl when `machine`."""
     if run.outcome is None or run.verdict == "infra_error" or run.termination == "infra":
         why = run.rule or "no valid verdict"
-        return FilterDecision(run=run.id, result="infra_error",
-                              detail=f"{why}: {run.error or 'the run has no valid verdict'}"[:500])
+        return FilterDecision(
+            run=run.id,
+            result="infra_error",
+            detail=f"{why}: {run.error or 'the run has no valid verdict'}"[:500],
+        )
     if not run.declared_complete:
-        return FilterDecision(run=run.id, result="not_submitted",
-                              detail=f"ended by {run.termination or 'unknown'} without declaring completion")
+        return FilterDecision(
+            run=run.id,
+            result="not_submitted",
+            detail=f"ended by {run.termination or 'unknown'} without declaring completion",
+        )
     if run.outcome == 1:
         return FilterDecision(run=run.id, result="passed", detail="the hidden tests pass: nothing residual")
     identity = interactions_identity(patch) if machine else patch_identity(patch, globs)
     if identity is None:
-        why = ("no terminal interactions recorded" if machine else
-               "no change beyond incidental artifacts" if patch.strip() else "empty final patch")
+        why = (
+            "no terminal interactions recorded"
+            if machine
+            else "no change beyond incidental artifacts"
+            if patch.strip()
+            else "empty final patch"
+        )
         return FilterDecision(run=run.id, result="no_change", detail=why)
     key = (f"{run.track}/{run.task}", identity)
     if key in seen:
-        return FilterDecision(run=run.id, result="duplicate", identity=identity,
-                              detail=f"same change as candidate {seen[key]}")
+        return FilterDecision(
+            run=run.id, result="duplicate", identity=identity, detail=f"same change as candidate {seen[key]}"
+        )
     seen[key] = run.id
     return FilterDecision(run=run.id, result="candidate", identity=identity, detail=candidate_detail(run))
 
@@ -125,8 +169,11 @@ def run_filter(wd: WorkDir, globs: tuple[str, ...] | list[str] = DEFAULT_IGNORES
     decided, runs = wd.decisions(), wd.runs()
     # a candidate the per-task selection left out still holds its change: a later run with the same
     # change is its duplicate
-    seen = {(f"{runs[d.run].track}/{runs[d.run].task}", d.identity): d.run for d in decided.values()
-            if d.result in ("candidate", "not_selected") and d.identity and d.run in runs}
+    seen = {
+        (f"{runs[d.run].track}/{runs[d.run].task}", d.identity): d.run
+        for d in decided.values()
+        if d.result in ("candidate", "not_selected") and d.identity and d.run in runs
+    }
     from swe_residual.tracks import track_kind
 
     kinds: dict[str, str] = {}
@@ -137,11 +184,13 @@ def run_filter(wd: WorkDir, globs: tuple[str, ...] | list[str] = DEFAULT_IGNORES
         if run.track not in kinds:
             kinds[run.track] = track_kind(run.track)
         machine = kinds[run.track] == "machine"
-        d = decide(run, wd.interactions_bytes(run) if machine else wd.patch_bytes(run), globs, seen, machine=machine)
+        d = decide(
+            run, wd.interactions_bytes(run) if machine else wd.patch_bytes(run), globs, seen, machine=machine
+        )
         new.append(d)
-        if len(new) % BATCH == 0:   # an interrupted filter keeps what it decided, in whole batches
+        if len(new) % BATCH == 0:  # an interrupted filter keeps what it decided, in whole batches
             append_lines(wd.path / STAGE2, new[-BATCH:])
-    append_lines(wd.path / STAGE2, new[len(new) - len(new) % BATCH:])
+    append_lines(wd.path / STAGE2, new[len(new) - len(new) % BATCH :])
     return new
 
 
@@ -157,8 +206,9 @@ def _families(values: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(out))
 
 
-def select(wd: WorkDir, per_task: int | None, families: list[str] | None = None, seed: int = 0
-           ) -> list[FilterDecision]:
+def select(
+    wd: WorkDir, per_task: int | None, families: list[str] | None = None, seed: int = 0
+) -> list[FilterDecision]:
     """Keep at most `per_task` candidates per task (None: no cap), only of `families` when given,
     preferring distinct families: a round-robin over the families (the order given, else shuffled
     from the seed), each family's candidates in an order shuffled from the seed. Candidates already
@@ -207,19 +257,28 @@ def select(wd: WorkDir, per_task: int | None, families: list[str] | None = None,
                 break
         chosen = {r.id for r in keep} | {r.id for r in picked}
         fams = sorted({r.predecessor.model_family for r in pool if r.id in chosen})
-        why = (f"task {task}: {len(chosen)} of {len(pool)} candidates selected"
-               + (f" (families {', '.join(fams)})" if fams else "")
-               + (f"; --per-task {per_task}" if per_task is not None else "")
-               + (f"; --families {','.join(families)}" if families else "") + f"; seed {seed}")
+        why = (
+            f"task {task}: {len(chosen)} of {len(pool)} candidates selected"
+            + (f" (families {', '.join(fams)})" if fams else "")
+            + (f"; --per-task {per_task}" if per_task is not None else "")
+            + (f"; --families {','.join(families)}" if families else "")
+            + f"; seed {seed}"
+        )
         for r in pool:
             d = decisions[r.id]
             if r.id in chosen and d.result == "not_selected":
-                line = FilterDecision(run=r.id, result="candidate", identity=d.identity, detail=candidate_detail(r))
+                line = FilterDecision(
+                    run=r.id, result="candidate", identity=d.identity, detail=candidate_detail(r)
+                )
             elif r.id not in chosen and d.result == "candidate":
-                reason = (f"family {r.predecessor.model_family} not among --families"
-                          if wanted is not None and r.predecessor.model_family.lower() not in wanted else "not selected")
-                line = FilterDecision(run=r.id, result="not_selected", identity=d.identity,
-                                      detail=f"{reason}: {why}"[:500])
+                reason = (
+                    f"family {r.predecessor.model_family} not among --families"
+                    if wanted is not None and r.predecessor.model_family.lower() not in wanted
+                    else "not selected"
+                )
+                line = FilterDecision(
+                    run=r.id, result="not_selected", identity=d.identity, detail=f"{reason}: {why}"[:500]
+                )
             else:
                 continue
             out.append(line)
@@ -230,7 +289,9 @@ def select(wd: WorkDir, per_task: int | None, families: list[str] | None = None,
 def candidates(wd: WorkDir) -> list[PredecessorRun]:
     """Stage I runs that passed the filter, in recording order."""
     runs, decisions = wd.runs(), wd.decisions()
-    return [r for r in runs.values() if decisions.get(r.id) is not None and decisions[r.id].result == "candidate"]
+    return [
+        r for r in runs.values() if decisions.get(r.id) is not None and decisions[r.id].result == "candidate"
+    ]
 
 
 def filter_command(wd: WorkDir, args: argparse.Namespace) -> int:
@@ -241,8 +302,10 @@ def filter_command(wd: WorkDir, args: argparse.Namespace) -> int:
     for d in new:
         counts[d.result] = counts.get(d.result, 0) + 1
     total = len(wd.decisions())
-    print(f"filtered {len(new)} new runs ({total} in all): "
-          + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing new"))
+    print(
+        f"filtered {len(new)} new runs ({total} in all): "
+        + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing new")
+    )
     for d in new:
         print(f"  {d.run}: {d.result} - {d.detail}")
     if per_task is not None or families is not None:
@@ -250,9 +313,11 @@ def filter_command(wd: WorkDir, args: argparse.Namespace) -> int:
         decisions = wd.decisions()
         n_cand = sum(1 for d in decisions.values() if d.result == "candidate")
         n_out = sum(1 for d in decisions.values() if d.result == "not_selected")
-        print(f"selection ({'--per-task ' + str(per_task) if per_task is not None else 'no cap'}"
-              f"{', --families ' + ','.join(families) if families else ''}, seed {args.seed}): {n_cand} candidates, "
-              f"{n_out} not selected ({len(changed)} changed now)")
+        print(
+            f"selection ({'--per-task ' + str(per_task) if per_task is not None else 'no cap'}"
+            f"{', --families ' + ','.join(families) if families else ''}, seed {args.seed}): {n_cand} candidates, "
+            f"{n_out} not selected ({len(changed)} changed now)"
+        )
         for d in changed:
             print(f"  {d.run}: {d.result} - {d.detail}")
     return 0

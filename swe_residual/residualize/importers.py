@@ -68,7 +68,7 @@ class Imported:
     patch: bytes | None
     trajectory: Trajectory | None
     evidence: dict[str, bytes] = field(default_factory=dict)  # relative path under runs/<id>/source/
-    interactions: list[Interaction] | None = None             # machine tracks: what rebuilds the state
+    interactions: list[Interaction] | None = None  # machine tracks: what rebuilds the state
 
 
 @dataclass
@@ -101,8 +101,10 @@ class Context:
                     if len(hits) == 1:
                         return self.tasks[next(iter(hits))]
         named = refs[0] if refs else "(none)"
-        raise InputError(f"{where}: task {named!r} is not a task of track {self.track!r} "
-                         f"({len(self.tasks)} tasks); pass --tasks-dir with the tasks these runs are of")
+        raise InputError(
+            f"{where}: task {named!r} is not a task of track {self.track!r} "
+            f"({len(self.tasks)} tasks); pass --tasks-dir with the tasks these runs are of"
+        )
 
     def family(self, model: str | None, where: str) -> str:
         """--model-family when given (it applies to every run imported), else from the model named."""
@@ -177,26 +179,50 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
             bad_reward = "the verifier was disabled for this trial"
         else:
             bad_reward = "result.json has no verifier_result reward"
-    verdict, no_verdict = settle(ending, outcome, None if t.verifier_disabled else "infra_verifier", bad_reward)
+    verdict, no_verdict = settle(
+        ending, outcome, None if t.verifier_disabled else "infra_verifier", bad_reward
+    )
     tests, tests_note = graded_tests(task, t.tests)
     exc = f"{t.exception_type}: {_first_line(t.exception_message)}" if t.exception_type else None
     steps, message = _steps_and_message(traj)
     notes = t.notes + ([tests_note] if tests_note else [])
-    source = {"format": "harbor", "path": str(t.path), "trial": t.trial_name, "task_name": t.task_name,
-              "trial_id": t.trial_id, "agent_version": t.agent_version, "model": t.model_name,
-              "exception": t.exception_type, "reward": None if t.reward is None else f"{t.reward:g}",
-              "patch_file": t.patch_file, "trajectory_file": t.trajectory_file,
-              "exit_status": t.agent_exit_status, "notes": "; ".join(notes)[:4000] or None}
+    source = {
+        "format": "harbor",
+        "path": str(t.path),
+        "trial": t.trial_name,
+        "task_name": t.task_name,
+        "trial_id": t.trial_id,
+        "agent_version": t.agent_version,
+        "model": t.model_name,
+        "exception": t.exception_type,
+        "reward": None if t.reward is None else f"{t.reward:g}",
+        "patch_file": t.patch_file,
+        "trajectory_file": t.trajectory_file,
+        "exit_status": t.agent_exit_status,
+        "notes": "; ".join(notes)[:4000] or None,
+    }
     run = PredecessorRun(
-        id=run_id(t.trial_name, f"harbor\0{t.trial_id or t.result_sha256}"), track=ctx.track, task=task.id,
+        id=run_id(t.trial_name, f"harbor\0{t.trial_id or t.result_sha256}"),
+        track=ctx.track,
+        task=task.id,
         predecessor=Predecessor(agent=t.agent_name, model_family=family),
         source={k: v for k, v in source.items() if v is not None},
-        termination=ending.termination, tests=tests, error=_error(exc, no_verdict),
-        steps=steps, duration_s=t.agent_duration_s, final_message=message, **verdict)
-    return Imported(run, t.patch, traj, dict(t.evidence), interactions=machine_interactions(task, raw_traj, traj))
+        termination=ending.termination,
+        tests=tests,
+        error=_error(exc, no_verdict),
+        steps=steps,
+        duration_s=t.agent_duration_s,
+        final_message=message,
+        **verdict,
+    )
+    return Imported(
+        run, t.patch, traj, dict(t.evidence), interactions=machine_interactions(task, raw_traj, traj)
+    )
 
 
-def _trajectory(data: dict | None, agent: str, path: Path, notes: list[str]) -> tuple[Trajectory | None, dict | None]:
+def _trajectory(
+    data: dict | None, agent: str, path: Path, notes: list[str]
+) -> tuple[Trajectory | None, dict | None]:
     """The normalized trajectory of a run's own (and the raw one, for its interactions); a
     trajectory of the wrong shape is left out with a note naming its file."""
     if data is None:
@@ -221,8 +247,9 @@ def machine_interactions(task: Task, raw: dict | None, traj: Trajectory | None) 
 # -- SWE-bench and mini-swe-agent -------------------------------------------------------------------
 
 
-def _report_verdict(src: Sources, iid: str, model: str | None, task: Task
-                    ) -> tuple[int | None, dict[str, str] | None, dict[str, bytes], str | None]:
+def _report_verdict(
+    src: Sources, iid: str, model: str | None, task: Task
+) -> tuple[int | None, dict[str, str] | None, dict[str, bytes], str | None]:
     """outcome, per-test statuses and evidence from the instance's report.json (None: no report)."""
     report = src.report_for(iid, model)  # ValueError when ambiguous
     if report is None:
@@ -252,16 +279,25 @@ def _msa_facts(data: dict) -> tuple[str | None, str | None, str | None, float | 
     version = info.get("mini_version") if isinstance(info.get("mini_version"), str) else None
     status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else None
     messages = data.get("messages") if isinstance(data.get("messages"), list) else []
-    stamps = [m["extra"]["timestamp"] for m in messages if isinstance(m, dict)
-              and isinstance(m.get("extra"), dict) and isinstance(m["extra"].get("timestamp"), (int, float))]
+    stamps = [
+        m["extra"]["timestamp"]
+        for m in messages
+        if isinstance(m, dict)
+        and isinstance(m.get("extra"), dict)
+        and isinstance(m["extra"].get("timestamp"), (int, float))
+    ]
     duration = round(max(stamps) - min(stamps), 3) if len(stamps) >= 2 else None
     return model, version, status, duration
 
 
-NO_REPORT = ("no verdict: no report.json for this instance among the SOURCES (evaluation missing or "
-             "failed); pass the SWE-bench logs dir with the predictions")
-NO_VERDICT_MSA = ("no verdict: a mini-swe-agent trajectory holds none; pass the instance's SWE-bench "
-                  "report.json (or the logs dir) as a SOURCE too")
+NO_REPORT = (
+    "no verdict: no report.json for this instance among the SOURCES (evaluation missing or "
+    "failed); pass the SWE-bench logs dir with the predictions"
+)
+NO_VERDICT_MSA = (
+    "no verdict: a mini-swe-agent trajectory holds none; pass the instance's SWE-bench "
+    "report.json (or the logs dir) as a SOURCE too"
+)
 
 
 def swebench_runs(sources: list[str], ctx: Context) -> Iterator[Imported | Failed]:
@@ -281,10 +317,14 @@ def from_prediction(pred: Prediction, src: Sources, ctx: Context) -> Imported:
     patch = pred.patch.encode("utf-8", "surrogateescape") if pred.patch is not None else None
     msa = sibling_trajectory(pred)
     shape: list[str] = []
-    traj, _ = _trajectory(msa.data if msa is not None else None, pred.model, msa.path if msa else Path(), shape)
+    traj, _ = _trajectory(
+        msa.data if msa is not None else None, pred.model, msa.path if msa else Path(), shape
+    )
     if shape:
         msa = None  # a sibling trajectory of the wrong shape: as if there were none, noted
-    ending = msa_ending(_msa_facts(msa.data)[2]) if msa is not None else SUBMITTED  # a prediction is a submission
+    ending = (
+        msa_ending(_msa_facts(msa.data)[2]) if msa is not None else SUBMITTED
+    )  # a prediction is a submission
     outcome, tests, evidence, note = _report_verdict(src, pred.instance_id, pred.model, task)
     why = NO_REPORT
     if outcome is None and not (pred.patch or "").strip():
@@ -292,22 +332,41 @@ def from_prediction(pred: Prediction, src: Sources, ctx: Context) -> Imported:
         outcome, why, note = 0, None, "empty model_patch: not resolved by definition (SWE-bench skips it)"
     verdict, no_verdict = settle(ending, outcome, None, why)
     steps, message = _steps_and_message(traj)
-    evidence = {**evidence, "prediction.json": _json_bytes({"instance_id": pred.instance_id,
-                                                            "model_name_or_path": pred.model,
-                                                            "model_patch": pred.patch})}
+    evidence = {
+        **evidence,
+        "prediction.json": _json_bytes(
+            {"instance_id": pred.instance_id, "model_name_or_path": pred.model, "model_patch": pred.patch}
+        ),
+    }
     if msa is not None:
         evidence[msa.path.name] = msa.raw
     note = "; ".join(n for n in [note, *shape] if n) or None
-    source = {"format": "swe-bench", "path": pred.where, "instance_id": pred.instance_id, "model": pred.model,
-              "trajectory_file": str(msa.path) if msa else None, "notes": note}
+    source = {
+        "format": "swe-bench",
+        "path": pred.where,
+        "instance_id": pred.instance_id,
+        "model": pred.model,
+        "trajectory_file": str(msa.path) if msa else None,
+        "notes": note,
+    }
     run = PredecessorRun(
-        id=run_id(pred.instance_id, f"swe-bench\0{pred.model}\0{pred.instance_id}\0"
-                  f"{hashlib.sha256(patch or b'').hexdigest() if patch is not None else '-'}"),
-        track=ctx.track, task=task.id,
+        id=run_id(
+            pred.instance_id,
+            f"swe-bench\0{pred.model}\0{pred.instance_id}\0"
+            f"{hashlib.sha256(patch or b'').hexdigest() if patch is not None else '-'}",
+        ),
+        track=ctx.track,
+        task=task.id,
         predecessor=Predecessor(agent=pred.model, model_family=ctx.family(pred.model, pred.where)),
-        source={k: v for k, v in source.items() if v is not None}, termination=ending.termination,
-        tests=tests or {}, error=_error(no_verdict), steps=steps, final_message=message,
-        duration_s=_msa_facts(msa.data)[3] if msa is not None else None, **verdict)
+        source={k: v for k, v in source.items() if v is not None},
+        termination=ending.termination,
+        tests=tests or {},
+        error=_error(no_verdict),
+        steps=steps,
+        final_message=message,
+        duration_s=_msa_facts(msa.data)[3] if msa is not None else None,
+        **verdict,
+    )
     return Imported(run, patch, traj, evidence)
 
 
@@ -326,7 +385,11 @@ def msa_runs(sources: list[str], ctx: Context) -> Iterator[Imported | Failed]:
 def from_msa(m: MsaTrajectory, src: Sources, ctx: Context) -> Imported:
     data = m.data
     name = m.path.name[: -len(".traj.json")]
-    iid = data.get("instance_id") if isinstance(data.get("instance_id"), str) and data.get("instance_id") else name
+    iid = (
+        data.get("instance_id")
+        if isinstance(data.get("instance_id"), str) and data.get("instance_id")
+        else name
+    )
     task = ctx.task([iid], f"{m.path}: instance_id")
     model, version, status, duration = _msa_facts(data)
     family = ctx.family(model, f"{m.path}: info.config.model.model_name")
@@ -341,19 +404,35 @@ def from_msa(m: MsaTrajectory, src: Sources, ctx: Context) -> Imported:
     outcome, tests, evidence, note = _report_verdict(src, iid, model, task)
     verdict, no_verdict = settle(ending, outcome, None, NO_VERDICT_MSA)
     steps, message = _steps_and_message(traj)
-    source = {"format": "mini-swe-agent", "path": str(m.path), "instance_id": iid, "model": model,
-              "agent_version": version, "exit_status": status, "notes": note}
+    source = {
+        "format": "mini-swe-agent",
+        "path": str(m.path),
+        "instance_id": iid,
+        "model": model,
+        "agent_version": version,
+        "exit_status": status,
+        "notes": note,
+    }
     run = PredecessorRun(
-        id=run_id(iid, f"mini-swe-agent\0{hashlib.sha256(m.raw).hexdigest()}"), track=ctx.track, task=task.id,
+        id=run_id(iid, f"mini-swe-agent\0{hashlib.sha256(m.raw).hexdigest()}"),
+        track=ctx.track,
+        task=task.id,
         predecessor=Predecessor(agent="mini-swe-agent", model_family=family),
-        source={k: v for k, v in source.items() if v is not None}, termination=ending.termination,
-        tests=tests or {}, error=_error(no_verdict), steps=steps, duration_s=duration,
-        final_message=message, **verdict)
+        source={k: v for k, v in source.items() if v is not None},
+        termination=ending.termination,
+        tests=tests or {},
+        error=_error(no_verdict),
+        steps=steps,
+        duration_s=duration,
+        final_message=message,
+        **verdict,
+    )
     return Imported(run, patch, traj, {**evidence, m.path.name: m.raw})
 
 
 def _json_bytes(obj: object) -> bytes:
     import json
+
     return (json.dumps(obj, indent=1) + "\n").encode("utf-8", "surrogateescape")
 
 
@@ -412,34 +491,67 @@ def from_tb1(t: TB1Trial, ctx: Context) -> Imported:
     where = t.path / "results.json"
     task = ctx.task([t.task_id], f"{where}: task_id")
     if task.kind != "machine":
-        raise InputError(f"{where}: task_id: {t.task_id!r} is a task of repository track {ctx.track!r}; "
-                         "Terminal-Bench 1 runs rebuild machine states (import them into a machine track)")
+        raise InputError(
+            f"{where}: task_id: {t.task_id!r} is a task of repository track {ctx.track!r}; "
+            "Terminal-Bench 1 runs rebuild machine states (import them into a machine track)"
+        )
     family = ctx.family(t.model_name, f"{t.path.parent.parent / 'run_metadata.json'}: model_name")
     ending = tb1_ending(t.failure_mode)
     outcome = None if t.is_resolved is None else int(t.is_resolved)
-    verdict, no_verdict = settle(ending, outcome, "infra_verifier",
-                                 "results.json: is_resolved is null (the tests gave no verdict)")
+    verdict, no_verdict = settle(
+        ending, outcome, "infra_verifier", "results.json: is_resolved is null (the tests gave no verdict)"
+    )
     tests, tests_note = graded_tests(task, t.parser_results)
-    interactions = from_tb1_commands(t.commands, str(t.path / "commands.txt")) if t.commands is not None else None
-    notes = t.notes + ([tests_note] if tests_note else []) + \
-        (["no commands.txt: the state cannot be rebuilt"] if t.commands is None else [])
-    source = {"format": "terminal-bench-1", "path": str(t.path), "trial": t.trial_name, "task_name": t.task_id,
-              "trial_id": t.trial_id, "model": t.model_name, "failure_mode": t.failure_mode,
-              "notes": "; ".join(notes)[:4000] or None}
+    interactions = (
+        from_tb1_commands(t.commands, str(t.path / "commands.txt")) if t.commands is not None else None
+    )
+    notes = (
+        t.notes
+        + ([tests_note] if tests_note else [])
+        + (["no commands.txt: the state cannot be rebuilt"] if t.commands is None else [])
+    )
+    source = {
+        "format": "terminal-bench-1",
+        "path": str(t.path),
+        "trial": t.trial_name,
+        "task_name": t.task_id,
+        "trial_id": t.trial_id,
+        "model": t.model_name,
+        "failure_mode": t.failure_mode,
+        "notes": "; ".join(notes)[:4000] or None,
+    }
     run = PredecessorRun(
-        id=run_id(t.trial_name, f"terminal-bench-1\0{t.trial_id or t.result_sha256}"), track=ctx.track, task=task.id,
+        id=run_id(t.trial_name, f"terminal-bench-1\0{t.trial_id or t.result_sha256}"),
+        track=ctx.track,
+        task=task.id,
         predecessor=Predecessor(agent=t.agent_name or "terminal-bench-1", model_family=family),
-        source={k: v for k, v in source.items() if v is not None}, termination=ending.termination,
-        tests=tests, error=_error(no_verdict), duration_s=t.agent_duration_s, **verdict)
+        source={k: v for k, v in source.items() if v is not None},
+        termination=ending.termination,
+        tests=tests,
+        error=_error(no_verdict),
+        duration_s=t.agent_duration_s,
+        **verdict,
+    )
     return Imported(run, None, None, dict(t.evidence), interactions=interactions)
 
 
 READERS: dict[str, Callable[[list[str], Context], Iterator[Imported | Failed]]] = {
-    "harbor": harbor_runs, "swe-bench": swebench_runs, "mini-swe-agent": msa_runs, "terminal-bench-1": tb1_runs}
+    "harbor": harbor_runs,
+    "swe-bench": swebench_runs,
+    "mini-swe-agent": msa_runs,
+    "terminal-bench-1": tb1_runs,
+}
 
 
-def import_runs(wd: WorkDir, fmt: str, sources: list[str], track: str, tasks_dir: str | None = None,
-                model_family: str | None = None, out: Callable[[str], None] = print) -> tuple[int, int, int]:
+def import_runs(
+    wd: WorkDir,
+    fmt: str,
+    sources: list[str],
+    track: str,
+    tasks_dir: str | None = None,
+    model_family: str | None = None,
+    out: Callable[[str], None] = print,
+) -> tuple[int, int, int]:
     """Import every run the SOURCES hold; returns (imported, already there, failed)."""
     if tasks_dir is not None and not Path(tasks_dir).is_dir():
         raise InputError(f"--tasks-dir {tasks_dir}: not a directory (the track's Harbor task dirs)")
@@ -464,7 +576,11 @@ def import_runs(wd: WorkDir, fmt: str, sources: list[str], track: str, tasks_dir
         except (ValueError, RecursionError) as exc:  # content that cannot be written: no half-written run dir
             shutil.rmtree(wd.run_dir(run.id), ignore_errors=True)
             failed += 1
-            out(valid_text(f"  FAILED {run.source.get('path')}: cannot be stored: {type(exc).__name__}: {exc}"[:2000]))
+            out(
+                valid_text(
+                    f"  FAILED {run.source.get('path')}: cannot be stored: {type(exc).__name__}: {exc}"[:2000]
+                )
+            )
             continue
         known.add(run.id)
         imported += 1
@@ -477,18 +593,27 @@ def describe(run: PredecessorRun) -> str:
     failing = sum(1 for s in run.tests.values() if s != "passed")
     tests = f", {failing}/{len(run.tests)} tests failing" if run.tests else ""
     notes = run.source.get("notes")
-    return (f"{run.id}: task {run.task}, {verdict} ({run.termination}, rule {run.rule or '-'}), "
-            f"{'declared complete' if run.declared_complete else 'not declared complete'}{tests}, "
-            + ("interactions kept" if run.interactions is not None else
-               f"patch {'none' if run.patch is None else 'kept'}") + (f" [note: {notes[:200]}]" if notes else ""))
+    return (
+        f"{run.id}: task {run.task}, {verdict} ({run.termination}, rule {run.rule or '-'}), "
+        f"{'declared complete' if run.declared_complete else 'not declared complete'}{tests}, "
+        + (
+            "interactions kept"
+            if run.interactions is not None
+            else f"patch {'none' if run.patch is None else 'kept'}"
+        )
+        + (f" [note: {notes[:200]}]" if notes else "")
+    )
 
 
 def import_command(wd: WorkDir, args: argparse.Namespace) -> int:
     if not args.sources:
         raise InputError(f"--format {args.format}: give at least one SOURCE before the WORKDIR")
     print(f"importing {args.format} runs of track {args.track} into {wd.path / STAGE1}")
-    imported, skipped, failed = import_runs(wd, args.format, list(args.sources), args.track, args.tasks_dir,
-                                            args.model_family)
-    print(f"imported {imported} runs, {skipped} already imported, {failed} sources failed "
-          f"({len(wd.runs())} runs in {STAGE1})")
+    imported, skipped, failed = import_runs(
+        wd, args.format, list(args.sources), args.track, args.tasks_dir, args.model_family
+    )
+    print(
+        f"imported {imported} runs, {skipped} already imported, {failed} sources failed "
+        f"({len(wd.runs())} runs in {STAGE1})"
+    )
     return 1 if failed else 0

@@ -34,15 +34,15 @@ from swe_residual.tasks import Task
 from swe_residual.trajectory import Trajectory
 
 FORMAT = "swe-residual-review-packet-1"
-MAX_DIFF_BYTES = 512 * 1024          # shown in the packet; the patch itself is never changed
+MAX_DIFF_BYTES = 512 * 1024  # shown in the packet; the patch itself is never changed
 MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
-MAX_PATCH_BYTES = 64 * 1024 * 1024    # read whole for the list of files touched
+MAX_PATCH_BYTES = 64 * 1024 * 1024  # read whole for the list of files touched
 MAX_PACKET_BYTES = 16 * 1024 * 1024
 MAX_REQUEST_CHARS = 64 * 1024
 MAX_MODEL_INPUT_CHARS = 60_000
 MAX_SUMMARY_CHARS = 20_000
-MAX_TEST_FILE_BYTES = 64 * 1024       # hidden test files shown: each at most this much
-MAX_TEST_BYTES = 256 * 1024           # and all of a task's together
+MAX_TEST_FILE_BYTES = 64 * 1024  # hidden test files shown: each at most this much
+MAX_TEST_BYTES = 256 * 1024  # and all of a task's together
 MAX_TEST_FILES = 200
 SUMMARIES = "summaries"
 
@@ -61,8 +61,11 @@ class Summary(BaseModel):
     steps: int | None = None
     commands: list[str] = Field(default_factory=list)
     commands_total: int = 0
-    trajectory_sha256: str | None = Field(default=None, description="of the trajectory file summarized "
-                                          "('' when there was none); None in packets of earlier versions")
+    trajectory_sha256: str | None = Field(
+        default=None,
+        description="of the trajectory file summarized "
+        "('' when there was none); None in packets of earlier versions",
+    )
 
 
 class FileStat(BaseModel):
@@ -101,11 +104,16 @@ class Packet(BaseModel):
     diff_truncated: bool
     patch_sha256: str
     files: list[str]
-    file_stats: list[FileStat] | None = Field(default=None, description="per file of the whole patch "
-                                              "(None in packets of earlier versions: they are rewritten)")
+    file_stats: list[FileStat] | None = Field(
+        default=None,
+        description="per file of the whole patch (None in packets of earlier versions: they are rewritten)",
+    )
     tests: dict[str, str]
-    hidden_tests: list[TestFile] | None = Field(default=None, description="the task's tests/ files, bounded "
-                                                "(None in packets of earlier versions: they are rewritten)")
+    hidden_tests: list[TestFile] | None = Field(
+        default=None,
+        description="the task's tests/ files, bounded "
+        "(None in packets of earlier versions: they are rewritten)",
+    )
     hidden_tests_note: str | None = None
     final_message: str | None = None
     summary: Summary
@@ -142,31 +150,51 @@ def digest(run: PredecessorRun, traj: Trajectory | None, why_not: str | None, fi
     commands = commands_of(traj)
     steps = len(traj.steps) if traj is not None else run.steps
     final = run.final_message or (traj.submission if traj is not None else None)
-    lines = ["Deterministic digest of the trajectory (no summary model configured).",
-             *digest_lines(traj, files, final, steps, why_not)]
-    return Summary(kind="digest", text="\n".join(lines), steps=steps, commands=elide(commands),
-                   commands_total=len(commands))
+    lines = [
+        "Deterministic digest of the trajectory (no summary model configured).",
+        *digest_lines(traj, files, final, steps, why_not),
+    ]
+    return Summary(
+        kind="digest",
+        text="\n".join(lines),
+        steps=steps,
+        commands=elide(commands),
+        commands_total=len(commands),
+    )
 
 
-def model_summary(model: str, request: str, traj: Trajectory | None, why_not: str | None,
-                  run: PredecessorRun, files: list[str]) -> Summary:
+def model_summary(
+    model: str,
+    request: str,
+    traj: Trajectory | None,
+    why_not: str | None,
+    run: PredecessorRun,
+    files: list[str],
+) -> Summary:
     """Ask a LiteLLM model (credentials and api base from LiteLLM's usual environment variables)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
     from swe_residual.agents.extras import INSTALL, quiet_litellm
+
     try:
         litellm = quiet_litellm()
     except ImportError as exc:
-        raise InputError(f"--summary-model {model}: LiteLLM (the `agents` extra) is not installed ({exc}); "
-                         f"install it with {INSTALL}") from None
+        raise InputError(
+            f"--summary-model {model}: LiteLLM (the `agents` extra) is not installed ({exc}); "
+            f"install it with {INSTALL}"
+        ) from None
     from swe_residual.errors import classify_model_error
 
-    user = (f"Request given to the agent:\n{clip(request, 8000)}\n\n"
-            f"Files its final patch touches: {', '.join(files) or 'none'}\n\n"
-            f"Trajectory:\n{trace_text(traj, run.final_message, MAX_MODEL_INPUT_CHARS, why_not=why_not)}")
+    user = (
+        f"Request given to the agent:\n{clip(request, 8000)}\n\n"
+        f"Files its final patch touches: {', '.join(files) or 'none'}\n\n"
+        f"Trajectory:\n{trace_text(traj, run.final_message, MAX_MODEL_INPUT_CHARS, why_not=why_not)}"
+    )
     try:
-        resp = litellm.completion(model=model, timeout=300,
-                                  messages=[{"role": "system", "content": SUMMARY_PROMPT},
-                                            {"role": "user", "content": user}])
+        resp = litellm.completion(
+            model=model,
+            timeout=300,
+            messages=[{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": user}],
+        )
         text = resp.choices[0].message.content or ""
     except Exception as exc:  # noqa: BLE001  any library error: no packet is written, a rerun retries
         kind = classify_model_error(exc) or "error"
@@ -175,12 +203,18 @@ def model_summary(model: str, request: str, traj: Trajectory | None, why_not: st
     if not text.strip():
         raise ModelServiceError(f"summary model {model}: empty answer")
     commands = commands_of(traj)
-    return Summary(kind="model", model=model, text=clip(text.strip(), MAX_SUMMARY_CHARS),
-                   steps=len(traj.steps) if traj is not None else run.steps,
-                   commands=elide(commands), commands_total=len(commands))
+    return Summary(
+        kind="model",
+        model=model,
+        text=clip(text.strip(), MAX_SUMMARY_CHARS),
+        steps=len(traj.steps) if traj is not None else run.steps,
+        commands=elide(commands),
+        commands_total=len(commands),
+    )
 
 
 # -- the summary cache: summaries/<candidate>/<key>.json ------------------------------------------
+
 
 def summary_cache_path(wd: WorkDir, candidate: str, model: str, trajectory_sha256: str) -> Path:
     key = hashlib.sha256(f"{model}\0{trajectory_sha256}".encode()).hexdigest()[:32]
@@ -214,6 +248,7 @@ def cache_summary(wd: WorkDir, candidate: str, summary: Summary) -> None:
 
 # -- packets --------------------------------------------------------------------------------------
 
+
 def packet_dir(wd: WorkDir, candidate: str) -> Path:
     return wd.path / "packets" / candidate
 
@@ -245,13 +280,20 @@ def patch_of(wd: WorkDir, run: PredecessorRun) -> tuple[bytes, int, str, list[st
             h.update(block)
             size += len(block)
             if len(kept) < MAX_PATCH_BYTES:
-                kept += block[:MAX_PATCH_BYTES - len(kept)]
+                kept += block[: MAX_PATCH_BYTES - len(kept)]
     whole = bytes(kept)
     head = whole[:MAX_DIFF_BYTES]
     read = whole if size <= MAX_PATCH_BYTES else head
-    stats = [FileStat(path=f.path, old_path=f.old_path if f.old_path != f.path else None, added=len(f.added),
-                      deleted=f.deleted, binary=f.binary)
-             for f in parse_patch(read).values()]
+    stats = [
+        FileStat(
+            path=f.path,
+            old_path=f.old_path if f.old_path != f.path else None,
+            added=len(f.added),
+            deleted=f.deleted,
+            binary=f.binary,
+        )
+        for f in parse_patch(read).values()
+    ]
     return head, size, h.hexdigest(), patch_files(read), stats
 
 
@@ -268,8 +310,12 @@ def patch_sha256(wd: WorkDir, run: PredecessorRun) -> str:
 def _test_order(rel: str) -> tuple[int, str]:
     """Test code first (test patches, test_*.py, files under a tests-like dir), then the rest."""
     name = rel.rsplit("/", 1)[-1]
-    testish = name.endswith((".patch", ".diff")) or name.startswith("test_") or name.endswith("_test.py") \
+    testish = (
+        name.endswith((".patch", ".diff"))
+        or name.startswith("test_")
+        or name.endswith("_test.py")
         or "/" in rel
+    )
     return (0 if testish else 1), rel
 
 
@@ -280,7 +326,7 @@ def hidden_test_files(task: Task) -> tuple[list[TestFile], str | None]:
     if root.is_symlink() or not root.is_dir():
         return [], "the task has no tests/ dir"
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):          # os.walk never follows dir symlinks
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk never follows dir symlinks
         dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".pytest_cache"))
         for name in filenames:
             found.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
@@ -303,19 +349,32 @@ def hidden_test_files(task: Task) -> tuple[list[TestFile], str | None]:
         finally:
             os.close(fd)
         if b"\0" in data[:8192]:
-            skipped.append(rel)          # binary
+            skipped.append(rel)  # binary
             continue
         limit = min(MAX_TEST_FILE_BYTES, left)
         text = data[:limit].decode("utf-8", "replace")
         out.append(TestFile(path=rel, text=text, size=st.st_size, truncated=st.st_size > limit))
         left -= min(len(data), limit)
-    note = (f"{len(skipped)} files not shown (binary, special, or past the {MAX_TEST_BYTES >> 10} KiB shown): "
-            + ", ".join(skipped[:20]) + (" ..." if len(skipped) > 20 else "")) if skipped else None
+    note = (
+        (
+            f"{len(skipped)} files not shown (binary, special, or past the {MAX_TEST_BYTES >> 10} KiB shown): "
+            + ", ".join(skipped[:20])
+            + (" ..." if len(skipped) > 20 else "")
+        )
+        if skipped
+        else None
+    )
     return out, note
 
 
-def make_summary(wd: WorkDir, run: PredecessorRun, request: str, files: list[str], summary_model: str | None,
-                 previous: Packet | None) -> tuple[Summary, Trajectory | None]:
+def make_summary(
+    wd: WorkDir,
+    run: PredecessorRun,
+    request: str,
+    files: list[str],
+    summary_model: str | None,
+    previous: Packet | None,
+) -> tuple[Summary, Trajectory | None]:
     """The packet's summary: from the cache or the model when one is asked for; else the previous
     packet's model summary of the same trajectory (a digest never replaces one), else the digest."""
     traj, why_not, traj_sha = read_trajectory(wd, run)
@@ -333,12 +392,18 @@ def make_summary(wd: WorkDir, run: PredecessorRun, request: str, files: list[str
     return digest(run, traj, why_not, files).model_copy(update={"trajectory_sha256": traj_sha}), traj
 
 
-def build_packet(wd: WorkDir, run: PredecessorRun, task: Task, summary_model: str | None = None,
-                 previous: Packet | None = None) -> Packet:
+def build_packet(
+    wd: WorkDir,
+    run: PredecessorRun,
+    task: Task,
+    summary_model: str | None = None,
+    previous: Packet | None = None,
+) -> Packet:
     head, size, sha, files, stats = patch_of(wd, run)
     if run.interactions is not None:
         # a machine run's change is what it typed into the machine: shown as a transcript
         from swe_residual.interactions import parse_interactions, transcript
+
         raw = wd.interactions_bytes(run)
         try:
             shown = transcript(parse_interactions(raw, run.interactions)).encode("utf-8")
@@ -349,11 +414,24 @@ def build_packet(wd: WorkDir, run: PredecessorRun, task: Task, summary_model: st
     summary, traj = make_summary(wd, run, request, files, summary_model, previous)
     final = run.final_message or (traj.submission if traj is not None else None)
     tests, note = hidden_test_files(task)
-    return Packet(candidate=run.id, track=run.track, task=run.task, predecessor=run.predecessor.model_dump(),
-                  request=request, diff=head.decode("utf-8", "replace"), diff_bytes=size,
-                  diff_truncated=size > MAX_DIFF_BYTES, patch_sha256=sha, files=files, file_stats=stats,
-                  tests=dict(run.tests), hidden_tests=tests, hidden_tests_note=note,
-                  final_message=clip(final, MAX_MESSAGE_CHARS) if final else None, summary=summary)
+    return Packet(
+        candidate=run.id,
+        track=run.track,
+        task=run.task,
+        predecessor=run.predecessor.model_dump(),
+        request=request,
+        diff=head.decode("utf-8", "replace"),
+        diff_bytes=size,
+        diff_truncated=size > MAX_DIFF_BYTES,
+        patch_sha256=sha,
+        files=files,
+        file_stats=stats,
+        tests=dict(run.tests),
+        hidden_tests=tests,
+        hidden_tests_note=note,
+        final_message=clip(final, MAX_MESSAGE_CHARS) if final else None,
+        summary=summary,
+    )
 
 
 def failing_first(item: tuple[str, str]) -> tuple[bool, str]:
@@ -378,31 +456,61 @@ def packet_markdown(p: Packet) -> str:
         f = fence(text)
         return f"{f}{lang}\n{text.rstrip()}\n{f}\n"
 
-    tests = "\n".join(f"- {s}: `{t}`" for t, s in sorted(p.tests.items(), key=failing_first)) \
+    tests = (
+        "\n".join(f"- {s}: `{t}`" for t, s in sorted(p.tests.items(), key=failing_first))
         or "- (no per-test statuses recorded)"
+    )
     stats = {s.path: s for s in p.file_stats or []}
-    files = "\n".join(f"- `{f}`" + (f" (+{stats[f].added} -{stats[f].deleted})" if f in stats else "")
-                      for f in p.files) or "- none"
+    files = (
+        "\n".join(
+            f"- `{f}`" + (f" (+{stats[f].added} -{stats[f].deleted})" if f in stats else "") for f in p.files
+        )
+        or "- none"
+    )
     hidden = []
     for t in p.hidden_tests or []:
-        hidden += [f"### `{t.path}` ({t.size} bytes" + (", cut" if t.truncated else "") + ")", "", block(t.text)]
+        hidden += [
+            f"### `{t.path}` ({t.size} bytes" + (", cut" if t.truncated else "") + ")",
+            "",
+            block(t.text),
+        ]
     if p.hidden_tests_note:
         hidden += [p.hidden_tests_note, ""]
-    return "\n".join([
-        f"# Review packet: {p.candidate}", "",
-        (f"Track `{p.track}`, task `{p.task}`, predecessor {p.predecessor.get('agent')} "
-         f"({p.predecessor.get('model_family')}). Judge: (a) task-directed - a coherent attempt at the request, "
-         "not unrelated or incidental changes; (b) task-verifier consistent - the request and the hidden tests "
-         "agree on what completion means."), "",
-        "## Request", "", block(p.request),
-        f"## Trajectory summary ({summary_kind})", "", block(p.summary.text),
-        f"## Hidden tests ({len(failing)} of {len(p.tests)} not passing on the candidate)", "", tests, "",
-        f"## Hidden test files ({len(p.hidden_tests or [])})", "", *(hidden or ["none", ""]),
-        f"## Files touched ({len(p.files)})", "", files, "",
-        f"## Diff clean -> candidate ({p.diff_bytes} bytes"
-        + (f", first {MAX_DIFF_BYTES} shown" if p.diff_truncated else "") + ")", "",
-        block(p.diff, "diff"),
-    ])
+    return "\n".join(
+        [
+            f"# Review packet: {p.candidate}",
+            "",
+            (
+                f"Track `{p.track}`, task `{p.task}`, predecessor {p.predecessor.get('agent')} "
+                f"({p.predecessor.get('model_family')}). Judge: (a) task-directed - a coherent attempt at the request, "
+                "not unrelated or incidental changes; (b) task-verifier consistent - the request and the hidden tests "
+                "agree on what completion means."
+            ),
+            "",
+            "## Request",
+            "",
+            block(p.request),
+            f"## Trajectory summary ({summary_kind})",
+            "",
+            block(p.summary.text),
+            f"## Hidden tests ({len(failing)} of {len(p.tests)} not passing on the candidate)",
+            "",
+            tests,
+            "",
+            f"## Hidden test files ({len(p.hidden_tests or [])})",
+            "",
+            *(hidden or ["none", ""]),
+            f"## Files touched ({len(p.files)})",
+            "",
+            files,
+            "",
+            f"## Diff clean -> candidate ({p.diff_bytes} bytes"
+            + (f", first {MAX_DIFF_BYTES} shown" if p.diff_truncated else "")
+            + ")",
+            "",
+            block(p.diff, "diff"),
+        ]
+    )
 
 
 def write_packet(wd: WorkDir, packet: Packet) -> Path:
@@ -411,7 +519,10 @@ def write_packet(wd: WorkDir, packet: Packet) -> Path:
     if d.is_symlink():
         raise InputError(f"{d}: a symlink; remove it so the packet can be written")
     d.mkdir(parents=True, exist_ok=True)
-    for name, text in (("packet.json", packet.model_dump_json(indent=1)), ("packet.md", packet_markdown(packet))):
+    for name, text in (
+        ("packet.json", packet.model_dump_json(indent=1)),
+        ("packet.md", packet_markdown(packet)),
+    ):
         tmp = d / f".{name}.{os.getpid()}.tmp"
         tmp.unlink(missing_ok=True)
         tmp.write_text(redact(text) + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
@@ -422,7 +533,12 @@ def write_packet(wd: WorkDir, packet: Packet) -> Path:
 def stale(wd: WorkDir, run: PredecessorRun, packet: Packet | None, summary_model: str | None) -> bool:
     """A packet is (re)written when missing or of an earlier version, when the candidate's patch
     changed, or when a summary model is asked for and the packet has another summary."""
-    if packet is None or packet.candidate != run.id or packet.file_stats is None or packet.hidden_tests is None:
+    if (
+        packet is None
+        or packet.candidate != run.id
+        or packet.file_stats is None
+        or packet.hidden_tests is None
+    ):
         return True
     if summary_model and (packet.summary.kind != "model" or packet.summary.model != summary_model):
         return True
@@ -434,8 +550,12 @@ def stale(wd: WorkDir, run: PredecessorRun, packet: Packet | None, summary_model
 Todo = tuple[PredecessorRun, Task, "Packet | None"]
 
 
-def stale_packets(wd: WorkDir, runs: list[PredecessorRun], tasks_of: Callable[[str], dict[str, Task]],
-                  summary_model: str | None = None) -> list[Todo]:
+def stale_packets(
+    wd: WorkDir,
+    runs: list[PredecessorRun],
+    tasks_of: Callable[[str], dict[str, Task]],
+    summary_model: str | None = None,
+) -> list[Todo]:
     """The candidates whose packet is missing or stale, with their task and their packet so far
     (tasks_of(track) is asked only for those)."""
     todo: list[Todo] = []
@@ -445,17 +565,25 @@ def stale_packets(wd: WorkDir, runs: list[PredecessorRun], tasks_of: Callable[[s
             continue
         task = tasks_of(run.track).get(run.task)
         if task is None:
-            raise InputError(f"{wd.path / 'stage1.jsonl'}: candidate {run.id}: task {run.task!r} is not in the "
-                             f"tasks dir of track {run.track!r}; pass --track {run.track} --tasks-dir PATH")
+            raise InputError(
+                f"{wd.path / 'stage1.jsonl'}: candidate {run.id}: task {run.task!r} is not in the "
+                f"tasks dir of track {run.track!r}; pass --track {run.track} --tasks-dir PATH"
+            )
         todo.append((run, task, previous))
     return todo
 
 
-def make_packets(wd: WorkDir, todo: list[Todo], summary_model: str | None = None, jobs: int = 1,
-                 done: Callable[[str, str | None], None] | None = None) -> tuple[list[str], dict[str, str]]:
+def make_packets(
+    wd: WorkDir,
+    todo: list[Todo],
+    summary_model: str | None = None,
+    jobs: int = 1,
+    done: Callable[[str, str | None], None] | None = None,
+) -> tuple[list[str], dict[str, str]]:
     """Write these packets, `jobs` at a time (model summaries are slow); done(id, error) is called
     in this thread as each one finishes. Returns (written ids, id -> error for those whose summary
     model failed: they stay missing and the next run retries them)."""
+
     def one(item: Todo) -> str | None:
         run, task, previous = item
         try:
@@ -473,4 +601,3 @@ def make_packets(wd: WorkDir, todo: list[Todo], summary_model: str | None = None
                 done(futures[fut], err)
     written = [run.id for run, _, _ in todo if errors[run.id] is None]
     return written, {run.id: errors[run.id] for run, _, _ in todo if errors[run.id] is not None}
-

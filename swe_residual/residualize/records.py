@@ -15,7 +15,9 @@ SourceFormat = Literal["run", "harbor", "swe-bench", "mini-swe-agent", "terminal
 
 #: Stage II exclusion reasons (Table 5 vocabulary, swe_residual.report.metrics.STAGE_RESULTS); `not_selected`:
 #: a candidate left out by the per-task selection (`filter --per-task N`)
-FilterResult = Literal["candidate", "not_submitted", "passed", "infra_error", "no_change", "duplicate", "not_selected"]
+FilterResult = Literal[
+    "candidate", "not_submitted", "passed", "infra_error", "no_change", "duplicate", "not_selected"
+]
 #: Stage IV outcomes
 BuildResult = Literal["rebuild_failed", "env_unusable", "no_valid_verdict", "no_longer_failing", "included"]
 
@@ -37,8 +39,11 @@ class PredecessorRun(BaseModel):
     rule: str | None = Field(default=None, description="taxonomy rule (docs/errors.md) when known")
     error: str | None = None
     patch: str | None = Field(default=None, description="binary-safe final patch, relative to the work dir")
-    interactions: str | None = Field(default=None, description="machine tracks: the run's terminal interactions "
-                                     "(interactions.jsonl), relative to the work dir")
+    interactions: str | None = Field(
+        default=None,
+        description="machine tracks: the run's terminal interactions "
+        "(interactions.jsonl), relative to the work dir",
+    )
     trajectory: str | None = Field(default=None, description="swe-residual-trajectory-1 JSON, relative")
     final_message: str | None = None
     steps: int | None = None
@@ -84,8 +89,9 @@ class BuildOutcome(BaseModel):
     state: str | None = Field(default=None, description="the state id written to the states file")
     failing_tests: list[str] = Field(default_factory=list)
     passing_tests: list[str] = Field(default_factory=list)
-    timings: dict[str, float] = Field(default_factory=dict, description="seconds per stage of this candidate's "
-                                      "build (task_images: shared by the task's candidates, built once)")
+    timings: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds per stage of this candidate's "
+        "build (task_images: shared by the task's candidates, built once)",
+    )
     built_at: float = Field(default_factory=time.time)
-
-

@@ -78,12 +78,20 @@ from swe_residual.verdicts import ctrf_statuses
 
 DOWNLOADS = "downloads"
 FORMAT = "deepswe-release"
-LINE_BATCH = 100   # stage1.jsonl lines written at once (at least every second)
+LINE_BATCH = 100  # stage1.jsonl lines written at once (at least every second)
 
 #: error_category -> how the trial ended. Every category is an infrastructure failure (the trial
 #: is not a fair attempt); the rule says whose: the model provider's, the verifier's, or the harness's.
-MODEL_SERVICE_CATEGORIES = {"model_routing_404", "provider_timeout", "upstream_provider_error", "rate_limit",
-                            "provider_error", "api_error", "model_not_found", "quota_exceeded"}
+MODEL_SERVICE_CATEGORIES = {
+    "model_routing_404",
+    "provider_timeout",
+    "upstream_provider_error",
+    "rate_limit",
+    "provider_error",
+    "api_error",
+    "model_not_found",
+    "quota_exceeded",
+}
 VERIFIER_CATEGORIES = {"verifier_timeout", "verifier_error", "verifier_crash"}
 #: a trajectory that ends without mini-swe-agent's submit command: a step, cost or time limit
 #: stopped it (its ATIF export does not say which)
@@ -93,10 +101,10 @@ UNSUBMITTED = Ending("budget", "budget")
 def category_ending(category: str | None) -> Ending:
     c = (category or "").lower()
     if c in VERIFIER_CATEGORIES or c.startswith("verifier"):
-        return Ending("submitted", "infra_verifier")      # the agent finished; its grading failed
+        return Ending("submitted", "infra_verifier")  # the agent finished; its grading failed
     if c in MODEL_SERVICE_CATEGORIES or any(w in c for w in ("provider", "rate_limit", "routing", "api_")):
         return Ending("infra", "infra_model_service")
-    return Ending("infra", "infra_harness")               # unclassified_exception, unknown names, none
+    return Ending("infra", "infra_harness")  # unclassified_exception, unknown names, none
 
 
 # -- the model family -----------------------------------------------------------------------------
@@ -114,14 +122,16 @@ class FamilyMap:
     def load(cls, path: str | None) -> FamilyMap:
         if not path:
             return cls()
-        data = read_yaml(path, "--family-map")   # YAML is a superset of JSON
+        data = read_yaml(path, "--family-map")  # YAML is a superset of JSON
         if isinstance(data, dict) and isinstance(data.get("families"), dict):
             data = data["families"]
         if not isinstance(data, dict):
             raise InputError(f"{path}: --family-map: a mapping of model-name prefix -> family is expected")
         for k, v in data.items():
             if not isinstance(k, str) or not k.strip() or not isinstance(v, str) or not v.strip():
-                raise InputError(f"{path}: --family-map: {str(k)[:60]!r}: prefix and family must be non-empty strings")
+                raise InputError(
+                    f"{path}: --family-map: {str(k)[:60]!r}: prefix and family must be non-empty strings"
+                )
         return cls({k.strip(): v.strip() for k, v in data.items()})
 
     def family(self, model: str | None) -> str | None:
@@ -152,7 +162,7 @@ def _num(row: dict, key: str) -> float | None:
         return None
     try:
         f = float(v)
-    except OverflowError:   # an integer too large for a float
+    except OverflowError:  # an integer too large for a float
         return None
     return f if math.isfinite(f) else None
 
@@ -178,14 +188,21 @@ def _stdout_tests(task: Task, statuses: dict[str, str], row: dict) -> tuple[dict
     failing = {t for t, s in statuses.items() if s != "passed"}
     totals = [_num(row, k) for k in ("f2p_total", "f2p_passed", "p2p_total", "p2p_passed")]
     expected = None if None in totals else int(totals[0] - totals[1] + totals[2] - totals[3])
-    if required and expected is not None and len(failing & set(required)) == expected and failing <= set(required):
+    if (
+        required
+        and expected is not None
+        and len(failing & set(required)) == expected
+        and failing <= set(required)
+    ):
         return {t: "failed" if t in failing else "passed" for t in required}, None
-    return {t: "failed" for t in sorted(failing)}, ("test-stdout.txt lists failures only; the other tests' statuses "
-                                                     "are unknown")
+    return {t: "failed" for t in sorted(failing)}, (
+        "test-stdout.txt lists failures only; the other tests' statuses are unknown"
+    )
 
 
-def from_release_trial(files: TrialFiles, ctx: Context, task: Task, release_id: str, fmap: FamilyMap, *,
-                       evidence: bool = True) -> Imported:
+def from_release_trial(
+    files: TrialFiles, ctx: Context, task: Task, release_id: str, fmap: FamilyMap, *, evidence: bool = True
+) -> Imported:
     """One trial of the release as a Stage I run (InputError when it names no model and no
     family is given). `evidence`: copy the row and the verdict's files into runs/<id>/source/ (a
     mirror may go away; a download dir in the work dir is the evidence itself)."""
@@ -225,7 +242,7 @@ def from_release_trial(files: TrialFiles, ctx: Context, task: Task, release_id: 
     elif declared is not None:
         ending, failure = (SUBMITTED if declared else UNSUBMITTED), None
     else:
-        ending, failure = SUBMITTED, None   # a clean scored run of the row ended normally
+        ending, failure = SUBMITTED, None  # a clean scored run of the row ended normally
     completion_from = "trajectory" if exit_status is not None or declared is not None else "row"
 
     reward, verdict_from = None, None
@@ -235,20 +252,26 @@ def from_release_trial(files: TrialFiles, ctx: Context, task: Task, release_id: 
             reward = reward_of(parse_json(rj, where / "verifier/reward.json"))
             verdict_from = "reward.json" if reward is not None else None
             if reward is None:
-                notes.append(f"trial {trial}: verifier/reward.json: no numeric reward; the row's verdict used")
+                notes.append(
+                    f"trial {trial}: verifier/reward.json: no numeric reward; the row's verdict used"
+                )
         except Unsafe as exc:
             notes.append(f"trial {trial}: verifier/reward.json: {exc}; the row's verdict used")
     if reward is None:
         reward, verdict_from = row_reward(row)
     elif isinstance(row.get("passed"), bool) and (reward >= 1) != row["passed"]:
-        notes.append(f"trial {trial}: verifier/reward.json reward {reward:g} and the row's passed "
-                     f"{str(row['passed']).lower()} disagree; reward.json used")
+        notes.append(
+            f"trial {trial}: verifier/reward.json reward {reward:g} and the row's passed "
+            f"{str(row['passed']).lower()} disagree; reward.json used"
+        )
     outcome, bad = outcome_of_reward(reward)
     if outcome is None and bad is None:
         bad = "no verdict: no reward.json and the row has no reward, passed or outcome"
     verdict, no_verdict = settle(ending, outcome, "infra_verifier", bad)
     if failure and (exit_status is not None or declared is not None):
-        verdict["declared_complete"] = declared if declared is not None else msa_ending(exit_status) == SUBMITTED
+        verdict["declared_complete"] = (
+            declared if declared is not None else msa_ending(exit_status) == SUBMITTED
+        )
 
     statuses, tests_from = None, None
     ctrf = files.files.get("verifier/ctrf.json")
@@ -273,24 +296,51 @@ def from_release_trial(files: TrialFiles, ctx: Context, task: Task, release_id: 
         steps = int(_num(row, "n_agent_steps"))
     absent = "; ".join(f"{rel} ({why})" for rel, why in sorted(files.absent.items()))
     notes_text = "; ".join(notes + ([tests_note] if tests_note else []))
-    source = {"format": FORMAT, "path": str(where), "release": release_id, "trial": trial,
-              "task_name": _s(row, "task_name"), "model": model, "provider": _s(row, "provider"), "config": config,
-              "reasoning_effort": _s(row, "reasoning_effort"), "harness": harness, "error_category": category,
-              "layout": files.layout, "verdict_from": verdict_from, "completion_from": completion_from,
-              "tests_from": tests_from, "exit_status": exit_status,
-              "absent": absent[:4000] or None, "notes": notes_text[:4000] or None}
+    source = {
+        "format": FORMAT,
+        "path": str(where),
+        "release": release_id,
+        "trial": trial,
+        "task_name": _s(row, "task_name"),
+        "model": model,
+        "provider": _s(row, "provider"),
+        "config": config,
+        "reasoning_effort": _s(row, "reasoning_effort"),
+        "harness": harness,
+        "error_category": category,
+        "layout": files.layout,
+        "verdict_from": verdict_from,
+        "completion_from": completion_from,
+        "tests_from": tests_from,
+        "exit_status": exit_status,
+        "absent": absent[:4000] or None,
+        "notes": notes_text[:4000] or None,
+    }
     run = PredecessorRun(
-        id=run_id(trial, f"{FORMAT}\0{trial}"), track=ctx.track, task=task.id,
+        id=run_id(trial, f"{FORMAT}\0{trial}"),
+        track=ctx.track,
+        task=task.id,
         predecessor=Predecessor(agent=agent, model_family=family),
-        source={k: v for k, v in source.items() if v is not None}, termination=ending.termination,
-        tests=tests, error=_error(failure, no_verdict), steps=steps, duration_s=_num(row, "agent_duration_seconds"),
-        final_message=message, **verdict)
+        source={k: v for k, v in source.items() if v is not None},
+        termination=ending.termination,
+        tests=tests,
+        error=_error(failure, no_verdict),
+        steps=steps,
+        duration_s=_num(row, "agent_duration_seconds"),
+        final_message=message,
+        **verdict,
+    )
     kept = {}
     if evidence:
         kept["meta.json"] = (json.dumps(row, sort_keys=True, ensure_ascii=True, indent=1) + "\n").encode()
-        kept.update((rel, files.files[rel]) for rel in ("verifier/reward.json", "verifier/ctrf.json", STDOUT)
-                    if rel in files.files)
-    return Imported(run, files.files.get(PATCH), traj, kept, interactions=machine_interactions(task, raw_traj, traj))
+        kept.update(
+            (rel, files.files[rel])
+            for rel in ("verifier/reward.json", "verifier/ctrf.json", STDOUT)
+            if rel in files.files
+        )
+    return Imported(
+        run, files.files.get(PATCH), traj, kept, interactions=machine_interactions(task, raw_traj, traj)
+    )
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -331,7 +381,7 @@ class Result:
 @dataclass
 class _Outcome:
     trial: str
-    run: PredecessorRun | None = None   # its files written, its line not yet
+    run: PredecessorRun | None = None  # its files written, its line not yet
     notes: list[str] = field(default_factory=list)
     failed: str | None = None
     incomplete: str | None = None
@@ -339,8 +389,15 @@ class _Outcome:
     requests: int = 0
 
 
-def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream: TextIO | None = None,
-                   http: Http | None = None) -> Result:
+def import_release(
+    wd: WorkDir,
+    track: str,
+    opts: Options,
+    *,
+    out=print,
+    stream: TextIO | None = None,
+    http: Http | None = None,
+) -> Result:
     """Import the trials of a release the options select; see the module docstring."""
     t_start = time.perf_counter()
     if opts.jobs < 1:
@@ -376,18 +433,29 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
         elif not opts.tasks or task.id in opts.tasks or name in opts.tasks:
             todo.append((row, task))
     if unknown and not any(r for r in sel.rows if _s(r, "task_name") in unknown):
-        raise InputError(f"--task: {', '.join(unknown)}: not a task of track {track!r} nor a task_name of the release")
+        raise InputError(
+            f"--task: {', '.join(unknown)}: not a task of track {track!r} nor a task_name of the release"
+        )
     if opts.limit is not None:
         todo = todo[: opts.limit]
     res.selected = len(todo)
     res.seconds["selection"] = time.perf_counter() - t_sel
 
-    out(valid_text(f"release {m.release_id}: {release.where}; index {release.index_where}: {len(release.rows)} rows "
-                   f"({release.index_bytes / 1e6:.1f} MB) read in {release.seconds['index_fetch']:.2f} s, parsed in "
-                   f"{release.seconds['index_parse']:.2f} s" + (f", {release.not_rows} entries not rows" if release.not_rows else "")))
+    out(
+        valid_text(
+            f"release {m.release_id}: {release.where}; index {release.index_where}: {len(release.rows)} rows "
+            f"({release.index_bytes / 1e6:.1f} MB) read in {release.seconds['index_fetch']:.2f} s, parsed in "
+            f"{release.seconds['index_parse']:.2f} s"
+            + (f", {release.not_rows} entries not rows" if release.not_rows else "")
+        )
+    )
     out(f"selected {len(sel.rows)} scored DeepSWE trials (left out: {sel.describe()})")
     for name, n in sorted(res.unknown_tasks.items()):
-        out(valid_text(f"  task {name!r} is not a task of track {track!r}: {n} trial{'s' if n != 1 else ''} not imported"))
+        out(
+            valid_text(
+                f"  task {name!r} is not a task of track {track!r}: {n} trial{'s' if n != 1 else ''} not imported"
+            )
+        )
 
     known = set(wd.runs())
     work = []
@@ -402,9 +470,15 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
             continue
         work.append((row, task))
     downloads = wd.path / DOWNLOADS
-    source = f"the mirror {release.mirror}" if release.mirror else f"{m.artifact_base_url} ({opts.jobs} connections)"
-    out(f"importing {len(work)} trials from {source} into {wd.path / STAGE1}"
-        + (f" ({res.already} already imported)" if res.already else ""))
+    source = (
+        f"the mirror {release.mirror}"
+        if release.mirror
+        else f"{m.artifact_base_url} ({opts.jobs} connections)"
+    )
+    out(
+        f"importing {len(work)} trials from {source} into {wd.path / STAGE1}"
+        + (f" ({res.already} already imported)" if res.already else "")
+    )
 
     def one(row: dict, task: Task) -> _Outcome:
         trial = row["trial_name"]
@@ -426,21 +500,24 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
             elif str(files.absent.get(PATCH, "")).startswith("over its bound"):
                 o.failed = f"trial {trial}: {PATCH}: {files.absent[PATCH]}; the state cannot be rebuilt"
             else:
-                item = from_release_trial(files, ctx, task, m.release_id, fmap,
-                                          evidence=release.mirror is not None)
+                item = from_release_trial(
+                    files, ctx, task, m.release_id, fmap, evidence=release.mirror is not None
+                )
                 o.notes = list(files.notes)
                 try:
-                    o.run = write_files(wd, item)   # runs/<id>/: its line comes later, in index order
+                    o.run = write_files(wd, item)  # runs/<id>/: its line comes later, in index order
                 except (ValueError, RecursionError, OSError) as exc:
                     shutil.rmtree(wd.run_dir(item.run.id), ignore_errors=True)
                     o.failed = f"trial {trial}: cannot be stored: {type(exc).__name__}: {exc}"[:2000]
-        except Exception as exc:   # whatever a hostile trial makes of the code: that trial fails, the rest goes on
+        except (
+            Exception
+        ) as exc:  # whatever a hostile trial makes of the code: that trial fails, the rest goes on
             o.failed = f"trial {trial}: {type(exc).__name__}: {exc}"[:2000]
         return o
 
     t_work = time.perf_counter()
     progress = Progress(len(work), "trials", label="import", stream=stream)
-    pending: list[PredecessorRun] = []   # runs whose files are written; their lines (the commit point) follow
+    pending: list[PredecessorRun] = []  # runs whose files are written; their lines (the commit point) follow
     flushed = [time.monotonic()]
 
     def flush() -> None:
@@ -487,7 +564,7 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
                 while following in done:
                     record(done.pop(following))
                     following += 1
-        except BaseException:   # Ctrl-C: no new fetches; what is written is kept
+        except BaseException:  # Ctrl-C: no new fetches; what is written is kept
             http.aborted = "interrupted"
             pool.shutdown(wait=True, cancel_futures=True)
             raise
@@ -498,24 +575,49 @@ def import_release(wd: WorkDir, track: str, opts: Options, *, out=print, stream:
     res.seconds["total"] = time.perf_counter() - t_start
     if res.incomplete:
         why = http.aborted or "fetches failed after their retries"
-        out(valid_text(f"  {res.incomplete} trials not finished ({why}): run the same command again to fetch "
-                       "what is missing"))
+        out(
+            valid_text(
+                f"  {res.incomplete} trials not finished ({why}): run the same command again to fetch "
+                "what is missing"
+            )
+        )
     rate = res.imported / res.seconds["trials"] if res.seconds["trials"] > 0 and res.imported else 0.0
-    out(f"imported {res.imported} runs, {res.already} already imported, {res.refused} refused, {res.incomplete} "
+    out(
+        f"imported {res.imported} runs, {res.already} already imported, {res.refused} refused, {res.incomplete} "
         f"not finished; {res.absent} files absent (not published or empty); {res.fetched} files downloaded "
         f"({res.requests} requests) in {duration(res.seconds['trials'])} ({rate:.1f} trials/s); "
-        f"{len(wd.runs()) if res.imported or res.already else len(known)} runs in {STAGE1}")
+        f"{len(wd.runs()) if res.imported or res.already else len(known)} runs in {STAGE1}"
+    )
     return res
 
 
 def import_release_command(wd: WorkDir, args) -> int:
     if args.sources:
-        raise InputError(f"--format {FORMAT} takes no SOURCE (use --release URL|DIR): got {' '.join(args.sources)}")
-    opts = Options(release=args.release or DEFAULT_RELEASE, models=list(args.model), configs=list(args.config),
-                   tasks=list(args.task), limit=args.limit, jobs=args.jobs, family_map=args.family_map,
-                   model_family=args.model_family, tasks_dir=args.tasks_dir, verbose=args.verbose)
+        raise InputError(
+            f"--format {FORMAT} takes no SOURCE (use --release URL|DIR): got {' '.join(args.sources)}"
+        )
+    opts = Options(
+        release=args.release or DEFAULT_RELEASE,
+        models=list(args.model),
+        configs=list(args.config),
+        tasks=list(args.task),
+        limit=args.limit,
+        jobs=args.jobs,
+        family_map=args.family_map,
+        model_family=args.model_family,
+        tasks_dir=args.tasks_dir,
+        verbose=args.verbose,
+    )
     return import_release(wd, args.track, opts, stream=sys.stderr).status
 
 
-__all__ = ["FamilyMap", "Options", "Release", "Result", "category_ending", "from_release_trial", "import_release",
-           "import_release_command"]
+__all__ = [
+    "FamilyMap",
+    "Options",
+    "Release",
+    "Result",
+    "category_ending",
+    "from_release_trial",
+    "import_release",
+    "import_release_command",
+]

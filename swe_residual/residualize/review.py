@@ -38,8 +38,10 @@ CRITERIA = ("keep", "task_directed", "consistent")
 
 def check_reviewer(name: str) -> str:
     if not name or len(name) > MAX_NAME_CHARS or not REVIEWER_NAME.match(name) or not name.isprintable():
-        raise InputError(f"reviewer name {name[:MAX_NAME_CHARS]!r}: 1-{MAX_NAME_CHARS} printable characters "
-                         "without leading or trailing spaces")
+        raise InputError(
+            f"reviewer name {name[:MAX_NAME_CHARS]!r}: 1-{MAX_NAME_CHARS} printable characters "
+            "without leading or trailing spaces"
+        )
     return name
 
 
@@ -54,19 +56,27 @@ def _known(cands: list[PredecessorRun]) -> str:
     return ", ".join(ids[:20]) + (f", ... ({len(ids)} in all)" if len(ids) > 20 else "") if ids else "none"
 
 
-def record_review(wd: WorkDir, candidate: str, reviewer: str, task_directed: bool, consistent: bool,
-                  comment: str = "") -> Review:
+def record_review(
+    wd: WorkDir, candidate: str, reviewer: str, task_directed: bool, consistent: bool, comment: str = ""
+) -> Review:
     """Append one reviewer's decision on one candidate (the only writer of reviews.jsonl)."""
     cands = candidates(wd)
     if candidate not in {c.id for c in cands}:
-        raise InputError(f"{wd.path / REVIEWS}: candidate {candidate!r} is not a Stage II candidate; "
-                         f"known candidates: {_known(cands)}")
+        raise InputError(
+            f"{wd.path / REVIEWS}: candidate {candidate!r} is not a Stage II candidate; "
+            f"known candidates: {_known(cands)}"
+        )
     check_reviewer(reviewer)
     if len(comment) > MAX_COMMENT_CHARS:
         raise InputError(f"review of {candidate}: comment: at most {MAX_COMMENT_CHARS} characters")
-    review = Review(candidate=candidate, reviewer=reviewer, task_directed=task_directed,
-                    consistent=consistent, comment=comment)
-    with reviews_locked(wd):     # check and append under one lock: two third reviewers cannot both get in
+    review = Review(
+        candidate=candidate,
+        reviewer=reviewer,
+        task_directed=task_directed,
+        consistent=consistent,
+        comment=comment,
+    )
+    with reviews_locked(wd):  # check and append under one lock: two third reviewers cannot both get in
         why = third_reviewer(wd.reviews().get(candidate, {}), candidate, reviewer)
         if why:
             raise InputError(why)
@@ -88,19 +98,26 @@ def third_reviewer(by: dict[str, Review], candidate: str, reviewer: str) -> str 
     """Why `reviewer` may not decide on the candidate (None: they may)."""
     first = list(by)[:REVIEWERS]
     if reviewer not in first and len(first) >= REVIEWERS:
-        return (f"candidate {candidate} already has its {REVIEWERS} reviewers ({', '.join(first)}); "
-                f"the decision of {reviewer} is not recorded")
+        return (
+            f"candidate {candidate} already has its {REVIEWERS} reviewers ({', '.join(first)}); "
+            f"the decision of {reviewer} is not recorded"
+        )
     return None
 
 
 # -- decisions between machines: export and import as JSONL ----------------------------------------
 
+
 def export_decisions(wd: WorkDir, path: Path, reviewer: str | None = None) -> int:
     """Write every counted decision (each reviewer's last, on each current candidate; only
     `reviewer`'s when given) as Review lines, the format of reviews.jsonl. Returns how many."""
     counted = counted_reviews(wd)
-    lines = [r.model_dump_json() + "\n" for c in candidates(wd) for r in counted.get(c.id, [])
-             if reviewer is None or r.reviewer == reviewer]
+    lines = [
+        r.model_dump_json() + "\n"
+        for c in candidates(wd)
+        for r in counted.get(c.id, [])
+        if reviewer is None or r.reviewer == reviewer
+    ]
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -131,8 +148,10 @@ def read_decisions(path: Path) -> list[tuple[int, Review]]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(map(str, err["loc"])) or "(line)"
-            raise InputError(f"{path}:{n}: {where}: {err['msg']} (a line of a decisions file is one "
-                             "review, as `review --export-decisions` writes)") from None
+            raise InputError(
+                f"{path}:{n}: {where}: {err['msg']} (a line of a decisions file is one "
+                "review, as `review --export-decisions` writes)"
+            ) from None
         try:
             check_reviewer(r.reviewer)
         except InputError as exc:
@@ -144,8 +163,9 @@ def read_decisions(path: Path) -> list[tuple[int, Review]]:
 
 
 def judgements(r: Review) -> str:
-    return (f"task-directed {yes_no(r.task_directed)}, consistent {yes_no(r.consistent)}"
-            + (f", comment {r.comment!r}" if r.comment else ""))
+    return f"task-directed {yes_no(r.task_directed)}, consistent {yes_no(r.consistent)}" + (
+        f", comment {r.comment!r}" if r.comment else ""
+    )
 
 
 def import_decisions(wd: WorkDir, path: Path) -> tuple[dict[str, int], list[str]]:
@@ -174,14 +194,33 @@ def import_decisions(wd: WorkDir, path: Path) -> tuple[dict[str, int], list[str]
             by = here.setdefault(cid, {})
             mine = by.get(who)
             if mine is not None:
-                if (mine.task_directed, mine.consistent, mine.comment) == (r.task_directed, r.consistent, r.comment):
+                if (mine.task_directed, mine.consistent, mine.comment) == (
+                    r.task_directed,
+                    r.consistent,
+                    r.comment,
+                ):
                     counts["already"] += 1
                 else:
-                    cmd = ["swe-residual", "residualize", "review", "--reviewer", who, "--candidate", cid,
-                           "--task-directed", yes_no(r.task_directed), "--consistent", yes_no(r.consistent),
-                           *(["--comment", r.comment] if r.comment else []), str(wd.path)]
-                    refuse(n, f"{who} on {cid}: {judgements(r)} in the file, but {judgements(mine)} here; this "
-                              f"work dir's stands - to take the file's, record it here: {shlex.join(cmd)}")
+                    cmd = [
+                        "swe-residual",
+                        "residualize",
+                        "review",
+                        "--reviewer",
+                        who,
+                        "--candidate",
+                        cid,
+                        "--task-directed",
+                        yes_no(r.task_directed),
+                        "--consistent",
+                        yes_no(r.consistent),
+                        *(["--comment", r.comment] if r.comment else []),
+                        str(wd.path),
+                    ]
+                    refuse(
+                        n,
+                        f"{who} on {cid}: {judgements(r)} in the file, but {judgements(mine)} here; this "
+                        f"work dir's stands - to take the file's, record it here: {shlex.join(cmd)}",
+                    )
                 continue
             why = third_reviewer(by, cid, who)
             if why:
@@ -222,8 +261,14 @@ def cohen_kappa(pairs: list[tuple[bool, bool]]) -> dict:
     c = sum(1 for x, y in pairs if not x and y)
     d = sum(1 for x, y in pairs if not x and not y)
     n = a + b + c + d
-    out = {"n": n, "table": {"yes_yes": a, "yes_no": b, "no_yes": c, "no_no": d},
-           "observed": None, "expected": None, "kappa": None, "reason": None}
+    out = {
+        "n": n,
+        "table": {"yes_yes": a, "yes_no": b, "no_yes": c, "no_no": d},
+        "observed": None,
+        "expected": None,
+        "kappa": None,
+        "reason": None,
+    }
     if n == 0:
         out["reason"] = "no candidate has two reviews"
         return out
@@ -251,17 +296,34 @@ def agreement(wd: WorkDir) -> dict:
         pairs = [(cid, sorted(rs, key=lambda r: names.index(r.reviewer))) for cid, rs in pairs]
     else:
         raters = ["first reviewer", "second reviewer"]
-        note = (f"{len(names)} reviewers in all: rater 1 and 2 are each candidate's first and second reviewer"
-                if names else None)
+        note = (
+            f"{len(names)} reviewers in all: rater 1 and 2 are each candidate's first and second reviewer"
+            if names
+            else None
+        )
     out: dict = {"candidates": len(pairs), "raters": raters, "note": note}
     for criterion in CRITERIA:
-        out[criterion] = cohen_kappa([(judgement(r1, criterion), judgement(r2, criterion)) for _, (r1, r2) in pairs])
+        out[criterion] = cohen_kappa(
+            [(judgement(r1, criterion), judgement(r2, criterion)) for _, (r1, r2) in pairs]
+        )
     out["disagreements"] = [
-        {"candidate": cid, "on": [k for k in CRITERIA if judgement(r1, k) != judgement(r2, k)],
-         "reviews": [{"reviewer": r.reviewer, "task_directed": r.task_directed, "consistent": r.consistent,
-                      "keep": r.keep, "comment": r.comment} for r in (r1, r2)]}
+        {
+            "candidate": cid,
+            "on": [k for k in CRITERIA if judgement(r1, k) != judgement(r2, k)],
+            "reviews": [
+                {
+                    "reviewer": r.reviewer,
+                    "task_directed": r.task_directed,
+                    "consistent": r.consistent,
+                    "keep": r.keep,
+                    "comment": r.comment,
+                }
+                for r in (r1, r2)
+            ],
+        }
         for cid, (r1, r2) in pairs
-        if any(judgement(r1, k) != judgement(r2, k) for k in CRITERIA)]
+        if any(judgement(r1, k) != judgement(r2, k) for k in CRITERIA)
+    ]
     return out
 
 
@@ -271,22 +333,28 @@ def yes_no(v: bool) -> str:
 
 def format_agreement(ag: dict) -> list[str]:
     labels = {"keep": "keep", "task_directed": "task-directed", "consistent": "task-verifier consistent"}
-    lines = [f"agreement over {ag['candidates']} candidates with two reviews "
-             f"(raters: {ag['raters'][0]}, {ag['raters'][1]})" + (f"; {ag['note']}" if ag["note"] else "") + ":"]
+    lines = [
+        f"agreement over {ag['candidates']} candidates with two reviews "
+        f"(raters: {ag['raters'][0]}, {ag['raters'][1]})" + (f"; {ag['note']}" if ag["note"] else "") + ":"
+    ]
     for k in CRITERIA:
         s = ag[k]
         if s["kappa"] is None:
             lines.append(f"  {labels[k]}: kappa undefined - {s['reason']}")
         else:
-            lines.append(f"  {labels[k]}: kappa {s['kappa']:.3f} (observed {s['observed']:.3f}, "
-                         f"chance {s['expected']:.3f}, n {s['n']})")
+            lines.append(
+                f"  {labels[k]}: kappa {s['kappa']:.3f} (observed {s['observed']:.3f}, "
+                f"chance {s['expected']:.3f}, n {s['n']})"
+            )
     if ag["disagreements"]:
         lines.append(f"disagreements ({len(ag['disagreements'])}):")
         for d in ag["disagreements"]:
             lines.append(f"  {d['candidate']} (on {', '.join(labels[k] for k in d['on'])}):")
             for r in d["reviews"]:
-                lines.append(f"    {r['reviewer']}: task-directed {yes_no(r['task_directed'])}, consistent "
-                             f"{yes_no(r['consistent'])}" + (f" - {r['comment']!r}" if r["comment"] else ""))
+                lines.append(
+                    f"    {r['reviewer']}: task-directed {yes_no(r['task_directed'])}, consistent "
+                    f"{yes_no(r['consistent'])}" + (f" - {r['comment']!r}" if r["comment"] else "")
+                )
     return lines
 
 
@@ -296,8 +364,10 @@ def write_packets(wd: WorkDir, args: argparse.Namespace) -> tuple[list[Predecess
     cands = [c for c in candidates(wd) if args.track is None or c.track == args.track]
     tracks = sorted({c.track for c in cands})
     if args.tasks_dir and args.track is None and len(tracks) > 1:
-        raise InputError(f"--tasks-dir {args.tasks_dir}: the candidates span tracks {', '.join(tracks)}; "
-                         "pass --track with it")
+        raise InputError(
+            f"--tasks-dir {args.tasks_dir}: the candidates span tracks {', '.join(tracks)}; "
+            "pass --track with it"
+        )
     loaded: dict[str, dict] = {}
 
     def tasks_of(track: str) -> dict:
@@ -309,10 +379,18 @@ def write_packets(wd: WorkDir, args: argparse.Namespace) -> tuple[list[Predecess
     written, failed = [], {}
     if todo:
         with Progress(len(todo), "packets", label="review packets") as progress:
-            written, failed = make_packets(wd, todo, args.summary_model, jobs=getattr(args, "jobs", 1),
-                                           done=lambda cid, err: progress.advance(**({"failed": 1} if err else {})))
-    print(f"packets: {len(written)} written, {len(cands) - len(written) - len(failed)} up to date"
-          + (f", {len(failed)} failed" if failed else "") + f" ({wd.path / 'packets'})")
+            written, failed = make_packets(
+                wd,
+                todo,
+                args.summary_model,
+                jobs=getattr(args, "jobs", 1),
+                done=lambda cid, err: progress.advance(**({"failed": 1} if err else {})),
+            )
+    print(
+        f"packets: {len(written)} written, {len(cands) - len(written) - len(failed)} up to date"
+        + (f", {len(failed)} failed" if failed else "")
+        + f" ({wd.path / 'packets'})"
+    )
     for cid, err in failed.items():
         print(f"error: packet {cid}: {err}; run `review` again to retry")
     return cands, 1 if failed else 0

@@ -48,7 +48,7 @@ from swe_residual.residualize.workdir import STAGE1, STAGE2, WorkDir
 COOKIE = "swe_residual_reviewer"
 MAX_BODY = 64 * 1024
 LOOPBACK = ("127.0.0.1", "localhost")
-OPEN_TEST_BYTES = 32 * 1024      # hidden test files start open when all of them are smaller than this
+OPEN_TEST_BYTES = 32 * 1024  # hidden test files start open when all of them are smaller than this
 
 # on top of the kit's styles: the whole of each text shown, statuses, messages, the decision form
 CSS = """
@@ -65,10 +65,15 @@ td.add{color:var(--p)}td.del{color:var(--f)}
 """
 
 # the keys: read by the script below and listed on every candidate page
-SHORTCUTS = (("j", "next candidate"), ("k", "previous candidate"), ("u", "next undecided"),
-             ("y / n", "keep / reject the highlighted criterion, then highlight the next"),
-             ("c", "write a comment (Esc leaves the field)"), ("s", "save and go to the next undecided"),
-             ("l", "the list"))
+SHORTCUTS = (
+    ("j", "next candidate"),
+    ("k", "previous candidate"),
+    ("u", "next undecided"),
+    ("y / n", "keep / reject the highlighted criterion, then highlight the next"),
+    ("c", "write a comment (Esc leaves the field)"),
+    ("s", "save and go to the next undecided"),
+    ("l", "the list"),
+)
 
 SCRIPT = """(() => {
   const form = document.getElementById('decision');
@@ -103,8 +108,10 @@ SCRIPT = """(() => {
   mark();
 })();"""
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
-POLICY = (f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'; form-action 'self'; "
-          "frame-ancestors 'none'; base-uri 'none'")
+POLICY = (
+    f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
 
 
 class ReviewServer(ThreadingHTTPServer):
@@ -132,6 +139,7 @@ class ReviewServer(ThreadingHTTPServer):
     def candidates(self) -> list[PredecessorRun]:
         """The Stage II candidates, read again only when stage1.jsonl or stage2.jsonl changed (a
         work dir of many thousand runs is not parsed on every page)."""
+
         def mark(name: str) -> tuple:
             try:
                 st = os.stat(self.wd.path / name)
@@ -153,7 +161,7 @@ class Scope:
     who: str
     cands: list[PredecessorRun]
     counted: dict[str, list[Review]]
-    task: str | None                  # "track/task" of the filter, None for every task
+    task: str | None  # "track/task" of the filter, None for every task
 
     @property
     def shown(self) -> list[PredecessorRun]:
@@ -195,15 +203,19 @@ class Scope:
         per = " · ".join(
             f'<span class="reviewer-progress" data-reviewer="{esc(n)}" data-decided="{decided.get(n, 0)}" '
             f'data-total="{total}">{"<b>" if n == self.who else ""}{esc(n)}{" (you)" if n == self.who else ""}: '
-            f'{decided.get(n, 0)} of {total} decided{"</b>" if n == self.who else ""}</span>' for n in names)
+            f"{decided.get(n, 0)} of {total} decided{'</b>' if n == self.who else ''}</span>"
+            for n in names
+        )
         outcomes = {"pending": 0, "kept": 0, "rejected": 0}
         for c in self.cands:
             outcomes[outcome(self.counted.get(c.id, []))] += 1
         left = sum(1 for c in self.shown if self.undecided(c.id))
         where = f" in {esc(self.task)}" if self.task else ""
-        return (f'<p id="progress">{per}<br>candidates: {outcomes["pending"]} pending, {outcomes["kept"]} kept, '
-                f'{outcomes["rejected"]} rejected; <span id="left" data-left="{left}">{left} left for you'
-                f'{where}</span></p>')
+        return (
+            f'<p id="progress">{per}<br>candidates: {outcomes["pending"]} pending, {outcomes["kept"]} kept, '
+            f'{outcomes["rejected"]} rejected; <span id="left" data-left="{left}">{left} left for you'
+            f"{where}</span></p>"
+        )
 
 
 def key_of(c: PredecessorRun) -> str:
@@ -219,7 +231,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ---------------------------------------------------------------------------------
     def send_page(self, status: int, title: str, body: str, headers: dict[str, str] | None = None) -> None:
-        data = page(title, body, SCRIPT, css=CSS, policy=False).encode()   # the policy is the header below
+        data = page(title, body, SCRIPT, css=CSS, policy=False).encode()  # the policy is the header below
         self.send_response(status)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
@@ -242,7 +254,9 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def fail(self, status: int, message: str) -> None:
-        self.send_page(status, "Error", f'<p class="error">{esc(message)}</p><p><a href="/">Back to the list</a></p>')
+        self.send_page(
+            status, "Error", f'<p class="error">{esc(message)}</p><p><a href="/">Back to the list</a></p>'
+        )
 
     def host_ok(self) -> bool:
         allowed = self.server.allowed_hosts()
@@ -316,11 +330,16 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 name = check_reviewer(data.get("name", "").strip())
             except InputError as exc:
-                return self.send_page(400, "Stage III review", f'<p class="error">{esc(exc)}</p>' + self.name_form())
-            return self.redirect("/", {"Set-Cookie": f"{COOKIE}={quote(name, safe='')}; Path=/; HttpOnly; "
-                                                     "SameSite=Strict"})
+                return self.send_page(
+                    400, "Stage III review", f'<p class="error">{esc(exc)}</p>' + self.name_form()
+                )
+            return self.redirect(
+                "/", {"Set-Cookie": f"{COOKIE}={quote(name, safe='')}; Path=/; HttpOnly; SameSite=Strict"}
+            )
         if path == "/signout":
-            return self.redirect("/", {"Set-Cookie": f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"})
+            return self.redirect(
+                "/", {"Set-Cookie": f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"}
+            )
         who = self.reviewer()
         if who is None:
             return self.fail(403, "enter your name first")
@@ -330,16 +349,23 @@ class Handler(BaseHTTPRequestHandler):
             choice = {k: data.get(k) for k in ("task_directed", "consistent")}
             comment = data.get("comment", "").replace("\r\n", "\n")
             if any(v not in ("yes", "no") for v in choice.values()):
-                return self.candidate_page(scope, cid, error="choose keep or reject for both criteria",
-                                           status=400, comment=comment)
+                return self.candidate_page(
+                    scope, cid, error="choose keep or reject for both criteria", status=400, comment=comment
+                )
             try:
-                record_review(self.server.wd, cid, who, choice["task_directed"] == "yes",
-                              choice["consistent"] == "yes", comment)
+                record_review(
+                    self.server.wd,
+                    cid,
+                    who,
+                    choice["task_directed"] == "yes",
+                    choice["consistent"] == "yes",
+                    comment,
+                )
             except InputError as exc:
                 return self.candidate_page(scope, cid, error=str(exc), status=409, comment=comment)
             if data.get("then") != "next":
                 return self.redirect(scope.link(cid, saved=cid))
-            scope = self.scope(who, data.get("task"))      # with the decision just recorded
+            scope = self.scope(who, data.get("task"))  # with the decision just recorded
             nxt = scope.next_undecided(cid)
             return self.redirect(scope.link(nxt.id, saved=cid) if nxt else "/" + scope.query(saved=cid))
         self.fail(404, "no such page")
@@ -349,14 +375,18 @@ class Handler(BaseHTTPRequestHandler):
         return f'<input type="hidden" name="token" value="{esc(self.server.token)}">'
 
     def name_form(self) -> str:
-        return ("<h1>Stage III review</h1><p>Enter your name once; your decisions are recorded under it.</p>"
-                f'<form method="post" action="/name" id="name-form">{self.token_input()}'
-                '<label>Reviewer name <input name="name" id="name" required maxlength="100"></label> '
-                '<button type="submit" id="name-submit">Start reviewing</button></form>')
+        return (
+            "<h1>Stage III review</h1><p>Enter your name once; your decisions are recorded under it.</p>"
+            f'<form method="post" action="/name" id="name-form">{self.token_input()}'
+            '<label>Reviewer name <input name="name" id="name" required maxlength="100"></label> '
+            '<button type="submit" id="name-submit">Start reviewing</button></form>'
+        )
 
     def header(self, who: str) -> str:
-        return (f'<form method="post" action="/signout" style="float:right">{self.token_input()}'
-                f'Reviewing as <b id="who">{esc(who)}</b> <button type="submit">Change name</button></form>')
+        return (
+            f'<form method="post" action="/signout" style="float:right">{self.token_input()}'
+            f'Reviewing as <b id="who">{esc(who)}</b> <button type="submit">Change name</button></form>'
+        )
 
     @staticmethod
     def saved_note(saved: str | None, here: str | None = None) -> str:
@@ -372,45 +402,79 @@ class Handler(BaseHTTPRequestHandler):
             rs = scope.counted.get(c.id, [])
             status = outcome(rs)
             mine = scope.mine(c.id)
-            names = ", ".join(esc(r.reviewer) + ("" if status == "pending" else f" ({'keep' if r.keep else 'reject'})")
-                              for r in rs) or "nobody yet"
-            rows.append(f'<tr data-candidate="{esc(c.id)}"><td><a href="{esc(scope.link(c.id))}">'
-                        f'{esc(c.id)}</a></td><td>{esc(key_of(c))}</td>'
-                        f'<td>{esc(c.predecessor.agent)} ({esc(c.predecessor.model_family)})</td>'
-                        f'<td class="status {status}">{status}</td><td>{names}</td>'
-                        f'<td class="mine">{"-" if mine is None else ("keep" if mine.keep else "reject")}</td></tr>')
+            names = (
+                ", ".join(
+                    esc(r.reviewer) + ("" if status == "pending" else f" ({'keep' if r.keep else 'reject'})")
+                    for r in rs
+                )
+                or "nobody yet"
+            )
+            rows.append(
+                f'<tr data-candidate="{esc(c.id)}"><td><a href="{esc(scope.link(c.id))}">'
+                f"{esc(c.id)}</a></td><td>{esc(key_of(c))}</td>"
+                f"<td>{esc(c.predecessor.agent)} ({esc(c.predecessor.model_family)})</td>"
+                f'<td class="status {status}">{status}</td><td>{names}</td>'
+                f'<td class="mine">{"-" if mine is None else ("keep" if mine.keep else "reject")}</td></tr>'
+            )
         nxt = scope.next_undecided(None)
         where = f" in {scope.task}" if scope.task else ""
-        goto = (f'<p><a id="next-undecided" href="{esc(scope.link(nxt.id))}">Next undecided{esc(where)}: '
-                f'{esc(nxt.id)}</a> <kbd>u</kbd></p>' if nxt else
-                f'<p id="nothing-left">Nothing left for you to decide{esc(where)}.</p>')
+        goto = (
+            f'<p><a id="next-undecided" href="{esc(scope.link(nxt.id))}">Next undecided{esc(where)}: '
+            f"{esc(nxt.id)}</a> <kbd>u</kbd></p>"
+            if nxt
+            else f'<p id="nothing-left">Nothing left for you to decide{esc(where)}.</p>'
+        )
         tasks: dict[str, int] = {}
         for c in scope.cands:
             tasks[key_of(c)] = tasks.get(key_of(c), 0) + 1
         options = [f'<option value="">every task ({len(scope.cands)})</option>'] + [
             f'<option value="{esc(t)}"{" selected" if t == scope.task else ""}>{esc(t)} ({n})</option>'
-            for t, n in sorted(tasks.items())]
-        filt = ('<form method="get" action="/" id="filter"><label>Task <select name="task" id="task-filter">'
-                + "".join(options) + '</select></label> <button type="submit" id="filter-submit">Show</button>'
-                + (' <a href="/">show every task</a>' if scope.task else "")
-                + f' <span class="mute">{len(shown)} shown</span></form>')
+            for t, n in sorted(tasks.items())
+        ]
+        filt = (
+            '<form method="get" action="/" id="filter"><label>Task <select name="task" id="task-filter">'
+            + "".join(options)
+            + '</select></label> <button type="submit" id="filter-submit">Show</button>'
+            + (' <a href="/">show every task</a>' if scope.task else "")
+            + f' <span class="mute">{len(shown)} shown</span></form>'
+        )
         ag = agreement(self.server.wd)
-        agree = f"<pre id='agreement'>{esc(chr(10).join(format_agreement(ag)))}</pre>" if ag["candidates"] else ""
-        return (self.header(scope.who) + "<h1>Stage III review</h1>" + self.saved_note(saved)
-                + "<p>Keep a candidate only if it is (a) <b>task-directed</b>: a coherent attempt at the request, not "
-                "unrelated or incidental changes, and (b) <b>task-verifier consistent</b>: the request and the hidden "
-                "tests agree on what completion means. Each candidate needs two reviewers.</p>"
-                + scope.progress() + goto + filt
-                + table(["candidate", "task", "predecessor", "status", "reviewed by", "your decision"], rows,
-                        ' id="candidates"') + agree)
+        agree = (
+            f"<pre id='agreement'>{esc(chr(10).join(format_agreement(ag)))}</pre>" if ag["candidates"] else ""
+        )
+        return (
+            self.header(scope.who)
+            + "<h1>Stage III review</h1>"
+            + self.saved_note(saved)
+            + "<p>Keep a candidate only if it is (a) <b>task-directed</b>: a coherent attempt at the request, not "
+            "unrelated or incidental changes, and (b) <b>task-verifier consistent</b>: the request and the hidden "
+            "tests agree on what completion means. Each candidate needs two reviewers.</p>"
+            + scope.progress()
+            + goto
+            + filt
+            + table(
+                ["candidate", "task", "predecessor", "status", "reviewed by", "your decision"],
+                rows,
+                ' id="candidates"',
+            )
+            + agree
+        )
 
-    def candidate_page(self, scope: Scope, cid: str, *, saved: str | None = None, error: str | None = None,
-                       status: int = 200, comment: str | None = None) -> None:
+    def candidate_page(
+        self,
+        scope: Scope,
+        cid: str,
+        *,
+        saved: str | None = None,
+        error: str | None = None,
+        status: int = 200,
+        comment: str | None = None,
+    ) -> None:
         if cid not in {c.id for c in scope.cands}:
             return self.fail(404, f"no candidate {cid}")
         shown = scope.shown
         ids = [c.id for c in shown]
-        if cid not in ids:            # opened outside the filter: no filter
+        if cid not in ids:  # opened outside the filter: no filter
             scope = Scope(scope.who, scope.cands, scope.counted, None)
             shown, ids = scope.cands, [c.id for c in scope.cands]
         at = ids.index(cid)
@@ -418,59 +482,104 @@ class Handler(BaseHTTPRequestHandler):
         mine = scope.mine(cid)
         nxt = scope.next_undecided(cid)
         nav = [f'<a id="list" href="/{esc(scope.query())}">All candidates</a> <kbd>l</kbd>']
-        nav.append(f'<a id="prev" href="{esc(scope.link(ids[at - 1]))}">&larr; previous</a> <kbd>k</kbd>' if at
-                   else '<span class="mute">&larr; previous</span>')
-        nav.append(f'<span id="position">{at + 1} of {len(ids)}' + (f" in {esc(scope.task)}" if scope.task else "")
-                   + "</span>")
-        nav.append(f'<a id="next" href="{esc(scope.link(ids[at + 1]))}">next &rarr;</a> <kbd>j</kbd>'
-                   if at + 1 < len(ids) else '<span class="mute">next &rarr;</span>')
-        nav.append(f'<a id="next-undecided" href="{esc(scope.link(nxt.id))}">next undecided</a> <kbd>u</kbd>'
-                   if nxt else '<span class="mute" id="nothing-left">nothing else undecided</span>')
+        nav.append(
+            f'<a id="prev" href="{esc(scope.link(ids[at - 1]))}">&larr; previous</a> <kbd>k</kbd>'
+            if at
+            else '<span class="mute">&larr; previous</span>'
+        )
+        nav.append(
+            f'<span id="position">{at + 1} of {len(ids)}'
+            + (f" in {esc(scope.task)}" if scope.task else "")
+            + "</span>"
+        )
+        nav.append(
+            f'<a id="next" href="{esc(scope.link(ids[at + 1]))}">next &rarr;</a> <kbd>j</kbd>'
+            if at + 1 < len(ids)
+            else '<span class="mute">next &rarr;</span>'
+        )
+        nav.append(
+            f'<a id="next-undecided" href="{esc(scope.link(nxt.id))}">next undecided</a> <kbd>u</kbd>'
+            if nxt
+            else '<span class="mute" id="nothing-left">nothing else undecided</span>'
+        )
         p = read_packet(self.server.wd, cid)
-        body = [self.header(scope.who), f'<nav id="nav">{" ".join(nav)}</nav>', scope.progress(),
-                f"<h1>Candidate {esc(cid)}</h1>", self.saved_note(saved, cid)]
+        body = [
+            self.header(scope.who),
+            f'<nav id="nav">{" ".join(nav)}</nav>',
+            scope.progress(),
+            f"<h1>Candidate {esc(cid)}</h1>",
+            self.saved_note(saved, cid),
+        ]
         if error:
             body.append(f'<p class="error" id="error">{esc(error)}</p>')
         body.append(self.decision_form(scope, cid, mine, comment))
-        body.append('<p id="shortcuts" class="small mute">Keys: ' + " · ".join(
-            f"<kbd>{esc(k)}</kbd> {esc(what)}" for k, what in SHORTCUTS) + "</p>")
-        body.append(f'<p>Status: <b class="status {outcome(rs)}">{outcome(rs)}</b>; reviewed by '
-                    f'{esc(", ".join(r.reviewer for r in rs) or "nobody yet")}.</p>')
+        body.append(
+            '<p id="shortcuts" class="small mute">Keys: '
+            + " · ".join(f"<kbd>{esc(k)}</kbd> {esc(what)}" for k, what in SHORTCUTS)
+            + "</p>"
+        )
+        body.append(
+            f'<p>Status: <b class="status {outcome(rs)}">{outcome(rs)}</b>; reviewed by '
+            f"{esc(', '.join(r.reviewer for r in rs) or 'nobody yet')}.</p>"
+        )
         if outcome(rs) != "pending":
-            body.append("<ul id='decisions'>" + "".join(
-                f"<li>{esc(r.reviewer)}: task-directed {'yes' if r.task_directed else 'no'}, consistent "
-                f"{'yes' if r.consistent else 'no'}{' - ' + esc(r.comment) if r.comment else ''}</li>" for r in rs)
-                + "</ul>")
-        body.append(self.packet_html(p) if p is not None else
-                    '<p class="error">No review packet yet: run <code>swe-residual residualize review WORKDIR'
-                    "</code> to write it.</p>")
+            body.append(
+                "<ul id='decisions'>"
+                + "".join(
+                    f"<li>{esc(r.reviewer)}: task-directed {'yes' if r.task_directed else 'no'}, consistent "
+                    f"{'yes' if r.consistent else 'no'}{' - ' + esc(r.comment) if r.comment else ''}</li>"
+                    for r in rs
+                )
+                + "</ul>"
+            )
+        body.append(
+            self.packet_html(p)
+            if p is not None
+            else '<p class="error">No review packet yet: run <code>swe-residual residualize review WORKDIR'
+            "</code> to write it.</p>"
+        )
         self.send_page(status, f"Review {cid}", "".join(body))
 
     @staticmethod
     def packet_html(p: Packet) -> str:
         failing = sum(1 for s in p.tests.values() if s != "passed")
-        tests = "".join(f"<li>{esc(s)}: <code>{esc(t)}</code></li>"
-                        for t, s in sorted(p.tests.items(), key=failing_first)) \
+        tests = (
+            "".join(
+                f"<li>{esc(s)}: <code>{esc(t)}</code></li>"
+                for t, s in sorted(p.tests.items(), key=failing_first)
+            )
             or "<li>no per-test statuses recorded</li>"
+        )
         kind = f"model {esc(p.summary.model)}" if p.summary.kind == "model" else "deterministic digest"
         hidden = p.hidden_tests or []
         opened = sum(len(t.text) for t in hidden) < OPEN_TEST_BYTES
-        files_html = "".join(
-            f'<details class="test-file"{" open" if opened else ""}><summary><code>{esc(t.path)}</code> '
-            f'<span class="mute">{t.size} bytes{", first part shown" if t.truncated else ""}</span></summary>'
-            f"<pre>{esc(t.text)}</pre></details>" for t in hidden) or "<p class='mute'>none</p>"
+        files_html = (
+            "".join(
+                f'<details class="test-file"{" open" if opened else ""}><summary><code>{esc(t.path)}</code> '
+                f'<span class="mute">{t.size} bytes{", first part shown" if t.truncated else ""}</span></summary>'
+                f"<pre>{esc(t.text)}</pre></details>"
+                for t in hidden
+            )
+            or "<p class='mute'>none</p>"
+        )
         if p.hidden_tests_note:
             files_html += f"<p class='mute small'>{esc(p.hidden_tests_note)}</p>"
-        final = (f"<h3>Final message</h3><pre id='final-message'>{esc(p.final_message)}</pre>"
-                 if p.final_message else "")
-        return (f"<p>Track <b>{esc(p.track)}</b>, task <b>{esc(p.task)}</b>, predecessor "
-                f"{esc(p.predecessor.get('agent', '?'))} ({esc(p.predecessor.get('model_family', '?'))})"
-                + (f", {p.summary.steps} steps" if p.summary.steps is not None else "") + "</p>"
-                f"<h2>Request</h2><pre id='request'>{esc(p.request)}</pre>"
-                f"<h2>Predecessor summary ({kind})</h2><pre id='summary'>{esc(p.summary.text)}</pre>{final}"
-                f"<h2>Hidden tests ({failing} of {len(p.tests)} not passing)</h2><ul id='tests'>{tests}</ul>"
-                f"<h3>Hidden test files ({len(hidden)})</h3><div id='hidden-tests'>{files_html}</div>"
-                + Handler.diff_html(p))
+        final = (
+            f"<h3>Final message</h3><pre id='final-message'>{esc(p.final_message)}</pre>"
+            if p.final_message
+            else ""
+        )
+        return (
+            f"<p>Track <b>{esc(p.track)}</b>, task <b>{esc(p.task)}</b>, predecessor "
+            f"{esc(p.predecessor.get('agent', '?'))} ({esc(p.predecessor.get('model_family', '?'))})"
+            + (f", {p.summary.steps} steps" if p.summary.steps is not None else "")
+            + "</p>"
+            f"<h2>Request</h2><pre id='request'>{esc(p.request)}</pre>"
+            f"<h2>Predecessor summary ({kind})</h2><pre id='summary'>{esc(p.summary.text)}</pre>{final}"
+            f"<h2>Hidden tests ({failing} of {len(p.tests)} not passing)</h2><ul id='tests'>{tests}</ul>"
+            f"<h3>Hidden test files ({len(hidden)})</h3><div id='hidden-tests'>{files_html}</div>"
+            + Handler.diff_html(p)
+        )
 
     @staticmethod
     def diff_html(p: Packet) -> str:
@@ -479,43 +588,62 @@ class Handler(BaseHTTPRequestHandler):
         sections = split_patch(p.diff)
         anchor = {f.path: i for i, f in enumerate(sections) if f.path}
         stats = p.file_stats or []
-        rows = [f'<tr><td>{f"""<a href="#file-{anchor[s.path]}">""" if s.path in anchor else ""}'
-                f'<code>{esc(s.path)}</code>{"</a>" if s.path in anchor else ""}'
-                + (f' <span class="mute">(from {esc(s.old_path)})</span>' if s.old_path else "")
-                + (' <span class="mute">binary</span>' if s.binary else "")
-                + f'</td><td class="num add">+{s.added}</td><td class="num del">-{s.deleted}</td></tr>'
-                for s in stats]
+        rows = [
+            f'<tr><td>{f"""<a href="#file-{anchor[s.path]}">""" if s.path in anchor else ""}'
+            f"<code>{esc(s.path)}</code>{'</a>' if s.path in anchor else ''}"
+            + (f' <span class="mute">(from {esc(s.old_path)})</span>' if s.old_path else "")
+            + (' <span class="mute">binary</span>' if s.binary else "")
+            + f'</td><td class="num add">+{s.added}</td><td class="num del">-{s.deleted}</td></tr>'
+            for s in stats
+        ]
         added, deleted = sum(s.added for s in stats), sum(s.deleted for s in stats)
-        note = f", first {MAX_DIFF_BYTES} bytes of {p.diff_bytes} shown" if p.diff_truncated else \
-            f", {p.diff_bytes} bytes"
+        note = (
+            f", first {MAX_DIFF_BYTES} bytes of {p.diff_bytes} shown"
+            if p.diff_truncated
+            else f", {p.diff_bytes} bytes"
+        )
         blocks = "".join(
             f'<details open id="file-{i}"><summary><code>{esc(f.path or "(before the first file)")}</code> '
             f'<span class="exit0">+{len(f.added)}</span> <span class="exitn">-{f.deleted}</span></summary>'
-            f'<pre class="diff">{diff_lines([f])}</pre></details>' for i, f in enumerate(sections))
-        return (f"<h2>Diff clean &rarr; candidate ({len(stats)} files, +{added} -{deleted}{note})</h2>"
-                + table(["file", "+", "-"], rows, ' id="diff-files"')
-                + f'<div id="diff">{blocks}</div>')
+            f'<pre class="diff">{diff_lines([f])}</pre></details>'
+            for i, f in enumerate(sections)
+        )
+        return (
+            f"<h2>Diff clean &rarr; candidate ({len(stats)} files, +{added} -{deleted}{note})</h2>"
+            + table(["file", "+", "-"], rows, ' id="diff-files"')
+            + f'<div id="diff">{blocks}</div>'
+        )
 
     def decision_form(self, scope: Scope, cid: str, mine: Review | None, comment: str | None) -> str:
         def radios(field: str, label: str, current: bool | None) -> str:
             opts = "".join(
                 f'<label><input type="radio" name="{field}" id="{field}-{v}" value="{v}"'
-                f'{" checked" if current is not None and current == (v == "yes") else ""}> {text}</label> '
-                for v, text in (("yes", "keep"), ("no", "reject")))
+                f"{' checked' if current is not None and current == (v == 'yes') else ''}> {text}</label> "
+                for v, text in (("yes", "keep"), ("no", "reject"))
+            )
             return f'<fieldset id="fs-{field}"><legend>{label}</legend>{opts}</fieldset>'
 
         text = comment if comment is not None else (mine.comment if mine else "")
         task = f'<input type="hidden" name="task" value="{esc(scope.task)}">' if scope.task else ""
-        return (f'<form method="post" action="/c/{esc(quote(cid, safe=""))}" id="decision">'
-                + self.token_input() + task
-                + f"<b>Your decision</b>{' (recorded; saving again replaces it)' if mine else ''}"
-                + radios("task_directed", "Task-directed: a coherent attempt at the request",
-                         mine and mine.task_directed)
-                + radios("consistent", "Task-verifier consistent: request and hidden tests agree on completion",
-                         mine and mine.consistent)
-                + f'<label>Comment<textarea name="comment" id="comment" maxlength="4000">{esc(text)}</textarea></label>'
-                + '<button type="submit" name="then" value="next" id="save-next">Save and next undecided</button> '
-                + '<button type="submit" name="then" value="stay" id="save">Save</button></form>')
+        return (
+            f'<form method="post" action="/c/{esc(quote(cid, safe=""))}" id="decision">'
+            + self.token_input()
+            + task
+            + f"<b>Your decision</b>{' (recorded; saving again replaces it)' if mine else ''}"
+            + radios(
+                "task_directed",
+                "Task-directed: a coherent attempt at the request",
+                mine and mine.task_directed,
+            )
+            + radios(
+                "consistent",
+                "Task-verifier consistent: request and hidden tests agree on completion",
+                mine and mine.consistent,
+            )
+            + f'<label>Comment<textarea name="comment" id="comment" maxlength="4000">{esc(text)}</textarea></label>'
+            + '<button type="submit" name="then" value="next" id="save-next">Save and next undecided</button> '
+            + '<button type="submit" name="then" value="stay" id="save">Save</button></form>'
+        )
 
 
 def make_server(wd: WorkDir, host: str = "127.0.0.1", port: int = 0) -> ReviewServer:
@@ -529,8 +657,10 @@ def serve(wd: WorkDir, host: str, port: int) -> int:
     """Serve the review page until Ctrl-C."""
     server = make_server(wd, host, port)
     if host not in LOOPBACK:
-        print(f"warning: listening on {host}: anyone who can reach it can record decisions under any name",
-              file=sys.stderr)
+        print(
+            f"warning: listening on {host}: anyone who can reach it can record decisions under any name",
+            file=sys.stderr,
+        )
     print(f"review page: {server.url} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()

@@ -50,7 +50,9 @@ def _final_message(traj_path: Path | None) -> str | None:
     return messages[-1][:2000] if messages else None
 
 
-def to_run(wd: WorkDir, run_id: str, record: Record, run_dir: Path, predecessor: dict, source: str) -> PredecessorRun:
+def to_run(
+    wd: WorkDir, run_id: str, record: Record, run_dir: Path, predecessor: dict, source: str
+) -> PredecessorRun:
     """A Stage I line from the record of a finished predecessor case (artifacts stay in its run dir)."""
     from swe_residual.tracks import track_kind
 
@@ -59,15 +61,32 @@ def to_run(wd: WorkDir, run_id: str, record: Record, run_dir: Path, predecessor:
     # a machine track's state is rebuilt from the run's terminal interactions, not a patch
     steps = art.get("interactions") if track_kind(record.track) == "machine" else None
     return PredecessorRun(
-        id=run_id, track=record.track, task=record.task, predecessor=predecessor,
-        source={"format": "run", "path": wd.rel(run_dir), "case": record.case_id, "attempt": str(record.attempt),
-                "agent": source, "backend": record.backend or ""},
-        termination=record.termination, declared_complete=record.declared_complete, verdict=record.verdict,
-        outcome=record.outcome, tests=record.tests, rule=record.rule, error=record.error,
+        id=run_id,
+        track=record.track,
+        task=record.task,
+        predecessor=predecessor,
+        source={
+            "format": "run",
+            "path": wd.rel(run_dir),
+            "case": record.case_id,
+            "attempt": str(record.attempt),
+            "agent": source,
+            "backend": record.backend or "",
+        },
+        termination=record.termination,
+        declared_complete=record.declared_complete,
+        verdict=record.verdict,
+        outcome=record.outcome,
+        tests=record.tests,
+        rule=record.rule,
+        error=record.error,
         patch=wd.rel(patch) if patch is not None and patch.is_file() else None,
         trajectory=wd.rel(traj) if traj is not None and traj.is_file() else None,
         interactions=wd.rel(steps) if steps is not None and steps.is_file() else None,
-        final_message=_final_message(traj), steps=record.steps, duration_s=record.agent_duration_s)
+        final_message=_final_message(traj),
+        steps=record.steps,
+        duration_s=record.agent_duration_s,
+    )
 
 
 def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
@@ -78,13 +97,17 @@ def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
     tasks = wd.tasks(args.track, args.tasks_dir)
     unknown = sorted(set(args.task) - set(tasks))
     if unknown:
-        raise InputError(f"--task: unknown task(s) {', '.join(unknown)} in track {args.track!r} "
-                         f"(known: {', '.join(sorted(tasks))})")
+        raise InputError(
+            f"--task: unknown task(s) {', '.join(unknown)} in track {args.track!r} "
+            f"(known: {', '.join(sorted(tasks))})"
+        )
     registry = AgentRegistry([Path(p) for p in args.agent_config], option="--predecessor")
     agent = registry.get(args.predecessor)
     probe = Case(args.predecessor, next(iter(tasks.values())), "clean")
-    predecessor = {"agent": probe.agent_label,
-                   "model_family": args.model_family or agent_family(registry.spec(args.predecessor), agent.harness)}
+    predecessor = {
+        "agent": probe.agent_label,
+        "model_family": args.model_family or agent_family(registry.spec(args.predecessor), agent.harness),
+    }
     backend = args.backend or default_backend(args.track)
     chosen = args.task or sorted(tasks)
     recorded = wd.runs()
@@ -96,11 +119,22 @@ def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
             print(f"attempt {k}: every run already recorded")
             continue
         run_dir = wd.path / "stage1-runs" / f"{probe.agent_label}-r{k}"
-        plan = Plan(tracks={args.track: Track(args.track, None, tasks)}, states=[], cases=cases, registry=registry)
-        session = RunSession.open(plan, run_dir, resume=(run_dir / RESULTS).is_file(), backend=backend,
-                                  agent_timeout=args.agent_timeout, run_id=f"residualize-{run_dir.name}")
-        print(f"attempt {k}: {len(cases)} predecessor runs of {predecessor['agent']} on the {backend} backend "
-              f"(run dir {run_dir})", flush=True)
+        plan = Plan(
+            tracks={args.track: Track(args.track, None, tasks)}, states=[], cases=cases, registry=registry
+        )
+        session = RunSession.open(
+            plan,
+            run_dir,
+            resume=(run_dir / RESULTS).is_file(),
+            backend=backend,
+            agent_timeout=args.agent_timeout,
+            run_id=f"residualize-{run_dir.name}",
+        )
+        print(
+            f"attempt {k}: {len(cases)} predecessor runs of {predecessor['agent']} on the {backend} backend "
+            f"(run dir {run_dir})",
+            flush=True,
+        )
 
         def one(case: Case, session: RunSession = session) -> tuple[Case, Record | None, str | None]:
             try:
@@ -117,8 +151,11 @@ def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
                         continue
                     run = to_run(wd, ids[case.task.id], record, run_dir, predecessor, args.predecessor)
                     wd.append(STAGE1, run)
-                    print(f"  {run.id}: {run.termination}, declared complete {run.declared_complete}, "
-                          f"verdict {run.verdict}" + (f" ({problem})" if problem else ""), flush=True)
+                    print(
+                        f"  {run.id}: {run.termination}, declared complete {run.declared_complete}, "
+                        f"verdict {run.verdict}" + (f" ({problem})" if problem else ""),
+                        flush=True,
+                    )
         finally:
             session.close()
     write_construction(wd)

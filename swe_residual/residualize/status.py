@@ -32,9 +32,15 @@ def stages(wd: WorkDir) -> list[dict]:
     rows = []
     for run in _fast_lines(wd, STAGE1, _RunView, lambda v: v.id, wd.runs).values():
         pred = run.predecessor
-        row = {"run": run.id, "track": run.track, "task": run.task,
-               "predecessor": {"agent": pred.agent, "model_family": pred.model_family},
-               "source_format": run.source.get("format"), "steps": run.steps, "duration_s": run.duration_s}
+        row = {
+            "run": run.id,
+            "track": run.track,
+            "task": run.task,
+            "predecessor": {"agent": pred.agent, "model_family": pred.model_family},
+            "source_format": run.source.get("format"),
+            "steps": run.steps,
+            "duration_s": run.duration_s,
+        }
         d = decisions.get(run.id)
         if d is None:
             row["stage_result"], row["detail"] = "pending_filter", ""
@@ -64,6 +70,7 @@ class _PredecessorView(msgspec.Struct):
 
 class _RunView(msgspec.Struct, kw_only=True):
     """The fields of a PredecessorRun that status shows."""
+
     id: str
     track: str
     task: str
@@ -105,8 +112,14 @@ def _rejection(wd: WorkDir, candidate: str) -> str:
     parts = []
     for r in wd.reviews().get(candidate, {}).values():
         if not r.keep:
-            what = [w for w, ok in (("not task-directed", r.task_directed), ("task/verifier inconsistent",
-                                                                             r.consistent)) if not ok]
+            what = [
+                w
+                for w, ok in (
+                    ("not task-directed", r.task_directed),
+                    ("task/verifier inconsistent", r.consistent),
+                )
+                if not ok
+            ]
             parts.append(f"{r.reviewer}: {', '.join(what)}" + (f" ({r.comment})" if r.comment else ""))
     return "; ".join(parts)
 
@@ -116,7 +129,7 @@ def write_construction(wd: WorkDir) -> list[dict]:
     rows = stages(wd)
     try:
         data = msgspec.json.Encoder(order="sorted").encode_lines(rows)
-    except UnicodeEncodeError:   # a lone surrogate in a hand-edited stage file: escaped as JSON does
+    except UnicodeEncodeError:  # a lone surrogate in a hand-edited stage file: escaped as JSON does
         data = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode("ascii")
     tmp = wd.path / f".{CONSTRUCTION}.tmp"
     with open(tmp, "wb") as fh:
@@ -129,15 +142,36 @@ def write_construction(wd: WorkDir) -> list[dict]:
 
 def summary(rows: list[dict]) -> dict:
     by_stage = Counter(r["stage_result"] for r in rows)
-    return {"runs": len(rows), "by_stage_result": dict(sorted(by_stage.items())),
-            "not_selected": [{"id": r["run"], "track": r["track"], "task": r["task"],
-                              "model_family": r["predecessor"]["model_family"], "detail": r["detail"]}
-                             for r in rows if r["stage_result"] == NOT_SELECTED],
-            "candidates": [{"id": r["run"], "track": r["track"], "task": r["task"], "stage": r["stage_result"]}
-                           for r in rows if r["stage_result"] in ("pending_review", "pending_build",
-                                                                  "review_rejected", "rebuild_failed",
-                                                                  "env_unusable", "no_valid_verdict",
-                                                                  "no_longer_failing", "included")]}
+    return {
+        "runs": len(rows),
+        "by_stage_result": dict(sorted(by_stage.items())),
+        "not_selected": [
+            {
+                "id": r["run"],
+                "track": r["track"],
+                "task": r["task"],
+                "model_family": r["predecessor"]["model_family"],
+                "detail": r["detail"],
+            }
+            for r in rows
+            if r["stage_result"] == NOT_SELECTED
+        ],
+        "candidates": [
+            {"id": r["run"], "track": r["track"], "task": r["task"], "stage": r["stage_result"]}
+            for r in rows
+            if r["stage_result"]
+            in (
+                "pending_review",
+                "pending_build",
+                "review_rejected",
+                "rebuild_failed",
+                "env_unusable",
+                "no_valid_verdict",
+                "no_longer_failing",
+                "included",
+            )
+        ],
+    }
 
 
 def status_command(wd: WorkDir, args: argparse.Namespace) -> int:
@@ -148,6 +182,7 @@ def status_command(wd: WorkDir, args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1, sort_keys=True))
         return 0
     from swe_residual.report.metrics import STAGE_RESULTS
+
     print(f"{out['runs']} predecessor runs in {wd.path}")
     stage2 = [s for s in STAGE_RESULTS[:5] if s != NOT_SELECTED]
     rest = [s for s in STAGE_RESULTS[5:] if s != NOT_SELECTED]
@@ -161,7 +196,9 @@ def status_command(wd: WorkDir, args: argparse.Namespace) -> int:
         if n:
             lines.append(f"  {stage:<18} {n}")
             if stage != "pending_filter":
-                lines.extend(f"      {r['run']}" + (f": {r['detail']}" if r.get("detail") else "")
-                             for r in by_stage[stage])
+                lines.extend(
+                    f"      {r['run']}" + (f": {r['detail']}" if r.get("detail") else "")
+                    for r in by_stage[stage]
+                )
     print("\n".join(lines))
     return 0

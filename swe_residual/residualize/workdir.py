@@ -45,8 +45,10 @@ class WorkDir:
             except OSError as exc:
                 raise InputError(f"work dir {path}: cannot be created: {exc.strerror or exc}") from None
         elif not (self.path / STAGE1).is_file():
-            raise InputError(f"work dir {path}: no {STAGE1} there; start with `swe-residual residualize run` "
-                             "or `swe-residual residualize import`")
+            raise InputError(
+                f"work dir {path}: no {STAGE1} there; start with `swe-residual residualize run` "
+                "or `swe-residual residualize import`"
+            )
         self._tasks: dict[str, dict[str, Task]] = {}
 
     # -- stage files ------------------------------------------------------------------------------
@@ -127,6 +129,8 @@ class WorkDir:
             raise InputError(f"track {track!r}: no tasks dir; pass --tasks-dir PATH")
         if known.get(track) != str(tdir):
             known[track] = str(tdir)
-            (self.path / TASKS).write_text(json.dumps(known, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            (self.path / TASKS).write_text(
+                json.dumps(known, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+            )
         self._tasks[track] = load_tasks(tdir, track)
         return self._tasks[track]

@@ -14,21 +14,27 @@ from swe_residual.errors import InputError
 from swe_residual.states import LoadedState
 from swe_residual.trajectory import Trajectory
 
-TRACE_LIMIT = 100_000       # characters of a trace view; the middle is elided past it
-HEADER = ("## Handoff from the previous attempt\n\n"
-          "Another agent worked on this request in this repository before you and declared it complete; "
-          "its work is in the repository as it is now, uncommitted. ")
+TRACE_LIMIT = 100_000  # characters of a trace view; the middle is elided past it
+HEADER = (
+    "## Handoff from the previous attempt\n\n"
+    "Another agent worked on this request in this repository before you and declared it complete; "
+    "its work is in the repository as it is now, uncommitted. "
+)
 
 
 def read_trajectory(state: LoadedState) -> Trajectory:
     if state.trajectory_path is None:
-        raise InputError(f"state {state.id}: no artifact.trajectory: --handoff-view needs the predecessor's "
-                         "trajectory (states built by `swe-residual residualize build` carry it)")
+        raise InputError(
+            f"state {state.id}: no artifact.trajectory: --handoff-view needs the predecessor's "
+            "trajectory (states built by `swe-residual residualize build` carry it)"
+        )
     try:
         return Trajectory.read(state.trajectory_path)
     except (OSError, ValueError) as exc:
-        raise InputError(f"state {state.id}: artifact.trajectory {state.trajectory_path}: not a readable "
-                         f"swe-residual-trajectory-1 file ({str(exc).splitlines()[0][:200]})") from None
+        raise InputError(
+            f"state {state.id}: artifact.trajectory {state.trajectory_path}: not a readable "
+            f"swe-residual-trajectory-1 file ({str(exc).splitlines()[0][:200]})"
+        ) from None
 
 
 def handoff_notes(state: LoadedState, view: str) -> str:

@@ -14,21 +14,21 @@ import hashlib
 import os
 import stat
 import tempfile
-from functools import lru_cache
+from collections.abc import Callable, Iterable
+from functools import cache
 from pathlib import Path
-from typing import Callable, Iterable
 
 from swe_residual.tracks import cache_root
 
 CHECK_VERSION = b"patch-applies-1"
-SKIPPED = {"__pycache__", ".git"}            # what repo.init_base_repo leaves out of the base
+SKIPPED = {"__pycache__", ".git"}  # what repo.init_base_repo leaves out of the base
 
 
 def cache_dir() -> Path:
     return cache_root() / "checks" / "patch-applies"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _git_version() -> bytes:
     import subprocess
 
@@ -117,12 +117,23 @@ def state_patch_problems(states: Iterable, task_of: Callable) -> dict[str, str]:
             base = Path(tmp) / key.replace("/", "--")
             repo.init_base_repo(task.repository_dir, base)
             for s in todo:
-                proc = repo.git(base, "apply", "--check", "--binary", "--whitespace=nowarn", str(s.patch_path),
-                                check=False)
+                proc = repo.git(
+                    base,
+                    "apply",
+                    "--check",
+                    "--binary",
+                    "--whitespace=nowarn",
+                    str(s.patch_path),
+                    check=False,
+                )
                 if proc.returncode != 0:
-                    why = (proc.stderr.decode(errors="replace").strip().splitlines() or ["git apply failed"])[0]
-                    problems[s.id] = (f"patch {s.patch_path} does not apply at the base commit of task {s.task}: "
-                                      f"{why.removeprefix('error: ')}")
+                    why = (proc.stderr.decode(errors="replace").strip().splitlines() or ["git apply failed"])[
+                        0
+                    ]
+                    problems[s.id] = (
+                        f"patch {s.patch_path} does not apply at the base commit of task {s.task}: "
+                        f"{why.removeprefix('error: ')}"
+                    )
                 elif keys[s.id] is not None:
                     _remember(keys[s.id])
     return problems

@@ -33,8 +33,8 @@ class Plan:
     states: list[LoadedState]
     cases: list[Case]
     registry: AgentRegistry
-    notes: list[str] = field(default_factory=list)       # one line each, said once before the run
-    by_id: dict[str, Case] = field(init=False, repr=False)        # built once: looked up per case
+    notes: list[str] = field(default_factory=list)  # one line each, said once before the run
+    by_id: dict[str, Case] = field(init=False, repr=False)  # built once: looked up per case
     _by_track: dict[str, list[Case]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -80,8 +80,10 @@ def run_backend(plan: Plan, explicit: str | None) -> str:
     defaults = {t: default_backend(t) for t in tracks}
     if len(set(defaults.values())) > 1:
         which = ", ".join(f"{t} ({b})" for t, b in sorted(defaults.items()))
-        raise InputError(f"--backend: the selected tracks run on different backends by default ({which}); "
-                         "pass --backend or run the tracks separately")
+        raise InputError(
+            f"--backend: the selected tracks run on different backends by default ({which}); "
+            "pass --backend or run the tracks separately"
+        )
     return next(iter(defaults.values()), "local")
 
 
@@ -97,44 +99,58 @@ def check_backend(plan: Plan, backend: str, hosts: list[str] | None = None) -> N
     try:
         cls.check_available(cls.hosts(hosts))
     except InputError as exc:
-        needs = [f"track {t!r} needs {backend.capitalize()} "
-                 f"({c.backend_reason or f'its default backend is {backend}'})"
-                 for t, c in configs.items() if c.default_backend == backend]
+        needs = [
+            f"track {t!r} needs {backend.capitalize()} "
+            f"({c.backend_reason or f'its default backend is {backend}'})"
+            for t, c in configs.items()
+            if c.default_backend == backend
+        ]
         raise InputError("; ".join([*needs, str(exc)])) from None
-    tasks = {(c.track, c.task.id): c for c in plan.cases}     # one check per task, not per case
+    tasks = {(c.track, c.task.id): c for c in plan.cases}  # one check per task, not per case
     for case in tasks.values():
         task = case.task
         if task.kind == "machine" and not cls.supports_machine_states:
             raise InputError(machine_refusal(backend, task))
         if task.repository_dir is None and cls.needs_task_repository:
             why = configs[case.track].backend_reason
-            raise InputError(f"--backend {backend}: task {task.id} of track {case.track!r} ships no repository "
-                             f"({task.path / 'task.toml'} has no [metadata] repository_dir), so only Docker "
-                             f"can run it{f' ({why})' if why else ''}; use --backend docker")
+            raise InputError(
+                f"--backend {backend}: task {task.id} of track {case.track!r} ships no repository "
+                f"({task.path / 'task.toml'} has no [metadata] repository_dir), so only Docker "
+                f"can run it{f' ({why})' if why else ''}; use --backend docker"
+            )
 
 
 def _no_tasks_reason(suite: Path) -> str:
     cfg = load_track_config(suite)
     track = suite.name
     if cfg.tasks_url:
-        return (f"no tasks for track {track!r}: fetch them with `swe-residual tasks fetch {track}` "
-                f"(or pass --tasks-dir PATH; see {suite / 'README.md'})")
-    return f"no tasks for track {track!r}: pass --tasks-dir PATH (see {suite / 'README.md'} for how to get them)"
+        return (
+            f"no tasks for track {track!r}: fetch them with `swe-residual tasks fetch {track}` "
+            f"(or pass --tasks-dir PATH; see {suite / 'README.md'})"
+        )
+    return (
+        f"no tasks for track {track!r}: pass --tasks-dir PATH (see {suite / 'README.md'} for how to get them)"
+    )
 
 
 def _no_states_reason(suite: Path, states_path: Path, left_out: list[ResidualState]) -> str:
     track = suite.name
     others = [s for s in left_out if s.track == track]
-    what = (f"states file {states_path} has no states of the tasks in --tasks-dir (its {len(others)} states of "
-            f"track {track!r} are of other tasks)" if others
-            else f"states file {states_path} lists no states for track {track!r}")
-    return (f"{what}: run `--start clean` for a clean-only baseline, or build them from predecessor runs "
-            f"with `swe-residual residualize import --format harbor --track {track} JOB_DIR... WORK` "
-            f"(or `swe-residual residualize run --track {track} --predecessor AGENT WORK`), then "
-            f"`residualize filter WORK`, `residualize review WORK --serve`, "
-            f"`residualize build WORK --states suites/{track}/states.yaml`, and pass --states "
-            f"suites/{track}/states.yaml "
-            f"(see {suite / 'README.md'})")
+    what = (
+        f"states file {states_path} has no states of the tasks in --tasks-dir (its {len(others)} states of "
+        f"track {track!r} are of other tasks)"
+        if others
+        else f"states file {states_path} lists no states for track {track!r}"
+    )
+    return (
+        f"{what}: run `--start clean` for a clean-only baseline, or build them from predecessor runs "
+        f"with `swe-residual residualize import --format harbor --track {track} JOB_DIR... WORK` "
+        f"(or `swe-residual residualize run --track {track} --predecessor AGENT WORK`), then "
+        f"`residualize filter WORK`, `residualize review WORK --serve`, "
+        f"`residualize build WORK --states suites/{track}/states.yaml`, and pass --states "
+        f"suites/{track}/states.yaml "
+        f"(see {suite / 'README.md'})"
+    )
 
 
 def is_default_states(path: Path) -> bool:
@@ -149,14 +165,24 @@ def left_out_note(states_path: Path, tasks_dir: str, left_out: list[ResidualStat
     for s in left_out:
         by_task[f"{s.track}/{s.task}"] = by_task.get(f"{s.track}/{s.task}", 0) + 1
     n = len(left_out)
-    return (f"{n} state{'s' if n != 1 else ''} of the default states file {states_path} left out: their "
-            f"task{'s are' if len(by_task) != 1 else ' is'} not in --tasks-dir {tasks_dir} "
-            f"({names_list(by_task)}); pass --states FILE for states of these tasks")
+    return (
+        f"{n} state{'s' if n != 1 else ''} of the default states file {states_path} left out: their "
+        f"task{'s are' if len(by_task) != 1 else ' is'} not in --tasks-dir {tasks_dir} "
+        f"({names_list(by_task)}); pass --states FILE for states of these tasks"
+    )
 
 
-def build_plan(suite_dirs: list[Path], *, agents: list[str], start: str, states_path: Path,
-               tasks_dir: str | None = None, agent_configs: list[str] | None = None,
-               handoff_views: list[str] | None = None, states_explicit: bool | None = None) -> Plan:
+def build_plan(
+    suite_dirs: list[Path],
+    *,
+    agents: list[str],
+    start: str,
+    states_path: Path,
+    tasks_dir: str | None = None,
+    agent_configs: list[str] | None = None,
+    handoff_views: list[str] | None = None,
+    states_explicit: bool | None = None,
+) -> Plan:
     """The cases of a run. A states file given explicitly (--states, a fetched pack: anything but
     the project's own states.yaml unless `states_explicit` says so) must name only known tracks
     and tasks; the project's states whose tasks a --tasks-dir does not hold are left out with one
@@ -179,23 +205,29 @@ def build_plan(suite_dirs: list[Path], *, agents: list[str], start: str, states_
     states: list[LoadedState] = []
     left_out: list[ResidualState] = []
     notes: list[str] = []
-    if tracks and start != "clean":     # a clean-only run uses no state
-        got = read_states(states_path, {t.name: t.tasks for t in tracks.values()},
-                          tracks={t.name for t in tracks.values() if t.skip_reason is None},
-                          known_tracks={*known_tracks(), *suites},
-                          missing_tasks="leave_out" if tasks_dir and not explicit else "error")
+    if tracks and start != "clean":  # a clean-only run uses no state
+        got = read_states(
+            states_path,
+            {t.name: t.tasks for t in tracks.values()},
+            tracks={t.name for t in tracks.values() if t.skip_reason is None},
+            known_tracks={*known_tracks(), *suites},
+            missing_tasks="leave_out" if tasks_dir and not explicit else "error",
+        )
         states, left_out = got.states, got.left_out
         if left_out:
             notes.append(left_out_note(states_path, tasks_dir or "", left_out))
     views = list(dict.fromkeys(handoff_views or []))
     if views and start != "clean":
         from swe_residual.run.handoff import read_trajectory
+
         for s in states:
-            read_trajectory(s)      # every state can show its predecessor's trajectory, before any case
+            read_trajectory(s)  # every state can show its predecessor's trajectory, before any case
     cases: list[Case] = []
     for t in tracks.values():
         if start == "clean":
-            cases.extend(Case(agent, t.tasks[task_id], "clean") for agent in agents for task_id in sorted(t.tasks))
+            cases.extend(
+                Case(agent, t.tasks[task_id], "clean") for agent in agents for task_id in sorted(t.tasks)
+            )
             continue
         t_states = [s for s in states if s.track == t.name]
         if t.tasks and not t_states and t.skip_reason is None:

@@ -51,21 +51,34 @@ from swe_residual.backends.workspace import script
 from swe_residual.patches import split_patch
 from swe_residual.verdicts import Verdict
 
-MISMATCH = "report-channel-mismatch"        # signal: the written report says passed, the channel did not
+MISMATCH = "report-channel-mismatch"  # signal: the written report says passed, the channel did not
 UNAVAILABLE = "report-channel-unavailable"  # note: no pytest of the verifier loaded the channel
-DIFFERS = "hardened-regrade-differs"        # signal: the hardened re-grade gives another grade
+DIFFERS = "hardened-regrade-differs"  # signal: the hardened re-grade gives another grade
 NOT_HARDENED = "hardened-regrade-unavailable"  # note: the re-grade cannot run for this task
-NOISE = "report-channel-noise"              # note: lines on the channel that are not the plugin's
-CHANNEL_DIR = f"{TESTS_DIR}/.swe-residual"   # where the plugin sits in the verifier's environment
-SHOWN = 5                                   # tests named in one flag at most
+NOISE = "report-channel-noise"  # note: lines on the channel that are not the plugin's
+CHANNEL_DIR = f"{TESTS_DIR}/.swe-residual"  # where the plugin sits in the verifier's environment
+SHOWN = 5  # tests named in one flag at most
 
 # Final-patch paths the hardened re-grade leaves out: they change how pytest runs, not what the code does.
-RUNNER_CONFIG = {"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
-                 "pyproject.toml", "sitecustomize.py", "usercustomize.py", "entry_points.txt"}
+RUNNER_CONFIG = {
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "entry_points.txt",
+}
 METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".egg")
 # Shell lines before the task's test command in the hardened re-grade.
-HARDENED_PRELUDE = ('export PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1\n'
-                    'export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }-p no:cacheprovider"\n')
+HARDENED_PRELUDE = (
+    "export PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1\n"
+    'export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }-p no:cacheprovider"\n'
+)
 
 
 @dataclass(frozen=True)
@@ -84,10 +97,12 @@ class Channel:
 
     def prelude(self, plugin_dir: str) -> str:
         """Shell lines before the task's test command that load the plugin into every pytest."""
-        return (f'export PYTHONPATH={shlex.quote(plugin_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-                f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}-p {self.module}"\n')
+        return (
+            f'export PYTHONPATH={shlex.quote(plugin_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+            f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}-p {self.module}"\n'
+        )
 
-    def not_loadable(self, output: str, stream: "Stream") -> bool:
+    def not_loadable(self, output: str, stream: Stream) -> bool:
         """The task's pytest could not import the plugin (its module name is in the output, and
         no pytest said hello): the verification is repeated without the channel."""
         return not stream.loaded and self.module in output
@@ -178,8 +193,12 @@ def disagreements(stream: Stream, verdict: Verdict) -> list[str]:
     for test, reported in sorted(verdict.tests.items()):
         if reported == "passed" and seen.get(test) != "passed":
             streamed = seen.get(test)
-            why = f"streamed {streamed}" if streamed else "never ran on the channel" + (
-                f" ({', '.join(stream.uncollected[:2])} failed to collect)" if stream.uncollected else "")
+            why = (
+                f"streamed {streamed}"
+                if streamed
+                else "never ran on the channel"
+                + (f" ({', '.join(stream.uncollected[:2])} failed to collect)" if stream.uncollected else "")
+            )
             found.append(f"{test} {why}, the report says passed")
     if not verdict.tests and verdict.outcome == 1:
         failed = sorted(node for node, status in stream.tests.items() if status == "failed")
@@ -191,12 +210,18 @@ def disagreements(stream: Stream, verdict: Verdict) -> list[str]:
 def channel_flags(stream: Stream, verdict: Verdict) -> tuple[list[str], list[str]]:
     """(signals, notes) of one verification's channel against its written report."""
     if not stream.loaded:
-        return [], [f"{UNAVAILABLE}: no pytest of the verifier reported on the channel (the verifier is not "
-                    "pytest, or its pytest was started without the harness's environment)"]
+        return [], [
+            f"{UNAVAILABLE}: no pytest of the verifier reported on the channel (the verifier is not "
+            "pytest, or its pytest was started without the harness's environment)"
+        ]
     signals = [f"{MISMATCH}: {d}" for d in disagreements(stream, verdict)]
     if len(signals) > SHOWN:
         signals = signals[:SHOWN] + [f"{MISMATCH}: and {len(signals) - SHOWN} more graded tests"]
-    notes = [f"{NOISE}: {stream.unreadable} lines on the channel are not the plugin's"] if stream.unreadable else []
+    notes = (
+        [f"{NOISE}: {stream.unreadable} lines on the channel are not the plugin's"]
+        if stream.unreadable
+        else []
+    )
     return signals, notes
 
 
@@ -210,8 +235,11 @@ def runner_file(path: str) -> bool:
     if not parts:
         return False
     name = parts[-1]
-    return (name in RUNNER_CONFIG or name.endswith((".pth", ".pyc", ".pyo"))
-            or any(p.endswith(METADATA_SUFFIXES) or p in ("__pycache__", ".pytest_cache") for p in parts))
+    return (
+        name in RUNNER_CONFIG
+        or name.endswith((".pth", ".pyc", ".pyo"))
+        or any(p.endswith(METADATA_SUFFIXES) or p in ("__pycache__", ".pytest_cache") for p in parts)
+    )
 
 
 def hardened_patch(patch: bytes) -> tuple[bytes, list[str]]:
@@ -220,7 +248,9 @@ def hardened_patch(patch: bytes) -> tuple[bytes, list[str]]:
     kept: list[str] = []
     left_out: list[str] = []
     for section in split_patch(patch):
-        if section.path and (runner_file(section.path) or (section.old_path and runner_file(section.old_path))):
+        if section.path and (
+            runner_file(section.path) or (section.old_path and runner_file(section.old_path))
+        ):
             left_out.append(section.path)
         else:
             kept.extend(section.lines)

@@ -14,9 +14,9 @@ import re
 import shutil
 import time
 import traceback
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from swe_residual.agents import Agent, AgentContext, AgentResult, Budget
 from swe_residual.agents.config import agent_label
@@ -41,11 +41,11 @@ from swe_residual.trajectory import Trajectory
 
 @dataclass(frozen=True)
 class Case:
-    agent: str                      # the name given to --agent (inline agents: the whole command)
+    agent: str  # the name given to --agent (inline agents: the whole command)
     task: Task
     start: str
     state: LoadedState | None = None
-    view: str | None = None         # --handoff-view: the request also shows the predecessor's trajectory
+    view: str | None = None  # --handoff-view: the request also shows the predecessor's trajectory
     id: str = field(init=False, compare=False)
     agent_label: str = field(init=False, compare=False, repr=False)
 
@@ -70,13 +70,25 @@ class Case:
     def record(self, **fields) -> Record:
         """A record of this case with its identity filled in (verdict infra_error until decided)."""
         s = self.state
-        return Record(case_id=self.id, agent=self.agent_label, track=self.track, task=self.task.id,
-                      start=f"{self.start}+{self.view}" if self.view else self.start, state=s.id if s else None,
-                      predecessor=s.predecessor.model_dump() if s else None, **{"verdict": "infra_error", **fields})
+        return Record(
+            case_id=self.id,
+            agent=self.agent_label,
+            track=self.track,
+            task=self.task.id,
+            start=f"{self.start}+{self.view}" if self.view else self.start,
+            state=s.id if s else None,
+            predecessor=s.predecessor.model_dump() if s else None,
+            **{"verdict": "infra_error", **fields},
+        )
 
 
-def build_cases(agents: Iterable[str], tasks: Mapping[str, Task], states: Iterable[LoadedState],
-                start: str = "both", views: Iterable[str] = ()) -> list[Case]:
+def build_cases(
+    agents: Iterable[str],
+    tasks: Mapping[str, Task],
+    states: Iterable[LoadedState],
+    start: str = "both",
+    views: Iterable[str] = (),
+) -> list[Case]:
     """Clean cases for tasks that have residual states (the matched reference), then residual ones
     (blind, then one per handoff view)."""
     views = tuple(views)
@@ -101,18 +113,21 @@ def request_of(case: Case) -> str:
     if case.view is None or case.state is None:
         return case.task.instruction
     from swe_residual.run.handoff import handoff_notes
+
     return case.task.instruction.rstrip("\n") + "\n\n" + handoff_notes(case.state, case.view)
 
 
 def budget_for(task: Task, agent: Agent, override_s: float | None = None) -> Budget:
     """The same budget for clean and residual starts: --agent-timeout, else the agent config, else task.toml."""
-    return Budget(wall_s=override_s or agent.timeout_sec or task.config.agent.timeout_sec,
-                  max_steps=agent.step_limit or task.config.agent.max_steps)
+    return Budget(
+        wall_s=override_s or agent.timeout_sec or task.config.agent.timeout_sec,
+        max_steps=agent.step_limit or task.config.agent.max_steps,
+    )
 
 
 def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
     """The agent's run, its own failures classified; InfraError (harness, model service) propagates."""
-    steps = lambda: len(ctx.trajectory.steps)  # noqa: E731
+    steps = lambda: len(ctx.trajectory.steps)
     try:
         return agent.run(ctx)
     except BudgetExhausted as exc:
@@ -120,14 +135,20 @@ def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
         return AgentResult(declared_complete=False, termination="budget", steps=steps(), message=str(exc))
     except ContextExhausted as exc:
         ctx.trajectory.exit_status = "context_exhausted"
-        return AgentResult(declared_complete=False, termination="context_exhausted", steps=steps(), message=str(exc))
+        return AgentResult(
+            declared_complete=False, termination="context_exhausted", steps=steps(), message=str(exc)
+        )
     except InfraError:
         raise
     except Exception as exc:  # the agent's own code failed: counted, never infra
         ctx.trajectory.exit_status = "agent_error"
         (ctx.artifacts_dir / "agent-error.txt").write_text(redact(traceback.format_exc()), encoding="utf-8")
-        return AgentResult(declared_complete=False, termination="agent_error", steps=steps(),
-                           message=f"{type(exc).__name__}: {exc}")
+        return AgentResult(
+            declared_complete=False,
+            termination="agent_error",
+            steps=steps(),
+            message=f"{type(exc).__name__}: {exc}",
+        )
 
 
 class Attempt:
@@ -140,14 +161,30 @@ class Attempt:
     regrade_mode: where the hardened re-grade runs (verification.regrade_mode).
     """
 
-    def __init__(self, case: Case, *, agent: Agent, backend: Backend, run_dir: Path, references: ReferenceChecks,
-                 attempt: int = 1, agent_timeout: float | None = None, grade_uncommitted: bool = False,
-                 regrade_mode: str = "after"):
+    def __init__(
+        self,
+        case: Case,
+        *,
+        agent: Agent,
+        backend: Backend,
+        run_dir: Path,
+        references: ReferenceChecks,
+        attempt: int = 1,
+        agent_timeout: float | None = None,
+        grade_uncommitted: bool = False,
+        regrade_mode: str = "after",
+    ):
         self.case, self.agent, self.backend, self.run_dir = case, agent, backend, run_dir
-        self.references, self.agent_timeout, self.grade_uncommitted = references, agent_timeout, grade_uncommitted
+        self.references, self.agent_timeout, self.grade_uncommitted = (
+            references,
+            agent_timeout,
+            grade_uncommitted,
+        )
         self.regrade_mode = regrade_mode
         self.artifacts = run_dir / "cases" / case.dir_name / f"attempt-{attempt}"
-        self.record = case.record(harness=agent.harness, attempt=attempt, backend=backend.name, host=backend.host)
+        self.record = case.record(
+            harness=agent.harness, attempt=attempt, backend=backend.name, host=backend.host
+        )
         self.trajectory = Trajectory(agent=case.agent_label, harness=agent.harness)
         self.timings: dict[str, float] = {}
         self.env: Environment | None = None
@@ -179,8 +216,8 @@ class Attempt:
             finally:
                 self.release()
         except Exception as exc:
-            self.flag()   # an infra record that has a final state gets its flags too
-            raise self.infra(exc, started)
+            self.flag()  # an infra record that has a final state gets its flags too
+            raise self.infra(exc, started) from exc
         self.flag()
         self.grade()
         return self.append(started)
@@ -201,9 +238,10 @@ class Attempt:
             raise HarnessError(f"materializing the {case.start} start: {type(exc).__name__}: {exc}") from exc
         if case.task.verify_mode != "in_place":
             self.standby = VerifierStandby(self.backend, case.task)
-            self.regrade = HardenedRegrade(self.backend, case.task, self.artifacts, self.regrade_mode,
-                                           after=self.standby)
-        if self.env.report:              # how a machine state was restored (method, times, processes)
+            self.regrade = HardenedRegrade(
+                self.backend, case.task, self.artifacts, self.regrade_mode, after=self.standby
+            )
+        if self.env.report:  # how a machine state was restored (method, times, processes)
             path = self.artifacts / "snapshot.json"
             path.write_text(json.dumps(self.env.report, indent=1, sort_keys=True), encoding="utf-8")
             self.record.artifacts["snapshot"] = self._rel(path)
@@ -213,16 +251,25 @@ class Attempt:
         """The agent in the environment, within the budget; then what it left: the trajectory, its
         terminal interactions, how it ended and what it used."""
         task, record, trajectory = self.case.task, self.record, self.trajectory
-        ctx = AgentContext(request=self.request, env=self.env, task=task,
-                           budget=budget_for(task, self.agent, self.agent_timeout), trajectory=trajectory,
-                           artifacts_dir=self.artifacts)
+        ctx = AgentContext(
+            request=self.request,
+            env=self.env,
+            task=task,
+            budget=budget_for(task, self.agent, self.agent_timeout),
+            trajectory=trajectory,
+            artifacts_dir=self.artifacts,
+        )
         t0 = time.monotonic()
-        with self.env.agent_limits():   # the limits the backend measures (storage_mb) stop its commands
+        with self.env.agent_limits():  # the limits the backend measures (storage_mb) stop its commands
             result = _run_agent(self.agent, ctx)
-        if self.env.limit_hit:          # the agent went over a limit its task declares: its limit, outcome 0
+        if self.env.limit_hit:  # the agent went over a limit its task declares: its limit, outcome 0
             trajectory.exit_status = "storage_limit"
-            result = AgentResult(declared_complete=False, termination="storage_limit", steps=result.steps,
-                                 message=self.env.limit_hit)
+            result = AgentResult(
+                declared_complete=False,
+                termination="storage_limit",
+                steps=result.steps,
+                message=self.env.limit_hit,
+            )
         agent_stopped(task, self.env)
         record.agent_duration_s = round(self._timed("agent", t0), 3)
         record.declared_complete = result.declared_complete
@@ -241,9 +288,16 @@ class Attempt:
         """The final state graded by the hidden tests (final patch on a fresh instance, or in place)."""
         t0 = time.monotonic()
         try:
-            self.verification = verify_with_policy(self.backend, self.case.task, self.env, self.artifacts,
-                                                   self.references, grade_uncommitted=self.grade_uncommitted,
-                                                   standby=self.standby, regrade=self.regrade)
+            self.verification = verify_with_policy(
+                self.backend,
+                self.case.task,
+                self.env,
+                self.artifacts,
+                self.references,
+                grade_uncommitted=self.grade_uncommitted,
+                standby=self.standby,
+                regrade=self.regrade,
+            )
         finally:
             for name, key in (("final.patch", "patch"), ("final.changes", "changes")):
                 if (self.artifacts / name).is_file():
@@ -251,9 +305,12 @@ class Attempt:
             self._timed("verify", t0)
         self.record.verify_duration_s = round(self.verification.duration_s, 3)
         self.record.artifacts["verifier_log"] = self._rel(self.verification.log_path)
-        if self.verification.hardened_s is not None:     # the hardened re-grade, within "verify"
+        if self.verification.hardened_s is not None:  # the hardened re-grade, within "verify"
             self.timings["verify_hardened"] = self.verification.hardened_s
-        for name, key in (("verifier-channel.jsonl", "report_channel"), ("verifier-hardened.log", "hardened_log")):
+        for name, key in (
+            ("verifier-channel.jsonl", "report_channel"),
+            ("verifier-hardened.log", "hardened_log"),
+        ):
             if (self.artifacts / name).is_file():
                 self.record.artifacts[key] = self._rel(self.artifacts / name)
 
@@ -285,8 +342,12 @@ class Attempt:
         try:
             found = integrity.assess(
                 final_patch.read_bytes(),
-                ignored.read_text(encoding="utf-8", errors="surrogateescape").splitlines() if ignored.is_file() else [],
-                self.case.task, state.patch if state is not None else b"")
+                ignored.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+                if ignored.is_file()
+                else [],
+                self.case.task,
+                state.patch if state is not None else b"",
+            )
             self.record.integrity, self.record.integrity_notes = found.signals, found.notes
         except Exception as exc:  # noqa: BLE001 - fail closed: an unread final state is flagged
             self.record.integrity = [f"{integrity.OPAQUE}: final.patch ({type(exc).__name__})"]
@@ -303,8 +364,13 @@ class Attempt:
             record.outcome, record.rule = 0, record.termination
         else:
             record.outcome = v.verdict.outcome
-            record.rule = ("verifier_agent_caused" if v.agent_caused
-                           else "agent_error" if record.termination == "agent_error" else "verdict")
+            record.rule = (
+                "verifier_agent_caused"
+                if v.agent_caused
+                else "agent_error"
+                if record.termination == "agent_error"
+                else "verdict"
+            )
         record.verdict = "pass" if record.outcome == 1 else "fail"
         record.tests = v.verdict.tests
         record.missing_tests = v.verdict.missing
@@ -357,5 +423,7 @@ def explain_failure(record: Record) -> str:
     failing = [t for t, s in record.tests.items() if s != "passed"]
     head = ", ".join(failing[:5]) + (f" (+{len(failing) - 5} more)" if len(failing) > 5 else "")
     note = f"; {record.verdict_note}" if record.verdict_note else ""
-    return (f"{record.case_id}: outcome 0 (termination={record.termination}, declared_complete="
-            f"{record.declared_complete}); failing: {head or 'none'}{note}")
+    return (
+        f"{record.case_id}: outcome 0 (termination={record.termination}, declared_complete="
+        f"{record.declared_complete}); failing: {head or 'none'}{note}"
+    )

@@ -13,26 +13,36 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from swe_residual.agents import Agent
 from swe_residual.backends import backend_class, get_backend
 from swe_residual.backends.base import Backend
 from swe_residual.errors import HarnessError, InfraError, InputError, RunDirError
-from swe_residual.results import MANIFEST, RESULTS, Manifest, Record, StateFacts, TaskFacts, append_record, iter_records
+from swe_residual.results import (
+    MANIFEST,
+    RESULTS,
+    Manifest,
+    Record,
+    StateFacts,
+    TaskFacts,
+    append_record,
+    iter_records,
+)
 from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan
 from swe_residual.run.runner import Case, run_case
 from swe_residual.run.verification import ReferenceChecks
 
-if TYPE_CHECKING:       # the report code is imported by finish() only
+if TYPE_CHECKING:  # the report code is imported by finish() only
     from swe_residual.report.gates import GateConfig, GateResult
 
 MIN_FREE_BYTES = 64 << 20
 PREPARE_RETRY_S = 10.0
-HOST_DOWN_S = 60.0                 # a Docker host that stopped answering is avoided this long
-RETRY_PAUSE_S = 2.0                # before the n-th rerun of a case after an infra error: n times this
+HOST_DOWN_S = 60.0  # a Docker host that stopped answering is avoided this long
+RETRY_PAUSE_S = 2.0  # before the n-th rerun of a case after an infra error: n times this
 
 
 def check_state_patches(plan: Plan, case_ids: Iterable[str] | None = None) -> None:
@@ -41,7 +51,9 @@ def check_state_patches(plan: Plan, case_ids: Iterable[str] | None = None) -> No
     if case_ids is None:
         states = plan.states
     else:
-        wanted = {c.state.id for i in case_ids if (c := plan.by_id.get(i)) is not None and c.state is not None}
+        wanted = {
+            c.state.id for i in case_ids if (c := plan.by_id.get(i)) is not None and c.state is not None
+        }
         states = [s for s in plan.states if s.id in wanted]
     problems = state_patch_problems(states, lambda s: plan.tracks[s.track].tasks[s.task])
     for state_id, why in problems.items():
@@ -49,9 +61,19 @@ def check_state_patches(plan: Plan, case_ids: Iterable[str] | None = None) -> No
 
 
 class RunSession:
-    def __init__(self, plan: Plan, run_dir: Path, *, backend: str = "local", agent_timeout: float | None = None,
-                 infra_retries: int = 2, run_id: str | None = None, docker_hosts: list[str] | None = None,
-                 host_index: int = 0, regrade_mode: str = "after"):
+    def __init__(
+        self,
+        plan: Plan,
+        run_dir: Path,
+        *,
+        backend: str = "local",
+        agent_timeout: float | None = None,
+        infra_retries: int = 2,
+        run_id: str | None = None,
+        docker_hosts: list[str] | None = None,
+        host_index: int = 0,
+        regrade_mode: str = "after",
+    ):
         self.plan = plan
         self.run_dir = Path(run_dir).resolve()
         self.backend_name = backend
@@ -62,7 +84,7 @@ class RunSession:
         self._down: dict[str | None, float] = {}
         self.agent_timeout = agent_timeout
         self.infra_retries = max(0, infra_retries)
-        self.regrade_mode = regrade_mode        # where the hardened re-grade runs (verification.regrade_mode)
+        self.regrade_mode = regrade_mode  # where the hardened re-grade runs (verification.regrade_mode)
         self.run_id = run_id or self.run_dir.name
         self.references = ReferenceChecks(self.run_dir)
         self._backends: dict[str | None, Backend] = {}
@@ -71,10 +93,10 @@ class RunSession:
         # few seconds (the cases right behind it fail at once), then the next attempt tries again
         self._prepared: dict[tuple[str | None, str, str | None], tuple[float, InfraError] | None] = {}
         self._lock = threading.Lock()
-        self.created = False                    # open() made the run dir (nothing was there)
-        self.loaded: tuple | None = None        # finish(): (records, manifest) as the report read them
-        self.fresh = False                      # open() started a new run there (no --resume)
-        self.valid_before: set[str] = set()     # --resume: cases with a valid outcome already
+        self.created = False  # open() made the run dir (nothing was there)
+        self.loaded: tuple | None = None  # finish(): (records, manifest) as the report read them
+        self.fresh = False  # open() started a new run there (no --resume)
+        self.valid_before: set[str] = set()  # --resume: cases with a valid outcome already
         self.attempts_before: dict[str, int] = {}
         # progress events (swe_residual.progress.RunProgress reads them); `worker` names this process
         self.events: Callable[[dict], None] | None = None
@@ -83,8 +105,9 @@ class RunSession:
 
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
-    def open(cls, plan: Plan, run_dir: Path, *, resume: bool = False, check_states: bool = True,
-             **options) -> "RunSession":
+    def open(
+        cls, plan: Plan, run_dir: Path, *, resume: bool = False, check_states: bool = True, **options
+    ) -> RunSession:
         """Controller side: check the configuration, then create (or resume) the run dir. With
         `check_states=False` the states' patches are left to `check_selected` (once the selection
         is known: only the states of the cases that will run are checked)."""
@@ -92,8 +115,10 @@ class RunSession:
         if resume and not ((run_dir / RESULTS).is_file() or (run_dir / MANIFEST).is_file()):
             raise InputError(f"--resume {run_dir}: no {RESULTS} or {MANIFEST} there (not a run dir)")
         if not resume and ((run_dir / RESULTS).exists() or (run_dir / MANIFEST).exists()):
-            raise InputError(f"--run-dir {run_dir}: already holds a run; continue it with --resume {run_dir} "
-                             "or choose a new --run-dir")
+            raise InputError(
+                f"--run-dir {run_dir}: already holds a run; continue it with --resume {run_dir} "
+                "or choose a new --run-dir"
+            )
         session = cls(plan, run_dir, **options)
         session.check(states=check_states)
         session.created, session.fresh = not run_dir.exists(), not resume
@@ -103,8 +128,10 @@ class RunSession:
         except OSError as exc:
             raise InputError(f"--run-dir {run_dir}: cannot be created: {exc.strerror or exc}") from None
         if plan.cases and free < MIN_FREE_BYTES:
-            raise InputError(f"--run-dir {run_dir}: only {free >> 20} MiB free on its filesystem; a run needs "
-                             f"at least {MIN_FREE_BYTES >> 20} MiB for records and artifacts")
+            raise InputError(
+                f"--run-dir {run_dir}: only {free >> 20} MiB free on its filesystem; a run needs "
+                f"at least {MIN_FREE_BYTES >> 20} MiB for records and artifacts"
+            )
         session.write_manifest(c.id for c in plan.cases)
         return session
 
@@ -130,7 +157,7 @@ class RunSession:
             if self.fresh and not (self.run_dir / RESULTS).exists():
                 if self.created:
                     shutil.rmtree(self.run_dir, ignore_errors=True)
-                else:        # a dir the user made: what open() wrote into it
+                else:  # a dir the user made: what open() wrote into it
                     (self.run_dir / MANIFEST).unlink(missing_ok=True)
                     shutil.rmtree(self.run_dir / "states", ignore_errors=True)
             raise
@@ -159,17 +186,25 @@ class RunSession:
             t, s = c.task, c.state
             key = f"{t.track}/{t.id}"
             if key not in manifest.tasks:
-                manifest.tasks[key] = TaskFacts(track=t.track, tests=t.grading.required if t.grading else
-                                                self._state_tests(t), solution_files=t.solution_files)
+                manifest.tasks[key] = TaskFacts(
+                    track=t.track,
+                    tests=t.grading.required if t.grading else self._state_tests(t),
+                    solution_files=t.solution_files,
+                )
             if s is not None and s.id not in manifest.states:
                 # a machine state's artifact is its interactions: kept as evidence, no patch
-                rel = Path("states") / (f"{s.id}.patch" if s.kind == "patch" else f"{s.id}.interactions.jsonl")
+                rel = Path("states") / (
+                    f"{s.id}.patch" if s.kind == "patch" else f"{s.id}.interactions.jsonl"
+                )
                 shutil.copyfile(s.artifact_path, self.run_dir / rel)
-                manifest.states[s.id] = StateFacts(track=s.track, task=s.task,
-                                                   predecessor=s.predecessor.model_dump(),
-                                                   failing_tests=s.initial_verdict.failing_tests,
-                                                   patch=str(rel) if s.kind == "patch" else "",
-                                                   changed_files=s.changed_files)
+                manifest.states[s.id] = StateFacts(
+                    track=s.track,
+                    task=s.task,
+                    predecessor=s.predecessor.model_dump(),
+                    failing_tests=s.initial_verdict.failing_tests,
+                    patch=str(rel) if s.kind == "patch" else "",
+                    changed_files=s.changed_files,
+                )
         if (self.run_dir / MANIFEST).is_file() and self.attempts_before:
             manifest = Manifest.read(self.run_dir).merged(manifest)
         manifest.write(self.run_dir)
@@ -193,7 +228,7 @@ class RunSession:
             if host not in self._backends:
                 try:
                     self._backends[host] = get_backend(self.backend_name, run_id=self.run_id, host=host)
-                except InputError as exc:      # an engine that stopped answering mid-run
+                except InputError as exc:  # an engine that stopped answering mid-run
                     raise HarnessError(str(exc)) from None
             return self._backends[host]
 
@@ -237,8 +272,15 @@ class RunSession:
 
     def _record_event(self, rec: Record | None) -> None:
         if rec is not None:
-            self.emit("record", case=rec.case_id, agent=rec.agent, start=rec.start, outcome=rec.outcome,
-                      valid=rec.valid, flagged=bool(rec.integrity))
+            self.emit(
+                "record",
+                case=rec.case_id,
+                agent=rec.agent,
+                start=rec.start,
+                outcome=rec.outcome,
+                valid=rec.valid,
+                flagged=bool(rec.integrity),
+            )
 
     def _prepare(self, case: Case, host: str | None) -> Backend:
         """Build what this case's runs share, once per process and host: the task's environment
@@ -251,7 +293,9 @@ class RunSession:
             self._prepare_one(host, case, task_key, case.state, phase, f"{task_key}/{case.state.id}")
         return backend
 
-    def _prepare_one(self, host: str | None, case: Case, task_key: str, state, phase: str, label: str) -> Backend:
+    def _prepare_one(
+        self, host: str | None, case: Case, task_key: str, state, phase: str, label: str
+    ) -> Backend:
         key = (host, task_key, state.id if state is not None else None)
         known = self._prepared.get(key, ())
         if known is None:
@@ -266,8 +310,11 @@ class RunSession:
             self.emit("prepare", phase=phase, key=label, status="done")
             return backend
         except Exception as exc:
-            problem = exc if isinstance(exc, InfraError) else HarnessError(
-                f"preparing task {case.task.id}: {type(exc).__name__}: {exc}")
+            problem = (
+                exc
+                if isinstance(exc, InfraError)
+                else HarnessError(f"preparing task {case.task.id}: {type(exc).__name__}: {exc}")
+            )
             self._prepared[key] = (time.monotonic(), problem)
             self.emit("prepare", phase=phase, key=label, status="failed")
             raise problem from None
@@ -290,19 +337,33 @@ class RunSession:
                 try:
                     backend = self._prepare(case, host)
                 except InfraError as exc:
-                    rec = case.record(attempt=attempt, backend=self.backend_name, host=host, termination="infra",
-                                      error=str(exc), rule=exc.rule, harness=self.agent(case.agent).harness)
+                    rec = case.record(
+                        attempt=attempt,
+                        backend=self.backend_name,
+                        host=host,
+                        termination="infra",
+                        error=str(exc),
+                        rule=exc.rule,
+                        harness=self.agent(case.agent).harness,
+                    )
                     append_record(self.run_dir, rec)
                     exc.record = rec
                     raise
-                rec = run_case(case, agent=agent or self.agent(case.agent), backend=backend,
-                               run_dir=self.run_dir, references=self.references, attempt=attempt,
-                               agent_timeout=self.agent_timeout, grade_uncommitted=grade_uncommitted,
-                               regrade_mode=self.regrade_mode)
+                rec = run_case(
+                    case,
+                    agent=agent or self.agent(case.agent),
+                    backend=backend,
+                    run_dir=self.run_dir,
+                    references=self.references,
+                    attempt=attempt,
+                    agent_timeout=self.agent_timeout,
+                    grade_uncommitted=grade_uncommitted,
+                    regrade_mode=self.regrade_mode,
+                )
                 self._record_event(rec)
                 return rec
             except RunDirError:
-                raise                   # rerunning cannot help: the run itself is invalid
+                raise  # rerunning cannot help: the run itself is invalid
             except InfraError as exc:
                 self._record_event(getattr(exc, "record", None))
                 self._check_host(host)
@@ -321,18 +382,29 @@ class RunSession:
         last = max(mine, key=lambda r: r.attempt, default=None)
         if last is not None and last.valid:
             return None  # the case finished before the process died
-        rec = case.record(attempt=(last.attempt if last else self.attempts_before.get(case_id, 0)) + 1,
-                          backend=self.backend_name, termination="infra", error=reason, rule="infra_crash",
-                          harness=self.agent(case.agent).harness)
+        rec = case.record(
+            attempt=(last.attempt if last else self.attempts_before.get(case_id, 0)) + 1,
+            backend=self.backend_name,
+            termination="infra",
+            error=reason,
+            rule="infra_crash",
+            harness=self.agent(case.agent).harness,
+        )
         append_record(self.run_dir, rec)
         self._record_event(rec)
         self.emit("end", case=case_id)
         return rec
 
     # -- finishing --------------------------------------------------------------------------------
-    def finish(self, collected: Iterable[str], gates: GateConfig | None = None,
-               baseline: Path | None = None, *, interrupted: bool = False,
-               resume: str = "") -> tuple[dict, GateResult | None]:
+    def finish(
+        self,
+        collected: Iterable[str],
+        gates: GateConfig | None = None,
+        baseline: Path | None = None,
+        *,
+        interrupted: bool = False,
+        resume: str = "",
+    ) -> tuple[dict, GateResult | None]:
         """The report of the run dir and the gate result; writes summary.json, tables, csv.
 
         An interrupted run (Ctrl-C, -x) counts its collected cases without a record as `not_run`
@@ -342,28 +414,40 @@ class RunSession:
         from swe_residual.report.tables import build_report, load_runs, write_outputs
 
         records, manifest = load_runs([self.run_dir])
-        self.loaded = (records, manifest)       # the run page reuses them: one read of the records
+        self.loaded = (records, manifest)  # the run page reuses them: one read of the records
         report = build_report(records, manifest, root=self.run_dir)
         report["run_dir"] = str(self.run_dir)
         expected = set(collected) | self.valid_before
         recorded, valid = set(), set()
-        for r in records.rows:      # RecordRows: no pydantic Record per line (the pages read the same rows)
+        for r in records.rows:  # RecordRows: no pydantic Record per line (the pages read the same rows)
             recorded.add(r.case_id)
             if r.valid:
                 valid.add(r.case_id)
         without = sorted(expected - recorded)
-        report["cases"] = {"collected": len(expected), "recorded": len(recorded & expected),
-                           "missing": [] if interrupted else without,
-                           "infra_errors": sorted((recorded & expected) - valid)}
+        report["cases"] = {
+            "collected": len(expected),
+            "recorded": len(recorded & expected),
+            "missing": [] if interrupted else without,
+            "infra_errors": sorted((recorded & expected) - valid),
+        }
         if interrupted:
             report["cases"]["not_run"] = without
-            report["interrupted"] = {"recorded": len(recorded & expected), "valid": len(valid & expected),
-                                     "not_run": len(without), "collected": len(expected), "resume": resume}
+            report["interrupted"] = {
+                "recorded": len(recorded & expected),
+                "valid": len(valid & expected),
+                "not_run": len(without),
+                "collected": len(expected),
+                "resume": resume,
+            }
         # results lines that are not records: left out of every number above, named here, and the
         # run is invalid (the gates always check it, active or not)
         report["unreadable_lines"] = list(records.bad_lines)
         gate = None
-        if not interrupted and gates is not None and (baseline is not None or gates.active or records.bad_lines):
+        if (
+            not interrupted
+            and gates is not None
+            and (baseline is not None or gates.active or records.bad_lines)
+        ):
             gate = check_gates(records, manifest, gates, load_runs([baseline])[0] if baseline else None)
             report["gates"] = {"status": gate.status, "violations": gate.violations, "checks": gate.checks}
         write_outputs(self.run_dir, report)

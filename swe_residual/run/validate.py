@@ -14,10 +14,10 @@ in it. Snapshot method, build and restore times are reported per state.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from swe_residual.errors import InfraError
 from swe_residual.progress import Progress
@@ -31,7 +31,7 @@ class StateCheck:
     state: str
     problems: list[str] = field(default_factory=list)
     pass_fraction: float | None = None
-    machine: dict | None = None        # machine states: snapshot method, times, processes
+    machine: dict | None = None  # machine states: snapshot method, times, processes
 
     @property
     def ok(self) -> bool:
@@ -74,13 +74,21 @@ def machine_check(session: RunSession, state) -> tuple[dict | None, list[str]]:
         snap = backend.snapshot(case.task, state)
     except InfraError as exc:
         return None, [f"the state could not be rebuilt: {exc}"]
-    facts = {"method": snap.method, "snapshot_s": snap.snapshot_s, "replay_s": snap.replay.duration_s,
-             "processes": len(snap.processes), "stages": len(snap.stages), "deterministic": snap.deterministic,
-             "criu_probe": snap.criu_probe}
+    facts = {
+        "method": snap.method,
+        "snapshot_s": snap.snapshot_s,
+        "replay_s": snap.replay.duration_s,
+        "processes": len(snap.processes),
+        "stages": len(snap.stages),
+        "deterministic": snap.deterministic,
+        "criu_probe": snap.criu_probe,
+    }
     problems = []
     if not snap.deterministic:
-        problems.append("two replays differ (non-deterministic state; declare volatile_paths if they may): "
-                        + "; ".join(snap.differences[:3]))
+        problems.append(
+            "two replays differ (non-deterministic state; declare volatile_paths if they may): "
+            + "; ".join(snap.differences[:3])
+        )
     try:
         env = backend.materialize(case.task, state)
     except InfraError as exc:
@@ -97,20 +105,26 @@ def machine_check(session: RunSession, state) -> tuple[dict | None, list[str]]:
 
 def _machine_line(facts: dict) -> str:
     restore = facts.get("restore_s")
-    return (f"snapshot {facts['method']}: built in {facts['snapshot_s']:.1f} s (replay {facts['replay_s']:.1f} s), "
-            f"restore {'n/a' if restore is None else f'{restore:.1f} s'}, {facts['processes']} live process(es)"
-            + (f" in {facts['stages']} stages" if facts["stages"] else "")
-            + (", deterministic" if facts["deterministic"] else ""))
+    return (
+        f"snapshot {facts['method']}: built in {facts['snapshot_s']:.1f} s (replay {facts['replay_s']:.1f} s), "
+        f"restore {'n/a' if restore is None else f'{restore:.1f} s'}, {facts['processes']} live process(es)"
+        + (f" in {facts['stages']} stages" if facts["stages"] else "")
+        + (", deterministic" if facts["deterministic"] else "")
+    )
 
 
-def validate_track(session: RunSession, jobs: int = 2, log: Callable[[str], None] | None = None) -> list[StateCheck]:
+def validate_track(
+    session: RunSession, jobs: int = 2, log: Callable[[str], None] | None = None
+) -> list[StateCheck]:
     """Check every state of the plan (its oracle and nop cases, machine checks) with `jobs` at once;
     one line per state through `log` (default: printed above a progress bar of the states)."""
     with Progress(len(session.plan.states), "states", label="validate") as progress:
         return _validate(session, jobs, log or progress.note, progress)
 
 
-def _validate(session: RunSession, jobs: int, log: Callable[[str], None], progress: Progress) -> list[StateCheck]:
+def _validate(
+    session: RunSession, jobs: int, log: Callable[[str], None], progress: Progress
+) -> list[StateCheck]:
     plan = session.plan
     clean_cases = {c.task.id: c for c in plan.cases if c.agent == "oracle" and c.start == "clean"}
     by_state = {}
@@ -120,8 +134,15 @@ def _validate(session: RunSession, jobs: int, log: Callable[[str], None], progre
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         machines = {s.id: pool.submit(machine_check, session, s) for s in plan.states if s.kind == "machine"}
         clean = {t: pool.submit(_run, session, c) for t, c in clean_cases.items()}
-        runs = [(s, pool.submit(_run, session, by_state[s.id]["oracle"]), pool.submit(_run, session, by_state[s.id]["nop"]))
-                for s in plan.states if s.id in by_state]
+        runs = [
+            (
+                s,
+                pool.submit(_run, session, by_state[s.id]["oracle"]),
+                pool.submit(_run, session, by_state[s.id]["nop"]),
+            )
+            for s in plan.states
+            if s.id in by_state
+        ]
         progress.total = len(runs)
         checks: list[StateCheck] = []
         for s, oracle_f, nop_f in runs:
@@ -131,7 +152,7 @@ def _validate(session: RunSession, jobs: int, log: Callable[[str], None], progre
                 check.problems.extend(problems)
             c, o, n = clean[s.task].result(), oracle_f.result(), nop_f.result()
             if s.id in machines and problems:
-                o = o if not isinstance(o, str) else None   # the restore problem is said once
+                o = o if not isinstance(o, str) else None  # the restore problem is said once
                 n = n if not isinstance(n, str) else None
             for label, r in (("oracle from clean", c), ("oracle from state", o)):
                 if r is None:
@@ -141,8 +162,10 @@ def _validate(session: RunSession, jobs: int, log: Callable[[str], None], progre
                 elif r.outcome != 1:
                     failing = [t for t, st in r.tests.items() if st != "passed"]
                     tail = solve_log_tail(r, session.run_dir)
-                    check.problems.append(f"{label} failed: {', '.join(failing[:3]) or r.termination}"
-                                          + (f"; solve.sh output ends: {tail}" if tail else ""))
+                    check.problems.append(
+                        f"{label} failed: {', '.join(failing[:3]) or r.termination}"
+                        + (f"; solve.sh output ends: {tail}" if tail else "")
+                    )
             if isinstance(n, str):
                 check.problems.append(n)
             elif n is not None:
@@ -152,18 +175,24 @@ def _validate(session: RunSession, jobs: int, log: Callable[[str], None], progre
                 if n.outcome != 0:
                     check.problems.append("the state passes every hidden test (nop succeeds from it)")
                 if check.pass_fraction is not None and check.pass_fraction < 0.5:
-                    check.problems.append(f"the state passes only {100 * check.pass_fraction:.0f}% "
-                                          "of the hidden tests (needs >= 50%)")
+                    check.problems.append(
+                        f"the state passes only {100 * check.pass_fraction:.0f}% "
+                        "of the hidden tests (needs >= 50%)"
+                    )
                 recorded = s.initial_verdict.failing_tests
                 passing = sorted(t for t, st in n.tests.items() if st == "passed")
                 if s.initial_verdict.passing_tests and passing != s.initial_verdict.passing_tests:
-                    check.problems.append(f"recorded passing tests differ from a fresh verification: now "
-                                          f"{passing}, recorded {s.initial_verdict.passing_tests}")
+                    check.problems.append(
+                        f"recorded passing tests differ from a fresh verification: now "
+                        f"{passing}, recorded {s.initial_verdict.passing_tests}"
+                    )
                 if failing != recorded:
                     extra = sorted(set(failing) - set(recorded))
                     gone = sorted(set(recorded) - set(failing))
-                    check.problems.append(f"recorded failing tests differ from a fresh verification: "
-                                          f"now failing but not recorded {extra}, recorded but passing {gone}")
+                    check.problems.append(
+                        f"recorded failing tests differ from a fresh verification: "
+                        f"now failing but not recorded {extra}, recorded but passing {gone}"
+                    )
             progress.advance(**({"ok": 1} if check.ok else {"failed": 1}))
             status = "ok  " if check.ok else "FAIL"
             frac = "n/a" if check.pass_fraction is None else f"{100 * check.pass_fraction:.0f}%"

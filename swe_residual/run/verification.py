@@ -46,10 +46,10 @@ from swe_residual.run.report_channel import Channel, Stream
 from swe_residual.tasks import Task
 from swe_residual.verdicts import Verdict, grade
 
-LOG_LIMIT = 4 << 20               # characters of verifier output kept in verifier.log
+LOG_LIMIT = 4 << 20  # characters of verifier output kept in verifier.log
 APPLY_FAILED = "swe-residual: the final patch does not apply"
 APPLY_FAILED_EXIT = 86
-REFERENCE_RETRY_S = 30.0          # a reference check that failed is tried again after this long
+REFERENCE_RETRY_S = 30.0  # a reference check that failed is tried again after this long
 # tasks whose pytest cannot import the channel plugin (an isolated interpreter): verified without it
 _NO_CHANNEL: set[str] = set()
 
@@ -60,20 +60,24 @@ class Verification:
     duration_s: float
     log_path: Path
     patch_problem: str | None = None  # why final.patch is empty although the agent changed things
-    note: str | None = None        # what the re-verify policy saw
-    agent_caused: bool = False     # the verifier broke on the agent's state only: a valid failure
-    stream: Stream | None = None   # what the report channel carried (None: this verification had none)
+    note: str | None = None  # what the re-verify policy saw
+    agent_caused: bool = False  # the verifier broke on the agent's state only: a valid failure
+    stream: Stream | None = None  # what the report channel carried (None: this verification had none)
     channel_note: str | None = None  # why it had none
-    signals: list[str] = field(default_factory=list)   # the grading channels' cheat signals
-    notes: list[str] = field(default_factory=list)     # ... and notes (report_channel.py)
+    signals: list[str] = field(default_factory=list)  # the grading channels' cheat signals
+    notes: list[str] = field(default_factory=list)  # ... and notes (report_channel.py)
     hardened_s: float | None = None  # seconds of the hardened re-grade, where it ran
 
 
 def _collect(backend: Backend, task: Task, env: Environment, artifacts_dir: Path) -> Path:
     """Run the collect hooks in the agent's environment; the copied-out /logs/artifacts."""
-    missing = [h.command.split()[0] for h in task.config.verifier.collect
-               if h.command.split() and h.command.split()[0].startswith("/")
-               and env.read_file(h.command.split()[0]) is None]
+    missing = [
+        h.command.split()[0]
+        for h in task.config.verifier.collect
+        if h.command.split()
+        and h.command.split()[0].startswith("/")
+        and env.read_file(h.command.split()[0]) is None
+    ]
     if missing:
         # hook scripts the agent deleted (e.g. `git clean -fdx` on an older DeepSWE task) are the
         # harness's infrastructure shipped in the clean image: put them back from a fresh instance
@@ -94,7 +98,9 @@ def _collect(backend: Backend, task: Task, env: Environment, artifacts_dir: Path
             res = env.execute(hook.command, timeout=hook.timeout_sec)
             log.write(f"$ {hook.command}\n{res.output[:LOG_LIMIT]}\n[exit {res.exit_code}]\n")
             if res.timed_out:
-                raise VerifierError(f"collect hook {hook.command[:80]!r} timed out after {hook.timeout_sec:g}s")
+                raise VerifierError(
+                    f"collect hook {hook.command[:80]!r} timed out after {hook.timeout_sec:g}s"
+                )
     collected = artifacts_dir / "artifacts"
     shutil.rmtree(collected, ignore_errors=True)
     env.copy_out(ARTIFACTS_DIR, collected)
@@ -107,16 +113,17 @@ class VerifierStandby:
     hidden tests and the final patch go in only after the agent stopped. `after`: another standby
     that starts first (the one needed first is not slowed by this one starting beside it)."""
 
-    def __init__(self, backend: Backend, task: Task, after: "VerifierStandby | None" = None):
+    def __init__(self, backend: Backend, task: Task, after: VerifierStandby | None = None):
         self._future: Future[Environment] = Future()
         self._taken = False
-        threading.Thread(target=self._make, args=(backend, task, after), daemon=True,
-                         name="swe-residual-standby").start()
+        threading.Thread(
+            target=self._make, args=(backend, task, after), daemon=True, name="swe-residual-standby"
+        ).start()
 
-    def _make(self, backend: Backend, task: Task, after: "VerifierStandby | None") -> None:
+    def _make(self, backend: Backend, task: Task, after: VerifierStandby | None) -> None:
         try:
             if after is not None:
-                after._future.exception()      # waits until that one is ready (or failed)
+                after._future.exception()  # waits until that one is ready (or failed)
             env = backend.verifier_environment(task)
             try:
                 env.ready()
@@ -157,10 +164,12 @@ def agent_stopped(task: Task, env: Environment) -> None:
         env.stop()
 
 
-CHANGES_LIMIT = 20_000               # lines of final.changes kept
+CHANGES_LIMIT = 20_000  # lines of final.changes kept
 
 
-def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path, channel: Channel | None) -> Verification:
+def _verify_in_place(
+    task: Task, env: Environment, artifacts_dir: Path, channel: Channel | None
+) -> Verification:
     """Hidden tests in the agent's own container (Harbor's shared environment, Terminal-Bench 2)."""
     logs = artifacts_dir / "verifier"
     shutil.rmtree(logs, ignore_errors=True)
@@ -169,14 +178,22 @@ def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path, channel:
     if changes is not None:
         kinds = {0: "C", 1: "A", 2: "D"}
         lines = sorted(f"{kinds.get(c.get('Kind'), '?')} {c.get('Path')}" for c in changes)
-        (artifacts_dir / "final.changes").write_text("\n".join(lines[:CHANGES_LIMIT]) + ("\n" if lines else ""),
-                                                   encoding="utf-8")
+        (artifacts_dir / "final.changes").write_text(
+            "\n".join(lines[:CHANGES_LIMIT]) + ("\n" if lines else ""), encoding="utf-8"
+        )
     timeout = task.config.verifier.timeout_sec
     logs_dir = env.path("/logs/verifier")
     venv = {**task.config.verifier.env, "TESTS_DIR": env.path(TESTS_DIR), "LOGS_DIR": logs_dir}
     _copy_in(env, [(task.tests_dir, TESTS_DIR)], channel, artifacts_dir)
-    res, stream = _execute(env, f'mkdir -p "{logs_dir}" && find "{logs_dir}" -mindepth 1 -delete; '
-                                f'bash "{env.path(TESTS_DIR)}/test.sh"', timeout, venv, channel, artifacts_dir / "verifier")
+    res, stream = _execute(
+        env,
+        f'mkdir -p "{logs_dir}" && find "{logs_dir}" -mindepth 1 -delete; '
+        f'bash "{env.path(TESTS_DIR)}/test.sh"',
+        timeout,
+        venv,
+        channel,
+        artifacts_dir / "verifier",
+    )
     log_path = artifacts_dir / "verifier.log"
     log_path.write_text(res.output[-LOG_LIMIT:], encoding="utf-8")
     # the agent's processes are part of the state (a re-verification needs them): not stopped here
@@ -185,19 +202,32 @@ def _verify_in_place(task: Task, env: Environment, artifacts_dir: Path, channel:
         raise _ChannelUnloadable()
     if res.timed_out:
         raise VerifierError(f"verifier timed out after {timeout:g}s running tests/test.sh")
-    return Verification(verdict=grade(task, logs, res.exit_code), duration_s=time.monotonic() - started,
-                        log_path=log_path, stream=stream)
+    return Verification(
+        verdict=grade(task, logs, res.exit_code),
+        duration_s=time.monotonic() - started,
+        log_path=log_path,
+        stream=stream,
+    )
 
 
 class _ChannelUnloadable(Exception):
     """The task's pytest could not import the channel plugin: verify again without it."""
 
 
-def _execute(env: Environment, command: str, timeout: float, variables: dict[str, str], channel: Channel | None,
-             name: str | Path, hardened: bool = False) -> tuple[ExecResult, Stream | None]:
+def _execute(
+    env: Environment,
+    command: str,
+    timeout: float,
+    variables: dict[str, str],
+    channel: Channel | None,
+    name: str | Path,
+    hardened: bool = False,
+) -> tuple[ExecResult, Stream | None]:
     """The test command, with the channel's and the hardened mode's exports before it; the
     channel's bytes are kept next to the logs (<name>-channel.jsonl)."""
-    prelude = (channel.prelude(env.path(rc.CHANNEL_DIR)) if channel else "") + (rc.HARDENED_PRELUDE if hardened else "")
+    prelude = (channel.prelude(env.path(rc.CHANNEL_DIR)) if channel else "") + (
+        rc.HARDENED_PRELUDE if hardened else ""
+    )
     if channel is None:
         return env.execute(prelude + command, timeout=timeout, env=variables), None
     res, raw = env.execute_with_channel(prelude + command, timeout=timeout, env=variables)
@@ -221,9 +251,17 @@ def _task_key(task: Task) -> str:
     return f"{task.track}--{task.id}"
 
 
-def run_verifier(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, *,
-                 grade_uncommitted: bool = False, venv: Environment | None = None,
-                 channel: bool = True, regrade: "HardenedRegrade | None" = None) -> Verification:
+def run_verifier(
+    backend: Backend,
+    task: Task,
+    env: Environment,
+    artifacts_dir: Path,
+    *,
+    grade_uncommitted: bool = False,
+    venv: Environment | None = None,
+    channel: bool = True,
+    regrade: HardenedRegrade | None = None,
+) -> Verification:
     """One verification of env's final state (env is stopped and left as it is). First writes
     <artifacts>/final.patch, the binary diff of the whole final tree against the base commit, and
     final.ignored, the paths .gitignore rules kept out of it.
@@ -236,21 +274,32 @@ def run_verifier(backend: Backend, task: Task, env: Environment, artifacts_dir: 
     """
     use = channel and _task_key(task) not in _NO_CHANNEL
     try:
-        v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, venv, Channel() if use else None,
-                      regrade)
+        v = _dispatch(
+            backend, task, env, artifacts_dir, grade_uncommitted, venv, Channel() if use else None, regrade
+        )
     except _ChannelUnloadable:
         _NO_CHANNEL.add(_task_key(task))
         v = _dispatch(backend, task, env, artifacts_dir, grade_uncommitted, None, None, regrade)
-        v.channel_note = ("the task's pytest cannot import the channel plugin (an isolated interpreter, or "
-                          "PYTHONPATH dropped): verified again without it")
+        v.channel_note = (
+            "the task's pytest cannot import the channel plugin (an isolated interpreter, or "
+            "PYTHONPATH dropped): verified again without it"
+        )
         return v
     if channel and not use:
         v.channel_note = "the task's pytest cannot import the channel plugin (found earlier in this run)"
     return v
 
 
-def _dispatch(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, grade_uncommitted: bool,
-              venv: Environment | None, channel: Channel | None, regrade: "HardenedRegrade | None") -> Verification:
+def _dispatch(
+    backend: Backend,
+    task: Task,
+    env: Environment,
+    artifacts_dir: Path,
+    grade_uncommitted: bool,
+    venv: Environment | None,
+    channel: Channel | None,
+    regrade: HardenedRegrade | None,
+) -> Verification:
     if task.verify_mode == "in_place":
         if venv is not None:
             venv.close()
@@ -262,7 +311,9 @@ def _dispatch(backend: Backend, task: Task, env: Environment, artifacts_dir: Pat
             venv.close()
 
 
-def _copy_in(env: Environment, inputs: list[tuple[Path, str]], channel: Channel | None, scratch: Path) -> None:
+def _copy_in(
+    env: Environment, inputs: list[tuple[Path, str]], channel: Channel | None, scratch: Path
+) -> None:
     """inputs, and the channel's plugin where there is a channel, into env in one copy."""
     staged = channel.staged(scratch) if channel is not None else None
     try:
@@ -294,11 +345,14 @@ class _Preload:
     agent has stopped; they are the same for every final state), a re-grade's inputs while the
     normal grade runs. wait() re-raises what the copy raised."""
 
-    def __init__(self, venv: Environment, items: list[tuple[Path, str]], channel: Channel | None, scratch: Path):
+    def __init__(
+        self, venv: Environment, items: list[tuple[Path, str]], channel: Channel | None, scratch: Path
+    ):
         self.items = items
         self._done: Future[None] = Future()
-        threading.Thread(target=self._copy, args=(venv, channel, scratch), daemon=True,
-                         name="swe-residual-preload").start()
+        threading.Thread(
+            target=self._copy, args=(venv, channel, scratch), daemon=True, name="swe-residual-preload"
+        ).start()
 
     def _copy(self, venv: Environment, channel: Channel | None, scratch: Path) -> None:
         try:
@@ -311,8 +365,16 @@ class _Preload:
         self._done.result()
 
 
-def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path, grade_uncommitted: bool,
-            venv: Environment | None, channel: Channel | None, regrade: "HardenedRegrade | None") -> Verification:
+def _verify(
+    backend: Backend,
+    task: Task,
+    env: Environment,
+    artifacts_dir: Path,
+    grade_uncommitted: bool,
+    venv: Environment | None,
+    channel: Channel | None,
+    regrade: HardenedRegrade | None,
+) -> Verification:
     started = time.monotonic()
     shutil.rmtree(artifacts_dir / "verifier", ignore_errors=True)
     preload = _Preload(venv, _task_inputs(task), channel, artifacts_dir) if venv is not None else None
@@ -329,15 +391,35 @@ def _verify(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
         (collected / "model.patch").write_bytes(final.patch)
     if regrade is not None:
         regrade.begin()
-    v = _run_fresh(backend, task, artifacts_dir, patch_path if collected is None and final.patch else None, collected,
-                   venv=venv, channel=channel, started=started, preload=preload)
+    v = _run_fresh(
+        backend,
+        task,
+        artifacts_dir,
+        patch_path if collected is None and final.patch else None,
+        collected,
+        venv=venv,
+        channel=channel,
+        started=started,
+        preload=preload,
+    )
     v.patch_problem = final.problem
     return v
 
 
-def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | None, collected: Path | None, *,
-               venv: Environment | None, channel: Channel | None, started: float, hardened: bool = False,
-               name: str = "verifier", preload: _Preload | None = None) -> Verification:
+def _run_fresh(
+    backend: Backend,
+    task: Task,
+    artifacts_dir: Path,
+    patch: Path | None,
+    collected: Path | None,
+    *,
+    venv: Environment | None,
+    channel: Channel | None,
+    started: float,
+    hardened: bool = False,
+    name: str = "verifier",
+    preload: _Preload | None = None,
+) -> Verification:
     """The hidden tests on a fresh verifier instance with the final patch (or the collected
     artifacts); outputs in <artifacts>/<name>/, the log in <name>.log. preload: inputs (and the
     channel) being copied into venv already."""
@@ -348,13 +430,22 @@ def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | 
     timeout = task.config.verifier.timeout_sec
     log_path = artifacts_dir / f"{name}.log"
     logs_dir = venv.path("/logs/verifier")
-    env = {**task.config.verifier.env, "APP_DIR": venv.app_dir, "TESTS_DIR": venv.path(TESTS_DIR), "LOGS_DIR": logs_dir}
+    env = {
+        **task.config.verifier.env,
+        "APP_DIR": venv.app_dir,
+        "TESTS_DIR": venv.path(TESTS_DIR),
+        "LOGS_DIR": logs_dir,
+    }
     # one command: the final patch applied to the fresh clean tree (before the hidden tests, which
     # test.sh installs over the agent's files), the log dir emptied, then the tests
     command = f'mkdir -p "{logs_dir}" && find "{logs_dir}" -mindepth 1 -delete; bash "{venv.path(TESTS_DIR)}/test.sh"'
     if patch is not None:
-        env.update(SWE_APPLY=script("apply_patch.sh"), SWE_PATCH=venv.path(PATCH_IN_ENV), SWE_BASE=venv.base_commit,
-                   SWE_APP=venv.app_dir)
+        env.update(
+            SWE_APPLY=script("apply_patch.sh"),
+            SWE_PATCH=venv.path(PATCH_IN_ENV),
+            SWE_BASE=venv.base_commit,
+            SWE_APP=venv.app_dir,
+        )
         command = f'bash -c "$SWE_APPLY" || {{ echo "{APPLY_FAILED}"; exit {APPLY_FAILED_EXIT}; }}\n{command}'
     try:
         if preload is not None:
@@ -369,7 +460,7 @@ def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | 
             # the agent's tree does not survive as a patch on the clean state
             why = last_line(res.output.split(APPLY_FAILED)[0], "git apply failed").removeprefix("error: ")
             raise VerifierError(f"the final patch does not apply to a fresh clean instance: {why}")
-        venv.stop()     # nothing the tests started writes the outputs once they are read
+        venv.stop()  # nothing the tests started writes the outputs once they are read
         _copy_outputs(venv, logs)
     finally:
         venv.close()
@@ -378,11 +469,14 @@ def _run_fresh(backend: Backend, task: Task, artifacts_dir: Path, patch: Path | 
         raise _ChannelUnloadable()
     if res.timed_out:
         raise VerifierError(f"verifier timed out after {timeout:g}s running tests/test.sh")
-    return Verification(verdict=grade(task, logs, res.exit_code), duration_s=duration, log_path=log_path,
-                        stream=stream)
+    return Verification(
+        verdict=grade(task, logs, res.exit_code), duration_s=duration, log_path=log_path, stream=stream
+    )
 
 
-def hardened_regrade(backend: Backend, task: Task, artifacts_dir: Path, venv: Environment | None = None) -> Verification:
+def hardened_regrade(
+    backend: Backend, task: Task, artifacts_dir: Path, venv: Environment | None = None
+) -> Verification:
     """The final state graded again on a fresh instance (`venv`, else a new one) in the hardened
     mode (report_channel.py): final.patch (or the collected model.patch) without its runner files,
     written next to it as final.hardened.patch; outputs in verifier-hardened/. A VerifierError
@@ -417,10 +511,29 @@ def _hardened_inputs(task: Task, artifacts_dir: Path, out: Path) -> tuple[Path |
     return patch, None
 
 
-def _run_hardened(backend: Backend, task: Task, out: Path, patch: Path | None, collected: Path | None,
-                  venv: Environment | None, started: float, preload: _Preload | None = None) -> Verification:
-    return _run_fresh(backend, task, out, patch, collected, venv=venv, channel=None, started=started,
-                      hardened=True, name="verifier-hardened", preload=preload)
+def _run_hardened(
+    backend: Backend,
+    task: Task,
+    out: Path,
+    patch: Path | None,
+    collected: Path | None,
+    venv: Environment | None,
+    started: float,
+    preload: _Preload | None = None,
+) -> Verification:
+    return _run_fresh(
+        backend,
+        task,
+        out,
+        patch,
+        collected,
+        venv=venv,
+        channel=None,
+        started=started,
+        hardened=True,
+        name="verifier-hardened",
+        preload=preload,
+    )
 
 
 REGRADE_MODES = ("beside", "after")
@@ -434,8 +547,10 @@ def regrade_mode(workers: int, interruptible: bool = True) -> str:
     chosen = os.environ.get("SWE_RESIDUAL_REGRADE", "")
     if chosen:
         if chosen not in REGRADE_MODES:
-            raise InputError(f"SWE_RESIDUAL_REGRADE={chosen!r}: expected one of {', '.join(REGRADE_MODES)} "
-                             "(or unset it: chosen from the CPUs and workers)")
+            raise InputError(
+                f"SWE_RESIDUAL_REGRADE={chosen!r}: expected one of {', '.join(REGRADE_MODES)} "
+                "(or unset it: chosen from the CPUs and workers)"
+            )
         return chosen
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return "beside" if interruptible and 2 * max(1, workers) <= cpus else "after"
@@ -454,8 +569,14 @@ class HardenedRegrade:
     to. "beside" spends a second grade's CPU on a grade that fails, so that a passing case does
     not wait for its re-grade (regrade_mode says where that pays)."""
 
-    def __init__(self, backend: Backend, task: Task, artifacts_dir: Path, mode: str = "after",
-                 after: VerifierStandby | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        task: Task,
+        artifacts_dir: Path,
+        mode: str = "after",
+        after: VerifierStandby | None = None,
+    ):
         self.backend, self.task, self.artifacts_dir, self.mode = backend, task, artifacts_dir, mode
         self.standby = VerifierStandby(backend, task, after) if mode == "beside" else None
         self._lock = threading.Lock()
@@ -505,8 +626,9 @@ class HardenedRegrade:
                 venv.close()
                 return
             patch, collected = self._inputs
-            self._preload = _Preload(venv, _state_inputs(patch, collected) + _task_inputs(self.task), None,
-                                     self._scratch)
+            self._preload = _Preload(
+                venv, _state_inputs(patch, collected) + _task_inputs(self.task), None, self._scratch
+            )
             self._preload.wait()
             if self.mode == "beside":
                 self._outcome = self._grade()
@@ -521,8 +643,9 @@ class HardenedRegrade:
 
     def _grade(self) -> Verification:
         patch, collected = self._inputs
-        return _run_hardened(self.backend, self.task, self._scratch, patch, collected, self._venv, self._started,
-                             self._preload)
+        return _run_hardened(
+            self.backend, self.task, self._scratch, patch, collected, self._venv, self._started, self._preload
+        )
 
     def _drop(self) -> None:
         if self._venv is not None:
@@ -539,7 +662,7 @@ class HardenedRegrade:
         self._used = True
         outcome = self._outcome
         try:
-            if outcome is None:         # "after": the inputs are in; the re-grade runs now
+            if outcome is None:  # "after": the inputs are in; the re-grade runs now
                 try:
                     outcome = self._grade()
                 except BaseException as exc:  # noqa: BLE001 - raised below, once the outputs are moved
@@ -597,14 +720,18 @@ class ReferenceGrading:
         for s in signals:
             agrees = self.channel_agrees if s.startswith(rc.MISMATCH) else self.hardened_agrees
             if agrees is False:
-                notes.append(f"{s} (the same check disagrees on the reference solution's state: it cannot read "
-                             "this task's verifier)")
+                notes.append(
+                    f"{s} (the same check disagrees on the reference solution's state: it cannot read "
+                    "this task's verifier)"
+                )
             else:
                 kept.append(s)
                 unchecked = unchecked or agrees is None
         if unchecked:
-            notes.append(f"grading channels: a signal could not be checked on the reference solution's state "
-                         f"({self.detail})")
+            notes.append(
+                f"grading channels: a signal could not be checked on the reference solution's state "
+                f"({self.detail})"
+            )
         return kept, notes
 
 
@@ -619,7 +746,7 @@ class ReferenceChecks:
         self.dir = run_dir / "reference"
         self.retry_s = retry_s
         self._lock = threading.Lock()
-        self._broken: dict[str, tuple[float, str]] = {}   # name -> (when the check failed, why)
+        self._broken: dict[str, tuple[float, str]] = {}  # name -> (when the check failed, why)
 
     def _failed_lately(self, name: str) -> str | None:
         known = self._broken.get(name)
@@ -680,27 +807,44 @@ class ReferenceChecks:
                 return ReferenceGrading(detail=why)
             if (known := _read_grading(path)) is not None:
                 return known
-            work = self.dir / f"{key}.{os.getpid()}"   # workers of a run may check at the same time
+            work = self.dir / f"{key}.{os.getpid()}"  # workers of a run may check at the same time
             try:
                 v = self._reference_run(backend, task, work)
-                channel = (None if v.stream is None or not v.stream.loaded
-                           else not rc.disagreements(v.stream, v.verdict))
+                channel = (
+                    None
+                    if v.stream is None or not v.stream.loaded
+                    else not rc.disagreements(v.stream, v.verdict)
+                )
                 hardened = None
                 if task.verify_mode != "in_place":
                     try:
-                        hardened = rc.regrade_difference(v.verdict, hardened_regrade(backend, task, work).verdict) is None
+                        hardened = (
+                            rc.regrade_difference(v.verdict, hardened_regrade(backend, task, work).verdict)
+                            is None
+                        )
                     except VerifierError:
                         hardened = False
             except (VerifierError, InfraError) as exc:
                 why = f"the reference solution's state could not be checked: {str(exc)[:300]}"
                 self._broken[key] = (time.monotonic(), why)
                 return ReferenceGrading(detail=why)
-            unknown = [what for what, known in (("it had no report channel", channel),
-                                                ("the hardened re-grade does not run in place", hardened))
-                       if known is None]
-            result = ReferenceGrading(channel, hardened, "; ".join(unknown) or
-                                      f"checked on the reference solution's state (outcome {v.verdict.outcome})")
-            self._remember(path, {"channel_agrees": channel, "hardened_agrees": hardened, "detail": result.detail})
+            unknown = [
+                what
+                for what, known in (
+                    ("it had no report channel", channel),
+                    ("the hardened re-grade does not run in place", hardened),
+                )
+                if known is None
+            ]
+            result = ReferenceGrading(
+                channel,
+                hardened,
+                "; ".join(unknown)
+                or f"checked on the reference solution's state (outcome {v.verdict.outcome})",
+            )
+            self._remember(
+                path, {"channel_agrees": channel, "hardened_agrees": hardened, "detail": result.detail}
+            )
             return result
 
 
@@ -716,10 +860,17 @@ def _read_grading(path: Path) -> ReferenceGrading | None:
     return known if ok else None
 
 
-def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
-                       references: ReferenceChecks, *, grade_uncommitted: bool = False,
-                       standby: VerifierStandby | None = None,
-                       regrade: HardenedRegrade | None = None) -> Verification:
+def verify_with_policy(
+    backend: Backend,
+    task: Task,
+    env: Environment,
+    artifacts_dir: Path,
+    references: ReferenceChecks,
+    *,
+    grade_uncommitted: bool = False,
+    standby: VerifierStandby | None = None,
+    regrade: HardenedRegrade | None = None,
+) -> Verification:
     """Verify; on a verifier problem re-verify once, then decide who caused it (docs/errors.md).
     A verdict of the tests is then checked by the grading channels (check_grading), the hardened
     re-grade by `regrade` (one is made here, mode "after", when the caller has none)."""
@@ -728,7 +879,9 @@ def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts
     if regrade is not None:
         regrade.grading()
     try:
-        v = _verify_once_or_twice(backend, task, env, artifacts_dir, references, grade_uncommitted, standby, regrade)
+        v = _verify_once_or_twice(
+            backend, task, env, artifacts_dir, references, grade_uncommitted, standby, regrade
+        )
         if not v.agent_caused:
             check_grading(backend, task, artifacts_dir, references, v, regrade)
     finally:
@@ -737,15 +890,29 @@ def verify_with_policy(backend: Backend, task: Task, env: Environment, artifacts
     return v
 
 
-def _verify_once_or_twice(backend: Backend, task: Task, env: Environment, artifacts_dir: Path,
-                          references: ReferenceChecks, grade_uncommitted: bool,
-                          standby: VerifierStandby | None, regrade: HardenedRegrade | None) -> Verification:
+def _verify_once_or_twice(
+    backend: Backend,
+    task: Task,
+    env: Environment,
+    artifacts_dir: Path,
+    references: ReferenceChecks,
+    grade_uncommitted: bool,
+    standby: VerifierStandby | None,
+    regrade: HardenedRegrade | None,
+) -> Verification:
     try:
-        return run_verifier(backend, task, env, artifacts_dir, grade_uncommitted=grade_uncommitted,
-                            venv=standby.take() if standby is not None else None, regrade=regrade)
+        return run_verifier(
+            backend,
+            task,
+            env,
+            artifacts_dir,
+            grade_uncommitted=grade_uncommitted,
+            venv=standby.take() if standby is not None else None,
+            regrade=regrade,
+        )
     except VerifierError as first:
         problem = str(first)
-        if regrade is not None:     # a re-grade begun on this try's final state: this try gave no grade
+        if regrade is not None:  # a re-grade begun on this try's final state: this try gave no grade
             regrade.abandon()
     try:
         v = run_verifier(backend, task, env, artifacts_dir, grade_uncommitted=grade_uncommitted)
@@ -758,13 +925,23 @@ def _verify_once_or_twice(backend: Backend, task: Task, env: Environment, artifa
         raise VerifierError(f"{problem} (twice; {detail})")
     required = task.grading.required if task.grading is not None else []
     verdict = Verdict(outcome=0, tests={t: "failed" for t in required}, missing=list(required))
-    return Verification(verdict=verdict, duration_s=0.0, log_path=artifacts_dir / "verifier.log",
-                        note=f"the agent's state breaks the verifier: {problem} (twice); {detail}",
-                        agent_caused=True)
+    return Verification(
+        verdict=verdict,
+        duration_s=0.0,
+        log_path=artifacts_dir / "verifier.log",
+        note=f"the agent's state breaks the verifier: {problem} (twice); {detail}",
+        agent_caused=True,
+    )
 
 
-def check_grading(backend: Backend, task: Task, artifacts_dir: Path, references: ReferenceChecks,
-                  v: Verification, regrade: HardenedRegrade | None = None) -> None:
+def check_grading(
+    backend: Backend,
+    task: Task,
+    artifacts_dir: Path,
+    references: ReferenceChecks,
+    v: Verification,
+    regrade: HardenedRegrade | None = None,
+) -> None:
     """The grading channels' signals and notes on v (report_channel.py): the channel against the
     written report; for a passing grade, the hardened re-grade (its seconds in v.hardened_s); a
     signal is checked against the reference solution's state before it stands."""
@@ -776,12 +953,18 @@ def check_grading(backend: Backend, task: Task, artifacts_dir: Path, references:
         v.notes.extend(notes)
     if v.verdict.outcome == 1:
         if task.verify_mode == "in_place":
-            v.notes.append(f"{rc.NOT_HARDENED}: the tests ran in the agent's own container, whose state a second "
-                           "run would not find as the first left it")
+            v.notes.append(
+                f"{rc.NOT_HARDENED}: the tests ran in the agent's own container, whose state a second "
+                "run would not find as the first left it"
+            )
         else:
             t0 = time.monotonic()
             try:
-                hardened = regrade.result() if regrade is not None else hardened_regrade(backend, task, artifacts_dir)
+                hardened = (
+                    regrade.result()
+                    if regrade is not None
+                    else hardened_regrade(backend, task, artifacts_dir)
+                )
                 difference = rc.regrade_difference(v.verdict, hardened.verdict)
                 v.hardened_s = hardened.duration_s
             except VerifierError as exc:

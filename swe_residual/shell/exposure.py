@@ -29,17 +29,25 @@ if TYPE_CHECKING:
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 #: a shell prompt echoed on a terminal screen ("root@host:/app# cat x"), and terminal harness headers
-_PROMPT = re.compile(r"^(?:\([^)\n]*\)\s*)?[\w.-]+@[\w.-]+:[^\n]*?[#$%](?:\s|$)|"
-                     r"^(?:New Terminal Output|Current Terminal Screen|Current terminal state):?\s*$")
+_PROMPT = re.compile(
+    r"^(?:\([^)\n]*\)\s*)?[\w.-]+@[\w.-]+:[^\n]*?[#$%](?:\s|$)|"
+    r"^(?:New Terminal Output|Current Terminal Screen|Current terminal state):?\s*$"
+)
 #: a tool's error line ("cat: x: No such file or directory", "fatal: ... does not exist")
-_ERROR = re.compile(r"^\s*[\w./\[\]-]+:.*(?:no such file|is a directory|permission denied|cannot open|"
-                    r"cannot access|does not exist|not found|unrecognized option|invalid option|"
-                    r"invalid object|bad revision|unknown revision|ambiguous argument|is outside repository)|"
-                    r"^usage:|^Traceback \(most recent call last\)|^\s+File \"[^\"]*\", line \d+|"
-                    r"^Vim: Warning: |^Vim: Error", re.IGNORECASE)
+_ERROR = re.compile(
+    r"^\s*[\w./\[\]-]+:.*(?:no such file|is a directory|permission denied|cannot open|"
+    r"cannot access|does not exist|not found|unrecognized option|invalid option|"
+    r"invalid object|bad revision|unknown revision|ambiguous argument|is outside repository)|"
+    r"^usage:|^Traceback \(most recent call last\)|^\s+File \"[^\"]*\", line \d+|"
+    r"^Vim: Warning: |^Vim: Error",
+    re.IGNORECASE,
+)
 #: an editor tool's error ("Error: the path x does not exist", "<tool_use_error>File does not exist.")
-_VIEW_ERROR = re.compile(r"no such file|does not exist|not found|is a directory|permission denied|"
-                         r"tool_use_error|^\s*error\b|^\s*ERROR:?\s*$", re.IGNORECASE)
+_VIEW_ERROR = re.compile(
+    r"no such file|does not exist|not found|is a directory|permission denied|"
+    r"tool_use_error|^\s*error\b|^\s*ERROR:?\s*$",
+    re.IGNORECASE,
+)
 _GREP_PREFIX = re.compile(r"^([^\s:]+):|^([^\s:]+)-\d+-")
 _GIT_GREP_REV = re.compile(r"^[^\s:]+:([^\s:]+):")
 _HEADING_NEXT = re.compile(r"^\d+[:-]")
@@ -106,7 +114,7 @@ class Output:
         is_git = False
         for line in self.lines:
             if line.startswith("diff --git "):
-                names, is_git = [git_header_path(line[len("diff --git "):])], True
+                names, is_git = [git_header_path(line[len("diff --git ") :])], True
             elif line.startswith("diff ") and not line.startswith("diff --git"):
                 parts = line.split()
                 names, is_git = [p for p in parts[-2:] if not p.startswith("-")], False
@@ -121,12 +129,35 @@ class Output:
 
 # -- paths ----------------------------------------------------------------------------------------
 
-_SYSTEM_DIRS = {"tmp", "usr", "etc", "var", "proc", "sys", "opt", "lib", "lib64", "bin", "sbin", "dev",
-                "run", "boot", "srv", "mnt", "media", "snap", "nix"}
+_SYSTEM_DIRS = {
+    "tmp",
+    "usr",
+    "etc",
+    "var",
+    "proc",
+    "sys",
+    "opt",
+    "lib",
+    "lib64",
+    "bin",
+    "sbin",
+    "dev",
+    "run",
+    "boot",
+    "srv",
+    "mnt",
+    "media",
+    "snap",
+    "nix",
+}
 
 
 def _join(cwd: str, path: str) -> str:
-    return os.path.normpath(os.path.join(cwd, path)) if cwd and not path.startswith("/") else os.path.normpath(path)
+    return (
+        os.path.normpath(os.path.join(cwd, path))
+        if cwd and not path.startswith("/")
+        else os.path.normpath(path)
+    )
 
 
 @lru_cache(maxsize=1 << 14)
@@ -147,7 +178,7 @@ def path_matches(arg: str, cwd: str, target: str) -> bool:
     want = target.split("/")
     if len(parts) < len(want):
         return False
-    tail = parts[len(parts) - len(want):]
+    tail = parts[len(parts) - len(want) :]
     return all(w == p or fnmatch.fnmatchcase(w, p) for w, p in zip(want, tail))
 
 
@@ -158,11 +189,15 @@ def _under(root: str, cwd: str, target: str) -> tuple[str, int] | None:
     rparts = _parts(cwd, root)
     fparts = target.split("/")
     for k in range(min(len(rparts), len(fparts) - 1), 0, -1):
-        if rparts[len(rparts) - k:] == tuple(fparts[:k]):
+        if rparts[len(rparts) - k :] == tuple(fparts[:k]):
             return "/".join(fparts[k:]), len(fparts) - k
     absolute = _join(cwd, root).startswith("/")
-    if not rparts and not absolute and not cwd.startswith("/") or (
-            absolute and len(rparts) == 1 and rparts[0] not in _SYSTEM_DIRS):
+    if (
+        not rparts
+        and not absolute
+        and not cwd.startswith("/")
+        or (absolute and len(rparts) == 1 and rparts[0] not in _SYSTEM_DIRS)
+    ):
         return target, len(fparts)
     return None
 
@@ -175,9 +210,9 @@ class FileSet:
     cwd: str = ""
     literal: tuple[str, ...] = ()
     roots: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()       # basename globs
-    paths: tuple[str, ...] = ()       # whole-path globs (find -path)
-    any_test: bool = False            # tests joined by -o: one suffices
+    names: tuple[str, ...] = ()  # basename globs
+    paths: tuple[str, ...] = ()  # whole-path globs (find -path)
+    any_test: bool = False  # tests joined by -o: one suffices
     maxdepth: int | None = None
 
     def contains(self, target: str) -> bool:
@@ -197,6 +232,7 @@ class FileSet:
 
 
 # -- reads: what a command may have shown ----------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class ContentRead:
@@ -226,13 +262,19 @@ class SearchRead:
     """grep-style search: files whose `path:line` results appear, or the one file searched."""
 
     cwd: str
-    single: str | None = None        # the only file searched: its matches print without a name
+    single: str | None = None  # the only file searched: its matches print without a name
 
     def shown(self, out: Output, candidates: Iterable[str]) -> set[str]:
         found = set()
         for f in candidates:
             base = f.rsplit("/", 1)[-1]
-            if base in out.raw and any(path_matches(p, self.cwd, f) for p in out.prefixes) or self.single is not None and path_matches(self.single, self.cwd, f) and out.has_content(self.single):
+            if (
+                base in out.raw
+                and any(path_matches(p, self.cwd, f) for p in out.prefixes)
+                or self.single is not None
+                and path_matches(self.single, self.cwd, f)
+                and out.has_content(self.single)
+            ):
                 found.add(f)
         return found
 
@@ -247,8 +289,12 @@ class HunksRead:
         if "@@" not in out.raw:
             return set()
         git_paths, other = out.diff_paths
-        return {f for f in candidates if any(path_matches(p, "", f) for p in git_paths)
-                or any(path_matches(p, self.cwd, f) for p in other)}
+        return {
+            f
+            for f in candidates
+            if any(path_matches(p, "", f) for p in git_paths)
+            or any(path_matches(p, self.cwd, f) for p in other)
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,49 +305,178 @@ class Facts:
     git: frozenset[str]
     reads: tuple[ContentRead | SetRead | SearchRead | HunksRead, ...]
     cwd: str
-    named: bool = True   # a file these reads show has its name in the command or in the output
+    named: bool = True  # a file these reads show has its name in the command or in the output
 
 
 # -- programs -------------------------------------------------------------------------------------
 
-_WRAPPERS = {"sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"}, "env": {"-u", "-C", "-S"},
-             "nice": {"-n"}, "stdbuf": {"-i", "-o", "-e"}, "ionice": {"-c", "-n", "-p"},
-             "timeout": {"-s", "-k", "--signal", "--kill-after"}, "time": {"-f", "-o"},
-             "nohup": set(), "command": set(), "builtin": set(), "exec": {"-a"}, "unbuffer": set(),
-             "chronic": set(), "catchsegv": set()}
+_WRAPPERS = {
+    "sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"},
+    "env": {"-u", "-C", "-S"},
+    "nice": {"-n"},
+    "stdbuf": {"-i", "-o", "-e"},
+    "ionice": {"-c", "-n", "-p"},
+    "timeout": {"-s", "-k", "--signal", "--kill-after"},
+    "time": {"-f", "-o"},
+    "nohup": set(),
+    "command": set(),
+    "builtin": set(),
+    "exec": {"-a"},
+    "unbuffer": set(),
+    "chronic": set(),
+    "catchsegv": set(),
+}
 
 #: programs that print the contents of their file operands, with the options that take a value
 _READERS: dict[str, set[str]] = {
-    "cat": set(), "tac": {"-s", "--separator"}, "rev": set(), "comm": set(), "more": {"-n"}, "most": set(),
+    "cat": set(),
+    "tac": {"-s", "--separator"},
+    "rev": set(),
+    "comm": set(),
+    "more": {"-n"},
+    "most": set(),
     "nl": {"-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w"},
     "head": {"-n", "-c", "--lines", "--bytes"},
     "tail": {"-n", "-c", "--lines", "--bytes", "-s", "--pid", "--sleep-interval", "--max-unchanged-stats"},
-    "less": {"-b", "-h", "-j", "-k", "-o", "-O", "-p", "-P", "-t", "-T", "-x", "-y", "-z", "--pattern", "--tabs"},
-    "bat": {"-l", "-r", "-H", "-m", "--language", "--line-range", "--highlight-line", "--style", "--theme",
-            "--map-syntax", "--tabs", "--wrap", "--terminal-width", "--color", "--paging", "--file-name"},
+    "less": {
+        "-b",
+        "-h",
+        "-j",
+        "-k",
+        "-o",
+        "-O",
+        "-p",
+        "-P",
+        "-t",
+        "-T",
+        "-x",
+        "-y",
+        "-z",
+        "--pattern",
+        "--tabs",
+    },
+    "bat": {
+        "-l",
+        "-r",
+        "-H",
+        "-m",
+        "--language",
+        "--line-range",
+        "--highlight-line",
+        "--style",
+        "--theme",
+        "--map-syntax",
+        "--tabs",
+        "--wrap",
+        "--terminal-width",
+        "--color",
+        "--paging",
+        "--file-name",
+    },
     "xxd": {"-c", "-g", "-l", "-s", "-o", "-n", "-cols", "-len", "-seek", "-groupsize", "-offset", "-name"},
-    "hexdump": {"-n", "-s", "-e", "-f"}, "od": {"-A", "-j", "-N", "-t", "-S", "-w"},
+    "hexdump": {"-n", "-s", "-e", "-f"},
+    "od": {"-A", "-j", "-N", "-t", "-S", "-w"},
     "strings": {"-n", "-t", "-e", "-T", "-s", "--bytes", "--radix", "--encoding", "--target"},
-    "fold": {"-w", "--width"}, "fmt": {"-w", "-p", "-g", "--width", "--prefix", "--goal"},
-    "expand": {"-t", "--tabs"}, "unexpand": {"-t", "--tabs"}, "pr": {"-w", "-l", "-h", "-o", "-N", "-W"},
-    "sort": {"-k", "-t", "-o", "-S", "-T", "--key", "--field-separator", "--output", "--buffer-size",
-             "--temporary-directory", "--parallel", "--batch-size", "--files0-from"},
+    "fold": {"-w", "--width"},
+    "fmt": {"-w", "-p", "-g", "--width", "--prefix", "--goal"},
+    "expand": {"-t", "--tabs"},
+    "unexpand": {"-t", "--tabs"},
+    "pr": {"-w", "-l", "-h", "-o", "-N", "-W"},
+    "sort": {
+        "-k",
+        "-t",
+        "-o",
+        "-S",
+        "-T",
+        "--key",
+        "--field-separator",
+        "--output",
+        "--buffer-size",
+        "--temporary-directory",
+        "--parallel",
+        "--batch-size",
+        "--files0-from",
+    },
     "uniq": {"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"},
-    "cut": {"-b", "-c", "-d", "-f", "--bytes", "--characters", "--delimiter", "--fields", "--output-delimiter"},
-    "paste": {"-d", "--delimiters"}, "column": {"-s", "-c", "-o", "-N", "-l", "-R", "-E", "-W", "-H"},
+    "cut": {
+        "-b",
+        "-c",
+        "-d",
+        "-f",
+        "--bytes",
+        "--characters",
+        "--delimiter",
+        "--fields",
+        "--output-delimiter",
+    },
+    "paste": {"-d", "--delimiters"},
+    "column": {"-s", "-c", "-o", "-N", "-l", "-R", "-E", "-W", "-H"},
     "sed": {"-e", "-f", "-l", "--expression", "--file", "--line-length"},
-    "awk": {"-f", "-v", "-F", "-i", "-l", "-E", "--file", "--assign", "--field-separator", "--include", "--load"},
+    "awk": {
+        "-f",
+        "-v",
+        "-F",
+        "-i",
+        "-l",
+        "-E",
+        "--file",
+        "--assign",
+        "--field-separator",
+        "--include",
+        "--load",
+    },
     "jq": {"-f", "--from-file", "--indent", "-L"},
     "perl": {"-e", "-E", "-I", "-M", "-m", "-x", "-l", "-0"},
     "vim": {"-c", "--cmd", "-S", "-u", "-U", "-i", "-T", "-w", "-W", "-t", "-q", "--servername"},
-    "nano": {"-T", "-r", "-Y", "-o", "-Q", "-X", "-f", "--tabsize", "--fill", "--syntax", "--operatingdir",
-             "--quotestr"},
-    "emacs": {"-l", "--load", "-f", "--funcall", "--eval", "-L", "--directory", "--chdir", "-t", "--terminal"},
-    "micro": {"-config-dir", "-options"}, "view": set(),
+    "nano": {
+        "-T",
+        "-r",
+        "-Y",
+        "-o",
+        "-Q",
+        "-X",
+        "-f",
+        "--tabsize",
+        "--fill",
+        "--syntax",
+        "--operatingdir",
+        "--quotestr",
+    },
+    "emacs": {
+        "-l",
+        "--load",
+        "-f",
+        "--funcall",
+        "--eval",
+        "-L",
+        "--directory",
+        "--chdir",
+        "-t",
+        "--terminal",
+    },
+    "micro": {"-config-dir", "-options"},
+    "view": set(),
 }
-_ALIASES = {"batcat": "bat", "gawk": "awk", "mawk": "awk", "nawk": "awk", "hd": "hexdump", "vi": "vim",
-            "nvim": "vim", "ex": "vim", "vimdiff": "vim", "view": "vim", "rvim": "vim", "pico": "nano",
-            "egrep": "grep", "fgrep": "grep", "zcat": "cat", "zless": "less", "pg": "more", "ack-grep": "ack"}
+_ALIASES = {
+    "batcat": "bat",
+    "gawk": "awk",
+    "mawk": "awk",
+    "nawk": "awk",
+    "hd": "hexdump",
+    "vi": "vim",
+    "nvim": "vim",
+    "ex": "vim",
+    "vimdiff": "vim",
+    "view": "vim",
+    "rvim": "vim",
+    "pico": "nano",
+    "egrep": "grep",
+    "fgrep": "grep",
+    "zcat": "cat",
+    "zless": "less",
+    "pg": "more",
+    "ack-grep": "ack",
+}
 _JQ_TWO = {"--arg", "--argjson", "--slurpfile", "--rawfile"}
 _SEARCHERS = {"grep", "rg", "ag", "ack"}
 #: later pipeline stages that pass (part of) the content lines on to the agent
@@ -310,22 +485,81 @@ _SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "ash", "busybox"}
 _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 _GREP_ARG_LETTERS = set("efABCmdD")
 _RG_ARG_LETTERS = set("efABCmgtTMjrEd")
-_GREP_ARG_LONG = {"--regexp", "--file", "--after-context", "--before-context", "--context", "--max-count",
-                  "--include", "--exclude", "--exclude-dir", "--label", "--devices", "--directories",
-                  "--binary-files", "--glob", "--iglob", "--type", "--type-not", "--replace", "--max-columns",
-                  "--max-depth", "--encoding", "--threads", "--type-add", "--sort", "--sortr", "--max-filesize",
-                  "--path-separator", "--ignore-file", "--pre", "--pre-glob", "--engine", "--color", "--colors",
-                  "--context-separator", "--field-match-separator"}
-_LIST_LONG = {"--files", "--files-with-matches", "--files-without-match", "--count", "--count-matches",
-              "--quiet", "--silent", "--type-list", "--name-only"}
+_GREP_ARG_LONG = {
+    "--regexp",
+    "--file",
+    "--after-context",
+    "--before-context",
+    "--context",
+    "--max-count",
+    "--include",
+    "--exclude",
+    "--exclude-dir",
+    "--label",
+    "--devices",
+    "--directories",
+    "--binary-files",
+    "--glob",
+    "--iglob",
+    "--type",
+    "--type-not",
+    "--replace",
+    "--max-columns",
+    "--max-depth",
+    "--encoding",
+    "--threads",
+    "--type-add",
+    "--sort",
+    "--sortr",
+    "--max-filesize",
+    "--path-separator",
+    "--ignore-file",
+    "--pre",
+    "--pre-glob",
+    "--engine",
+    "--color",
+    "--colors",
+    "--context-separator",
+    "--field-match-separator",
+}
+_LIST_LONG = {
+    "--files",
+    "--files-with-matches",
+    "--files-without-match",
+    "--count",
+    "--count-matches",
+    "--quiet",
+    "--silent",
+    "--type-list",
+    "--name-only",
+}
 _GIT_GLOBAL_ARG = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
-_GIT_HUNKS = {"diff", "log", "show", "whatchanged", "format-patch", "stash", "add", "reflog", "range-diff",
-              "checkout", "restore", "reset", "difftool", "cherry-pick", "apply"}
+_GIT_HUNKS = {
+    "diff",
+    "log",
+    "show",
+    "whatchanged",
+    "format-patch",
+    "stash",
+    "add",
+    "reflog",
+    "range-diff",
+    "checkout",
+    "restore",
+    "reset",
+    "difftool",
+    "cherry-pick",
+    "apply",
+}
 _BLAME_ARG = {"-L", "-S", "--contents", "--since", "--ignore-rev", "--ignore-revs-file", "--date", "--abbrev"}
-_PY_OPEN = re.compile(r"""\b(?:io\.|codecs\.)?open\(\s*(?:[rbuf]{0,2}(['"])(.+?)\1|([A-Za-z_][\w.\[\]]*))\s*"""
-                      r"""(?:,\s*(?:mode\s*=\s*)?(['"])([^'"]*)\4)?""")
-_PY_PATH = re.compile(r"""\bPath\(\s*(?:[rbuf]{0,2}(['"])(.+?)\1|([A-Za-z_][\w.\[\]]*))\s*\)\s*\.\s*"""
-                      r"""(?:read_text|read_bytes|open)\(""")
+_PY_OPEN = re.compile(
+    r"""\b(?:io\.|codecs\.)?open\(\s*(?:[rbuf]{0,2}(['"])(.+?)\1|([A-Za-z_][\w.\[\]]*))\s*"""
+    r"""(?:,\s*(?:mode\s*=\s*)?(['"])([^'"]*)\4)?"""
+)
+_PY_PATH = re.compile(
+    r"""\bPath\(\s*(?:[rbuf]{0,2}(['"])(.+?)\1|([A-Za-z_][\w.\[\]]*))\s*\)\s*\.\s*"""
+    r"""(?:read_text|read_bytes|open)\("""
+)
 _PY_ASSIGN = re.compile(r"""\b([A-Za-z_]\w*)\s*=\s*[rbuf]{0,2}(['"])([^'"\n]+)\2""")
 _PY_FOR = re.compile(r"""\bfor\s+([A-Za-z_]\w*)\s+in\s+[\[(]([^\])]*)[\])]""")
 _PY_STR = re.compile(r"""(['"])([^'"\n]+)\1""")
@@ -349,7 +583,7 @@ class _Walk:
         state = [cwd, cwd]  # current, previous (for `cd -`)
         for pipe in script.pipelines:
             for idx, cmd in enumerate(pipe):
-                later = pipe[idx + 1:]
+                later = pipe[idx + 1 :]
                 reach = reaches and not _stdout_away(cmd.redirects) and all(map(_passes, later))
                 upstream = pipe[idx - 1] if idx else None
                 if isinstance(cmd, Group):
@@ -380,18 +614,25 @@ class _Walk:
     def simple(self, cmd: Simple, cwd: str, reaches: bool, upstream, env: dict[str, list[str]]) -> None:
         words = cmd.words
         prog, i = _program(words)
-        args = [v for w in words[i + 1:] for v in _expand(w, env)]
-        arg_words = words[i + 1:]
+        args = [v for w in words[i + 1 :] for v in _expand(w, env)]
+        arg_words = words[i + 1 :]
         shows_args = prog in ("echo", "printf") and reaches
         for w in words:
             for s in w.subs:  # $(...) output becomes part of the command line
                 self.sub(s, cwd, shows_args, env)
             if w.procsub is not None:  # <(...) feeds a program that may print it
-                self.sub(w.procsub, cwd, reaches and (_base(prog) in _READERS or prog in ("diff", "cmp", "comm")), env)
+                self.sub(
+                    w.procsub,
+                    cwd,
+                    reaches and (_base(prog) in _READERS or prog in ("diff", "cmp", "comm")),
+                    env,
+                )
         if not prog:
             return
         stdin_text = next((r.body for r in reversed(cmd.redirects) if r.body is not None), None)
-        stdin_file = next((r.target for r in reversed(cmd.redirects) if r.op == "<" and r.fd in ("", "0")), None)
+        stdin_file = next(
+            (r.target for r in reversed(cmd.redirects) if r.op == "<" and r.fd in ("", "0")), None
+        )
         base = _base(prog)
         if prog == "git":
             self.git_cmd(args, cwd, reaches)
@@ -447,7 +688,7 @@ class _Walk:
             i += 2 if args[i] in _GIT_GLOBAL_ARG else 1
         if i >= len(args):
             return
-        sub, rest = args[i], args[i + 1:]
+        sub, rest = args[i], args[i + 1 :]
         self.git.add(sub)
         if not reaches:
             return
@@ -475,8 +716,15 @@ class _Walk:
             if stdin_file:
                 self.reads.append(SearchRead(cwd, single=stdin_file))
             return
-        single = (paths[0] if len(paths) == 1 and with_name is not True and prog != "git-grep"
-                  and not (recursive and prog == "grep") and not _GLOB.search(paths[0]) else None)
+        single = (
+            paths[0]
+            if len(paths) == 1
+            and with_name is not True
+            and prog != "git-grep"
+            and not (recursive and prog == "grep")
+            and not _GLOB.search(paths[0])
+            else None
+        )
         self.reads.append(SearchRead(cwd, single=single))
 
     def diff(self, args: list[str], cwd: str) -> None:
@@ -500,11 +748,11 @@ class _Walk:
         code, argv = None, []
         for j, a in enumerate(args):
             if a == "-c" and j + 1 < len(args):
-                code, argv = args[j + 1], args[j + 2:]
+                code, argv = args[j + 1], args[j + 2 :]
                 break
             if a == "-m" and j + 1 < len(args):
                 if args[j + 1] in ("json.tool", "tokenize", "pydoc"):
-                    self.reads += [ContentRead(o, cwd) for o in args[j + 2:] if not o.startswith("-")]
+                    self.reads += [ContentRead(o, cwd) for o in args[j + 2 :] if not o.startswith("-")]
                 return
             if a == "-":
                 break
@@ -520,8 +768,23 @@ class _Walk:
     def xargs(self, args: list[str], upstream, cwd: str, reaches: bool, env) -> None:
         """xargs CMD: CMD runs on the names the previous stage printed."""
         i, repl = 0, None
-        opts = {"-I", "-n", "-L", "-P", "-s", "-d", "-E", "-a", "--max-args", "--max-lines", "--max-procs",
-                "--delimiter", "--arg-file", "--eof", "--max-chars"}
+        opts = {
+            "-I",
+            "-n",
+            "-L",
+            "-P",
+            "-s",
+            "-d",
+            "-E",
+            "-a",
+            "--max-args",
+            "--max-lines",
+            "--max-procs",
+            "--delimiter",
+            "--arg-file",
+            "--eof",
+            "--max-chars",
+        }
         while i < len(args) and args[i].startswith("-"):
             a = args[i]
             if a in ("-a", "--arg-file"):
@@ -534,7 +797,7 @@ class _Walk:
         if i >= len(args):
             return
         names = _stage_set(upstream, cwd, env) if isinstance(upstream, Simple) else None
-        self.tool_on_set(args[i], args[i + 1:], names, repl, cwd, reaches)
+        self.tool_on_set(args[i], args[i + 1 :], names, repl, cwd, reaches)
 
     def find(self, args: list[str], cwd: str, reaches: bool) -> None:
         found, execs = _find_spec(args, cwd)
@@ -542,8 +805,9 @@ class _Walk:
             if cmd_words:
                 self.tool_on_set(cmd_words[0], cmd_words[1:], found, "{}", cwd, reaches)
 
-    def tool_on_set(self, prog: str, args: list[str], names: FileSet | None, repl: str | None, cwd: str,
-                    reaches: bool) -> None:
+    def tool_on_set(
+        self, prog: str, args: list[str], names: FileSet | None, repl: str | None, cwd: str, reaches: bool
+    ) -> None:
         """A program run on a set of file names (xargs CMD, find -exec CMD {})."""
         prog, i = _program([Word(prog)] + [Word(a) for a in args])
         rest = args[i:]
@@ -575,7 +839,9 @@ def _program(words: list[Word]) -> tuple[str, int]:
             i += 1
         elif name in _WRAPPERS:
             i += 1
-            while i < len(words) and (words[i].text.startswith("-") or (name == "env" and _ASSIGNMENT.match(words[i].text))):
+            while i < len(words) and (
+                words[i].text.startswith("-") or (name == "env" and _ASSIGNMENT.match(words[i].text))
+            ):
                 i += 1 + (words[i].text in _WRAPPERS[name])
             if name == "timeout":
                 i += 1  # the duration
@@ -591,7 +857,9 @@ def _expand(word: Word, env: dict[str, list[str]]) -> list[str]:
         return [text]
     for name, values in env.items():
         for ref in (f"${{{name}}}", f"${name}"):
-            if ref in text and (ref.endswith("}") or not re.match(r"\w", text[text.find(ref) + len(ref):][:1])):
+            if ref in text and (
+                ref.endswith("}") or not re.match(r"\w", text[text.find(ref) + len(ref) :][:1])
+            ):
                 return [v for value in values for v in _expand(Word(text.replace(ref, value)), env)]
     return [text]
 
@@ -613,9 +881,15 @@ def _cd(cmd: Simple, state: list[str]) -> None:
 def _stdout_away(redirects: list[Redirect]) -> bool:
     """Standard output goes to a file (not to the terminal, not to stderr, which is recorded too)."""
     for r in redirects:
-        if r.op in (">", ">>", ">|") and r.fd in ("", "1") and r.target not in ("/dev/stdout", "/dev/stderr", "/dev/tty"):
+        if (
+            r.op in (">", ">>", ">|")
+            and r.fd in ("", "1")
+            and r.target not in ("/dev/stdout", "/dev/stderr", "/dev/tty")
+        ):
             return True
-        if r.op in ("&>", "&>>") or (r.op == ">&" and r.fd in ("", "1") and not (r.target.isdigit() or r.target == "-")):
+        if r.op in ("&>", "&>>") or (
+            r.op == ">&" and r.fd in ("", "1") and not (r.target.isdigit() or r.target == "-")
+        ):
             return r.target not in ("/dev/stdout", "/dev/stderr", "/dev/tty")
     return False
 
@@ -628,7 +902,7 @@ def _passes(cmd) -> bool:
     base = _base(prog)
     if base not in _FILTERS:
         return False
-    args = [w.text for w in cmd.words[i + 1:]]
+    args = [w.text for w in cmd.words[i + 1 :]]
     if base in _SEARCHERS:
         return _search_spec(base, args) is not None
     return not (base == "sed" and any(_sed_in_place(a) for a in args))
@@ -648,7 +922,7 @@ def _operands(args: list[str], arg_opts: set[str]) -> list[str]:
     while i < len(args):
         a = args[i]
         if a == "--":
-            return out + args[i + 1:]
+            return out + args[i + 1 :]
         if a.startswith("-") and len(a) > 1:
             i += 2 if a in arg_opts else 1
             continue
@@ -657,7 +931,9 @@ def _operands(args: list[str], arg_opts: set[str]) -> list[str]:
     return out
 
 
-def _reader_files(prog: str, args: list[str], words: list[Word] | None) -> list[tuple[str, Word | None]] | None:
+def _reader_files(
+    prog: str, args: list[str], words: list[Word] | None
+) -> list[tuple[str, Word | None]] | None:
     """File operands of a content reader, each with its Word (for $(...) file lists); None when it
     shows no file content (sed -i edits, sort -o / uniq IN OUT / xxd IN OUT write elsewhere)."""
     base = _base(prog)
@@ -676,7 +952,12 @@ def _reader_files(prog: str, args: list[str], words: list[Word] | None) -> list[
             return None
         if base in ("sort",) and (a in ("-o", "--output") or a.startswith("--output=")):
             return None
-        if base == "perl" and a.startswith("-") and "i" in a.lstrip("-").split("e")[0] and not a.startswith("--"):
+        if (
+            base == "perl"
+            and a.startswith("-")
+            and "i" in a.lstrip("-").split("e")[0]
+            and not a.startswith("--")
+        ):
             return None
         if base == "jq" and a in _JQ_TWO:
             i += 3
@@ -738,7 +1019,7 @@ def _search_spec(prog: str, args: list[str]) -> tuple[list[str], bool, bool | No
     while i < len(args):
         a = args[i]
         if a == "--":
-            positional.extend(args[i + 1:])
+            positional.extend(args[i + 1 :])
             break
         if a.startswith("--"):
             name = a.split("=", 1)[0]
@@ -814,24 +1095,48 @@ def _find_spec(args: list[str], cwd: str) -> tuple[FileSet | None, list[list[str
             j = i + 1
             while j < len(args) and args[j] not in (";", "+"):
                 j += 1
-            execs.append(args[i + 1:j])
+            execs.append(args[i + 1 : j])
             i = j
-        elif a in ("-mindepth", "-regex", "-iregex", "-newer", "-size", "-mtime", "-mmin", "-user", "-group",
-                   "-perm", "-printf", "-fprint", "-atime", "-ctime", "-links", "-inum", "-samefile", "-fprintf"):
+        elif a in (
+            "-mindepth",
+            "-regex",
+            "-iregex",
+            "-newer",
+            "-size",
+            "-mtime",
+            "-mmin",
+            "-user",
+            "-group",
+            "-perm",
+            "-printf",
+            "-fprint",
+            "-atime",
+            "-ctime",
+            "-links",
+            "-inum",
+            "-samefile",
+            "-fprintf",
+        ):
             i += 1
         negate = False
         i += 1
     if dirs_only:
         return None, execs
-    return FileSet(cwd=cwd, roots=tuple(roots or ["."]), names=tuple(names), paths=tuple(paths),
-                   any_test=any_test, maxdepth=maxdepth), execs
+    return FileSet(
+        cwd=cwd,
+        roots=tuple(roots or ["."]),
+        names=tuple(names),
+        paths=tuple(paths),
+        any_test=any_test,
+        maxdepth=maxdepth,
+    ), execs
 
 
 def _stage_set(cmd: Simple, cwd: str, env: dict[str, list[str]]) -> FileSet | None:
     """The file names a command prints, when they follow from its arguments: find, ls, rg --files,
     git ls-files, fd, echo/printf, and the file operands of grep -l (content decides which of them)."""
     prog, i = _program(cmd.words)
-    args = [v for w in cmd.words[i + 1:] for v in _expand(w, env)]
+    args = [v for w in cmd.words[i + 1 :] for v in _expand(w, env)]
     if prog == "find":
         return _find_spec(args, cwd)[0]
     if prog in ("echo", "printf"):
@@ -851,17 +1156,23 @@ def _stage_set(cmd: Simple, cwd: str, env: dict[str, list[str]]) -> FileSet | No
         while j < len(args) and args[j].startswith("-"):
             j += 2 if args[j] in _GIT_GLOBAL_ARG else 1
         if j < len(args) and args[j] == "ls-files":
-            ops = tuple(a for a in args[j + 1:] if not a.startswith("-"))
+            ops = tuple(a for a in args[j + 1 :] if not a.startswith("-"))
             return FileSet(cwd=cwd, literal=ops, roots=ops or (".",))
         if j < len(args) and args[j] == "grep":
-            return _listing_operands("git-grep", args[j + 1:], cwd)
+            return _listing_operands("git-grep", args[j + 1 :], cwd)
         return None
     base = _base(prog)
     if base == "rg" and "--files" in args:
-        ops = _operands([a for a in args if a != "--files"], {"-g", "--glob", "-t", "--type", "-T", "--type-not"})
+        ops = _operands(
+            [a for a in args if a != "--files"], {"-g", "--glob", "-t", "--type", "-T", "--type-not"}
+        )
         globs = [args[k + 1] for k, a in enumerate(args[:-1]) if a in ("-g", "--glob")]
-        return FileSet(cwd=cwd, roots=tuple(ops or ["."]), names=tuple(g for g in globs if "/" not in g),
-                       paths=tuple(g for g in globs if "/" in g))
+        return FileSet(
+            cwd=cwd,
+            roots=tuple(ops or ["."]),
+            names=tuple(g for g in globs if "/" not in g),
+            paths=tuple(g for g in globs if "/" in g),
+        )
     if base in _SEARCHERS:
         return _listing_operands(base, args, cwd)
     return None
@@ -910,7 +1221,7 @@ def _python_reads(code: str, argv: list[str]) -> list[str]:
 
 # -- the public questions -------------------------------------------------------------------------
 
-_FACTS: dict[str, dict[str, Facts]] = {}   # cwd -> command -> Facts
+_FACTS: dict[str, dict[str, Facts]] = {}  # cwd -> command -> Facts
 CACHE_SIZE = 1 << 16
 
 
@@ -933,8 +1244,12 @@ def _analyze(command: str, cwd: str) -> Facts:
     walk = _Walk()
     end = walk.script(parse(command), cwd, True, {})
     reads = tuple(dict.fromkeys(walk.reads))
-    named = all(isinstance(r, HunksRead) or (isinstance(r, ContentRead) and not _GLOB.search(r.arg))
-                or (isinstance(r, SearchRead) and not (r.single and _GLOB.search(r.single))) for r in reads)
+    named = all(
+        isinstance(r, HunksRead)
+        or (isinstance(r, ContentRead) and not _GLOB.search(r.arg))
+        or (isinstance(r, SearchRead) and not (r.single and _GLOB.search(r.single)))
+        for r in reads
+    )
     return Facts(frozenset(walk.git), reads, end, named)
 
 
@@ -965,7 +1280,9 @@ _INSPECT_GIT = frozenset({"status", "diff"})
 
 def runs_git(action: Action, subcommands: Collection[str] = ("status", "diff")) -> bool:
     """The action ran one of these git subcommands (any form: --stat, -C dir, inside bash -c...)."""
-    return action.kind == "shell" and not analyze(action.command, action.cwd or "").git.isdisjoint(subcommands)
+    return action.kind == "shell" and not analyze(action.command, action.cwd or "").git.isdisjoint(
+        subcommands
+    )
 
 
 def inspected(traj: Trajectory, predecessor_files: Collection[str]) -> bool:
@@ -1000,8 +1317,9 @@ def scan(traj: Trajectory, inspect_files: Collection[str], open_files: Collectio
                 facts = analyze(action.command, action.cwd or "")
                 if not done_inspect and not facts.git.isdisjoint(_INSPECT_GIT):
                     done_inspect = True
-                if not facts.reads or (facts.named and not any(n in action.command or n in action.output
-                                                               for n in names)):
+                if not facts.reads or (
+                    facts.named and not any(n in action.command or n in action.output for n in names)
+                ):
                     continue  # no read, or none that names a file we look for
             elif action.kind != "view":
                 continue

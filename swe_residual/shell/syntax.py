@@ -15,23 +15,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MAX_DEPTH = 8          # nesting of substitutions / groups / bash -c followed
-MAX_CHARS = 100_000    # longer command lines are cut (heredoc bodies included)
+MAX_DEPTH = 8  # nesting of substitutions / groups / bash -c followed
+MAX_CHARS = 100_000  # longer command lines are cut (heredoc bodies included)
 
 
 @dataclass(slots=True)
 class Word:
-    text: str                                   # quotes removed; substitutions kept as written
-    subs: list[Script] = field(default_factory=list)       # $(...) and `...` inside the word
-    procsub: Script | None = None             # the word is <(...) or >(...)
-    whole_sub: bool = False                     # the word is exactly one $(...) (maybe quoted)
+    text: str  # quotes removed; substitutions kept as written
+    subs: list[Script] = field(default_factory=list)  # $(...) and `...` inside the word
+    procsub: Script | None = None  # the word is <(...) or >(...)
+    whole_sub: bool = False  # the word is exactly one $(...) (maybe quoted)
 
 
 @dataclass(slots=True)
 class Redirect:
-    op: str                 # ">", ">>", "<", "<<", "<<<", ">&", "&>", ...
-    fd: str                 # the fd written before the operator ("" when none)
-    target: str             # file, fd number, or heredoc delimiter
+    op: str  # ">", ">>", "<", "<<", "<<<", ">&", "&>", ...
+    fd: str  # the fd written before the operator ("" when none)
+    target: str  # file, fd number, or heredoc delimiter
     body: str | None = None  # heredoc / here-string text
 
 
@@ -44,9 +44,9 @@ class Simple:
 @dataclass(slots=True)
 class Group:
     body: Script
-    subshell: bool                                  # ( ... ) rather than { ...; }
+    subshell: bool  # ( ... ) rather than { ...; }
     redirects: list[Redirect] = field(default_factory=list)
-    loop_var: str | None = None                     # for NAME in WORDS; do body; done
+    loop_var: str | None = None  # for NAME in WORDS; do body; done
     loop_words: list[Word] = field(default_factory=list)
 
 
@@ -149,8 +149,8 @@ class _Lexer:
                 continue
             if ch in "<>" and text.startswith("(", i + 1):  # process substitution <(...) / >(...)
                 j = _close_paren(text, i + 1)
-                inner = parse(text[i + 2:j], self.depth + 1)
-                self.tokens.append(("w", Word(text[i:j + 1], procsub=inner)))
+                inner = parse(text[i + 2 : j], self.depth + 1)
+                self.tokens.append(("w", Word(text[i : j + 1], procsub=inner)))
                 i = j + 1
                 continue
             op = next((o for o in _OPS if text.startswith(o, i)), None)
@@ -211,11 +211,11 @@ class _Lexer:
                 break
             if ch == "'":
                 j = _close_quote(text, i, "'")
-                parts.append(text[i + 1:j])
+                parts.append(text[i + 1 : j])
                 i = j + 1
             elif ch == '"':
                 j = _close_quote(text, i, '"')
-                parts.append(self._dquoted(text[i + 1:j], subs))
+                parts.append(self._dquoted(text[i + 1 : j], subs))
                 i = j + 1
             elif ch == "\\":
                 if i + 1 < n and text[i + 1] != "\n":
@@ -225,36 +225,38 @@ class _Lexer:
                 i = self._dollar(i, parts, subs)
             elif ch == "`":
                 j = _close_quote(text, i, "`")
-                subs.append(parse(text[i + 1:j], self.depth + 1))
-                parts.append(text[i:j + 1])
+                subs.append(parse(text[i + 1 : j], self.depth + 1))
+                parts.append(text[i : j + 1])
                 i = j + 1
             else:
                 m = _PLAIN.match(text, i)
                 parts.append(m.group())
                 i = m.end()
         raw = text[start:i]
-        whole = len(subs) == 1 and raw.strip('"').startswith(("$(", "`")) and raw.strip('"').endswith((")", "`"))
+        whole = (
+            len(subs) == 1 and raw.strip('"').startswith(("$(", "`")) and raw.strip('"').endswith((")", "`"))
+        )
         return Word("".join(parts), subs, whole_sub=whole), i
 
     def _dollar(self, i: int, parts: list[str], subs: list[Script]) -> int:
         text = self.text
         if text.startswith("$((", i):  # arithmetic: literal
             j = _close_paren(text, i + 1)
-            parts.append(text[i:j + 1])
+            parts.append(text[i : j + 1])
             return j + 1
         if text.startswith("$(", i):
             j = _close_paren(text, i + 1)
-            subs.append(parse(text[i + 2:j], self.depth + 1))
-            parts.append(text[i:j + 1])
+            subs.append(parse(text[i + 2 : j], self.depth + 1))
+            parts.append(text[i : j + 1])
             return j + 1
         if text.startswith("${", i):
             j = text.find("}", i)
             j = len(text) - 1 if j < 0 else j
-            parts.append(text[i:j + 1])
+            parts.append(text[i : j + 1])
             return j + 1
         if text.startswith("$'", i):
             j = _close_quote(text, i + 1, "'")
-            body = text[i + 2:j]
+            body = text[i + 2 : j]
             parts.append(re.sub(r"\\(.)", lambda m: _ANSI_C.get(m.group(1), m.group(1)), body))
             return j + 1
         parts.append("$")
@@ -271,13 +273,13 @@ class _Lexer:
                 i += 2
             elif ch == "$" and body.startswith("$(", i) and not body.startswith("$((", i):
                 j = _close_paren(body, i + 1)
-                subs.append(parse(body[i + 2:j], self.depth + 1))
-                out.append(body[i:j + 1])
+                subs.append(parse(body[i + 2 : j], self.depth + 1))
+                out.append(body[i : j + 1])
                 i = j + 1
             elif ch == "`":
                 j = _close_quote(body, i, "`")
-                subs.append(parse(body[i + 1:j], self.depth + 1))
-                out.append(body[i:j + 1])
+                subs.append(parse(body[i + 1 : j], self.depth + 1))
+                out.append(body[i : j + 1])
                 i = j + 1
             else:
                 out.append(ch)
@@ -286,6 +288,7 @@ class _Lexer:
 
 
 # -- parsing ------------------------------------------------------------------------------------
+
 
 class _Parser:
     def __init__(self, tokens: list[tuple[str, object]]):

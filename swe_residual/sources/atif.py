@@ -35,15 +35,32 @@ from swe_residual.trajectory import MAX_OUTPUT_CHARS, Action, Trajectory, clip, 
 EDITORS = {"str_replace_based_edit_tool", "str_replace_editor", "file_editor", "text_editor"}
 EDITOR_VIEW = {"view"}
 EDITOR_EDIT = {"create", "str_replace", "insert", "undo_edit", "write", "append"}
-SESSION_SHELLS = {"bash", "Bash", "execute_bash", "terminal"}   # one shell process for the whole run
-SHELLS = SESSION_SHELLS | {"bash_command", "shell", "run_shell_command", "local_shell", "exec_command",
-                           "execute_command", "run_command", "run_terminal_cmd"}
+SESSION_SHELLS = {"bash", "Bash", "execute_bash", "terminal"}  # one shell process for the whole run
+SHELLS = SESSION_SHELLS | {
+    "bash_command",
+    "shell",
+    "run_shell_command",
+    "local_shell",
+    "exec_command",
+    "execute_command",
+    "run_command",
+    "run_terminal_cmd",
+}
 VIEWS = {"Read": "file_path", "NotebookRead": "notebook_path", "read_file": None}
-EDITS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
-         "write_file": None, "replace": None, "edit_file": None}
+EDITS = {
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "Write": "file_path",
+    "NotebookEdit": "notebook_path",
+    "write_file": None,
+    "replace": None,
+    "edit_file": None,
+}
 PATH_KEYS = ("file_path", "absolute_path", "path", "notebook_path", "filename")
-_TMUX_KEY = re.compile(r"^(?:[CMS]-\S+|Enter|KPEnter|Escape|Esc|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|"
-                       r"End|PageUp|PageDown|PPage|NPage|PgUp|PgDn|IC|DC|F\d{1,2})$")
+_TMUX_KEY = re.compile(
+    r"^(?:[CMS]-\S+|Enter|KPEnter|Escape|Esc|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|"
+    r"End|PageUp|PageDown|PPage|NPage|PgUp|PgDn|IC|DC|F\d{1,2})$"
+)
 _RUN_KEYS = {"Enter", "KPEnter", "C-m", "C-j"}
 _CLEAR_KEYS = {"C-c", "C-d", "C-u", "C-z", "C-\\"}
 MAX_MESSAGE_JSON = 1_000_000
@@ -51,11 +68,11 @@ MAX_MESSAGE_JSON = 1_000_000
 
 @dataclass
 class _Call:
-    kind: str                    # shell | view | edit | tool | keys
+    kind: str  # shell | view | edit | tool | keys
     command: str
     path: str | None = None
-    session: bool = False        # a shell whose working directory carries over to the next call
-    cwd: str | None = None       # a directory the call itself names (Codex workdir)
+    session: bool = False  # a shell whose working directory carries over to the next call
+    cwd: str | None = None  # a directory the call itself names (Codex workdir)
 
 
 def kind_of(value: Any) -> str:
@@ -119,7 +136,11 @@ def _shell_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        if len(value) == 3 and value[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") and value[1] in ("-c", "-lc"):
+        if (
+            len(value) == 3
+            and value[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+            and value[1] in ("-c", "-lc")
+        ):
             return value[2]
         return shlex.join(value)
     return None
@@ -150,15 +171,22 @@ def map_call(name: str, args: Any) -> _Call:
     if name == "Grep":
         return _Call("shell", _grep_command(args))
     if name == "Glob":
-        return _Call("shell", shlex.join(["rg", "--files", "--glob", str(args.get("pattern", "")), "--",
-                                          str(args.get("path") or ".")]))
+        return _Call(
+            "shell",
+            shlex.join(
+                ["rg", "--files", "--glob", str(args.get("pattern", "")), "--", str(args.get("path") or ".")]
+            ),
+        )
     if name == "LS":
         return _Call("shell", shlex.join(["ls", str(args.get("path") or ".")]))
     command = _shell_text(args.get("command", args.get("cmd")))
     if command is not None and (name in SHELLS or name not in EDITORS):
         if args.get("is_input") in (True, "true"):  # keys for a running program (OpenHands)
             return _Call("tool", described)
-        cwd = next((args[k] for k in ("workdir", "cwd", "directory", "dir_path") if isinstance(args.get(k), str)), None)
+        cwd = next(
+            (args[k] for k in ("workdir", "cwd", "directory", "dir_path") if isinstance(args.get(k), str)),
+            None,
+        )
         return _Call("shell", command, session=name in SESSION_SHELLS, cwd=cwd)
     return _Call("tool", described)
 
@@ -189,7 +217,7 @@ def _message_keystrokes(message: Any) -> list[str]:
         return []
     start, end = message.find("{"), message.rfind("}")
     try:
-        data = json.loads(message[start:end + 1]) if 0 <= start < end else None
+        data = json.loads(message[start : end + 1]) if 0 <= start < end else None
     except (ValueError, RecursionError):
         return []
     commands = data.get("commands") if isinstance(data, dict) else None
@@ -219,12 +247,17 @@ def from_atif(data: dict, agent: str = "atif") -> Trajectory:
         results = [r for r in results if isinstance(r, dict)]
         calls = step.get("tool_calls") if isinstance(step.get("tool_calls"), list) else []
         calls = [c for c in calls if isinstance(c, dict)]
-        by_id = {_id(r.get("source_call_id")): _text(r.get("content")) for r in results
-                 if _id(r.get("source_call_id")) is not None}
+        by_id = {
+            _id(r.get("source_call_id")): _text(r.get("content"))
+            for r in results
+            if _id(r.get("source_call_id")) is not None
+        }
         loose = [_text(r.get("content")) for r in results if _id(r.get("source_call_id")) is None]
         mapped = [map_call(str(c.get("function_name") or ""), c.get("arguments")) for c in calls]
-        outputs: list[str | None] = [by_id.get(_id(c.get("tool_call_id"))) if _id(c.get("tool_call_id")) is not None
-                                     else None for c in calls]
+        outputs: list[str | None] = [
+            by_id.get(_id(c.get("tool_call_id"))) if _id(c.get("tool_call_id")) is not None else None
+            for c in calls
+        ]
         if not calls:  # raw responses: Terminus keystrokes in the message
             mapped = [_Call("keys", k, session=True) for k in _message_keystrokes(step.get("message"))]
             outputs = [None] * len(mapped)
@@ -250,8 +283,14 @@ def from_atif(data: dict, agent: str = "atif") -> Trajectory:
                 if call.session:
                     cwd = session_cwd(call.command, cwd)
                 continue
-            actions.append(Action(command=clip(call.command), kind=call.kind, path=call.path,
-                                  output=clip(out if out is not None else "")))
+            actions.append(
+                Action(
+                    command=clip(call.command),
+                    kind=call.kind,
+                    path=call.path,
+                    output=clip(out if out is not None else ""),
+                )
+            )
         if typed:
             actions.append(_shell("\n".join(typed), shared or "", cwd))
             cwd = session_cwd("\n".join(typed), cwd)

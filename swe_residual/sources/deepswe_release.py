@@ -24,7 +24,6 @@ import json
 import os
 import random
 import re
-import socket
 import threading
 import time
 import urllib.error
@@ -41,13 +40,13 @@ from swe_residual.safe_read import Unsafe, is_dir, list_dir, parse_json, read_by
 
 DEFAULT_RELEASE = "https://deepswe.datacurve.ai/artifacts/v1.1/release.json"
 MANIFEST_NAME, INDEX_NAME, META_NAME = "release.json", "trials.json", "meta.json"
-ABSENT_NAME = ".absent.json"   # in a download dir: files the release does not publish, and why
+ABSENT_NAME = ".absent.json"  # in a download dir: files the release does not publish, and why
 
 MAX_MANIFEST = 1 << 20
-MAX_INDEX = 512 << 20          # the v1.1 index is ~50 MB
-MAX_PATCH = 64 << 20           # the harness's own final-patch bound
+MAX_INDEX = 512 << 20  # the v1.1 index is ~50 MB
+MAX_PATCH = 64 << 20  # the harness's own final-patch bound
 MAX_TRAJECTORY = 64 << 20
-MAX_VERIFIER_FILE = 16 << 20   # each verifier file
+MAX_VERIFIER_FILE = 16 << 20  # each verifier file
 MAX_VERIFIER_TOTAL = 64 << 20  # all verifier files of one trial
 
 PATCH, TRAJECTORY, STDOUT = "model.patch", "trajectory.json", "verifier/test-stdout.txt"
@@ -70,6 +69,7 @@ _FILE_PART = re.compile(r"^[A-Za-z0-9_.+@=,-][A-Za-z0-9_.+@=, -]{0,199}$")
 def _user_agent() -> str:
     try:
         from importlib.metadata import version
+
         return f"swe-residual/{version('swe-residual')} (DeepSWE release import)"
     except Exception:  # not installed as a distribution
         return "swe-residual (DeepSWE release import)"
@@ -84,7 +84,7 @@ USER_AGENT = _user_agent()
 @dataclass(frozen=True)
 class Manifest:
     release_id: str
-    artifact_base_url: str | None   # http(s) only; None for a local mirror without one
+    artifact_base_url: str | None  # http(s) only; None for a local mirror without one
     key_prefix: str
     patterns: dict[str, str]
     where: str
@@ -111,7 +111,9 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
     if not isinstance(rid, str) or not rid.strip():
         raise InputError(f"{where}: release_id: missing")
     base = data.get("artifact_base_url")
-    if base is not None and (not isinstance(base, str) or urllib.parse.urlsplit(base).scheme not in ("http", "https")):
+    if base is not None and (
+        not isinstance(base, str) or urllib.parse.urlsplit(base).scheme not in ("http", "https")
+    ):
         raise InputError(f"{where}: artifact_base_url: {str(base)[:100]!r} is not an http(s) URL")
     patterns = data.get("artifact_patterns")
     if not isinstance(patterns, dict):
@@ -119,7 +121,9 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
     out = {}
     for kind, pattern in patterns.items():
         if not isinstance(pattern, str) or "{trial_name}" not in pattern:
-            raise InputError(f"{where}: artifact_patterns.{kind}: {str(pattern)[:100]!r} has no {{trial_name}}")
+            raise InputError(
+                f"{where}: artifact_patterns.{kind}: {str(pattern)[:100]!r} has no {{trial_name}}"
+            )
         probe = pattern.replace("{trial_name}", "t").replace("{file}", "f")
         if _unsafe_rel(probe):
             raise InputError(f"{where}: artifact_patterns.{kind}: {pattern[:100]!r} is not a relative key")
@@ -130,9 +134,15 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
     if "{file}" not in out["verifier_file"]:
         raise InputError(f"{where}: artifact_patterns.verifier_file: no {{file}}")
     prefix = data.get("artifact_key_prefix")
-    return Manifest(release_id=rid.strip(), artifact_base_url=base, where=where, patterns=out,
-                    key_prefix=prefix.strip("/") if isinstance(prefix, str) and not _unsafe_rel(prefix.strip("/"))
-                    else out["model_patch"].split("{trial_name}")[0].strip("/"))
+    return Manifest(
+        release_id=rid.strip(),
+        artifact_base_url=base,
+        where=where,
+        patterns=out,
+        key_prefix=prefix.strip("/")
+        if isinstance(prefix, str) and not _unsafe_rel(prefix.strip("/"))
+        else out["model_patch"].split("{trial_name}")[0].strip("/"),
+    )
 
 
 def parse_index(raw: bytes, where: str) -> tuple[list[dict], int]:
@@ -144,7 +154,7 @@ def parse_index(raw: bytes, where: str) -> tuple[list[dict], int]:
         raise InputError(str(exc)) from None
     rows = data.get("rows") if isinstance(data, dict) else data
     if not isinstance(rows, list):
-        raise InputError(f"{where}: neither {{\"rows\": [...]}} nor a list of rows")
+        raise InputError(f'{where}: neither {{"rows": [...]}} nor a list of rows')
     good = [r for r in rows if isinstance(r, dict)]
     return good, len(rows) - len(good)
 
@@ -152,7 +162,7 @@ def parse_index(raw: bytes, where: str) -> tuple[list[dict], int]:
 @dataclass
 class Selection:
     rows: list[dict]
-    excluded: Counter = field(default_factory=Counter)   # reason -> rows left out
+    excluded: Counter = field(default_factory=Counter)  # reason -> rows left out
 
     def describe(self) -> str:
         return ", ".join(f"{n} {why}" for why, n in sorted(self.excluded.items())) or "none"
@@ -207,8 +217,15 @@ def trial_problem(row: dict) -> str | None:
 
 def _unsafe_rel(rel: str) -> bool:
     parts = PurePosixPath(rel).parts
-    return (not rel or rel.startswith("/") or "\\" in rel or "\0" in rel or not parts
-            or any(p in ("..", ".", "") for p in parts) or rel != "/".join(parts))
+    return (
+        not rel
+        or rel.startswith("/")
+        or "\\" in rel
+        or "\0" in rel
+        or not parts
+        or any(p in ("..", ".", "") for p in parts)
+        or rel != "/".join(parts)
+    )
 
 
 def verifier_names(row: dict) -> tuple[list[str], list[str]]:
@@ -224,8 +241,12 @@ def verifier_names(row: dict) -> tuple[list[str], list[str]]:
         shown = valid_text(str(n))[:120]
         if not isinstance(n, str):
             refused.append(f"verifier_files: {shown!r}: not a string")
-        elif n != valid_text(n) or _unsafe_rel(n) or not all(_FILE_PART.match(p) for p in n.split("/")) \
-                or n.count("/") > 4:
+        elif (
+            n != valid_text(n)
+            or _unsafe_rel(n)
+            or not all(_FILE_PART.match(p) for p in n.split("/"))
+            or n.count("/") > 4
+        ):
             refused.append(f"verifier_files: {shown!r}: not a relative file name inside verifier/; refused")
         elif n not in ok:
             ok.append(n)
@@ -236,9 +257,9 @@ def verifier_names(row: dict) -> tuple[list[str], list[str]]:
 
 @dataclass(frozen=True)
 class Artifact:
-    rel: str              # where it goes in the flat layout (model.patch, trajectory.json, verifier/<f>)
-    kind: str             # the manifest pattern that names it
-    file: str | None      # {file} for verifier files
+    rel: str  # where it goes in the flat layout (model.patch, trajectory.json, verifier/<f>)
+    kind: str  # the manifest pattern that names it
+    file: str | None  # {file} for verifier files
     limit: int
 
 
@@ -273,8 +294,8 @@ class Oversize(Exception):
 
 @dataclass
 class Got:
-    data: bytes | None          # None: absent
-    absent: str | None = None   # why absent: "HTTP 403", "empty"
+    data: bytes | None  # None: absent
+    absent: str | None = None  # why absent: "HTTP 403", "empty"
 
 
 class Http:
@@ -287,7 +308,9 @@ class Http:
 
     MAX_REDIRECTS = 5
 
-    def __init__(self, *, timeout: float = 30.0, retries: int = 4, backoff: float = 0.5, abort_after: int = 3):
+    def __init__(
+        self, *, timeout: float = 30.0, retries: int = 4, backoff: float = 0.5, abort_after: int = 3
+    ):
         self.timeout, self.retries, self.backoff, self.abort_after = timeout, retries, backoff, abort_after
         self.requests = 0
         self.gave_up = 0
@@ -317,7 +340,9 @@ class Http:
         with self._lock:
             self.gave_up += 1
             if self.gave_up >= self.abort_after and not self.aborted:
-                self.aborted = f"{self.gave_up} fetches in a row failed after {self.retries} retries (last: {problem})"
+                self.aborted = (
+                    f"{self.gave_up} fetches in a row failed after {self.retries} retries (last: {problem})"
+                )
         raise Transient(f"{problem} (after {self.retries} retries)")
 
     def _delay(self, attempt: int, problem: str) -> float:
@@ -363,19 +388,21 @@ class Http:
             try:
                 conn.request("GET", path, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
                 resp = conn.getresponse()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 conns.pop(key, None).close()
                 raise _Retry(f"no answer within {self.timeout:g} s") from None
             except (HTTPException, OSError) as exc:
                 conns.pop(key, None).close()
                 if reused:
-                    continue   # the server closed the kept connection meanwhile: once more, on a new one
-                raise _Retry(f"cannot connect or connection dropped: {type(exc).__name__}: {exc}"[:200]) from None
+                    continue  # the server closed the kept connection meanwhile: once more, on a new one
+                raise _Retry(
+                    f"cannot connect or connection dropped: {type(exc).__name__}: {exc}"[:200]
+                ) from None
             try:
                 if resp.status != 200:
                     body = resp.read(1 << 16)
                     if not resp.isclosed():
-                        raise Oversize("")   # a big error page: drop the connection rather than read it
+                        raise Oversize("")  # a big error page: drop the connection rather than read it
                     return resp.status, resp.headers, body
                 length = resp.headers.get("Content-Length")
                 if length is not None and length.isdigit() and int(length) > limit:
@@ -389,7 +416,7 @@ class Http:
                 if resp.status != 200:
                     return resp.status, resp.headers, b""
                 raise
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 conns.pop(key, None).close()
                 raise _Retry(f"no answer within {self.timeout:g} s") from None
             except (HTTPException, OSError) as exc:
@@ -409,11 +436,13 @@ class Http:
             exc.close()
             if exc.code == 429 or exc.code >= 500:
                 after = exc.headers.get("Retry-After", "") if exc.headers else ""
-                raise _Retry(f"HTTP {exc.code}" + (f" retry-after {after}" if after.isdigit() else "")) from None
+                raise _Retry(
+                    f"HTTP {exc.code}" + (f" retry-after {after}" if after.isdigit() else "")
+                ) from None
             return Got(None, f"HTTP {exc.code}")
         except urllib.error.URLError as exc:
             raise _Retry(f"cannot connect: {getattr(exc, 'reason', exc)}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise _Retry(f"no answer within {self.timeout:g} s") from None
         except (HTTPException, ConnectionError, OSError) as exc:
             raise _Retry(f"connection dropped: {type(exc).__name__}: {exc}"[:200]) from None
@@ -462,11 +491,11 @@ def _size(n: int) -> str:
 class Release:
     manifest: Manifest
     rows: list[dict]
-    not_rows: int                     # index entries that were not objects
-    where: str                        # the manifest's URL or path
+    not_rows: int  # index entries that were not objects
+    where: str  # the manifest's URL or path
     index_where: str
     index_bytes: int
-    mirror: Path | None = None        # a local mirror to read artifacts from (else download them)
+    mirror: Path | None = None  # a local mirror to read artifacts from (else download them)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -486,8 +515,15 @@ def open_release(spec: str, http: Http) -> Release:
         rows, bad = parse_index(raw, index_url)
         if manifest.artifact_base_url is None:
             raise InputError(f"{url}: artifact_base_url: missing (where the trials' files are)")
-        return Release(manifest, rows, bad, url, index_url, len(raw),
-                       seconds={"manifest": t1 - t0, "index_fetch": t2 - t1, "index_parse": time.perf_counter() - t2})
+        return Release(
+            manifest,
+            rows,
+            bad,
+            url,
+            index_url,
+            len(raw),
+            seconds={"manifest": t1 - t0, "index_fetch": t2 - t1, "index_parse": time.perf_counter() - t2},
+        )
     if parts.scheme == "file":
         spec = urllib.request.url2pathname(parts.path)
     elif parts.scheme and len(parts.scheme) > 1:
@@ -518,18 +554,34 @@ def _open_local(path: Path, t0: float) -> Release:
     else:
         rows, bad, size = _flat_rows(root)
         if not rows and not bad:
-            raise InputError(f"{root}: no {INDEX_NAME} and no trial dirs with {META_NAME} (not a DeepSWE release "
-                             "mirror)")
+            raise InputError(
+                f"{root}: no {INDEX_NAME} and no trial dirs with {META_NAME} (not a DeepSWE release mirror)"
+            )
     t2 = time.perf_counter()
     if manifest is None:
-        manifest = Manifest(release_id="local", artifact_base_url=None, key_prefix="v1.1/trial-artifacts",
-                            patterns=dict(DEFAULT_PATTERNS), where=where)
+        manifest = Manifest(
+            release_id="local",
+            artifact_base_url=None,
+            key_prefix="v1.1/trial-artifacts",
+            patterns=dict(DEFAULT_PATTERNS),
+            where=where,
+        )
     mirror = root if _holds_artifacts(root, manifest, rows) else None
     if mirror is None and manifest.artifact_base_url is None:
-        raise InputError(f"{root}: holds no trial files (CDN layout {manifest.key_prefix}/ or flat <trial>/) and the "
-                         "manifest names no artifact_base_url")
-    return Release(manifest, rows, bad, where, str(root / INDEX_NAME), size, mirror=mirror,
-                   seconds={"manifest": t1 - t0, "index_fetch": 0.0, "index_parse": t2 - t1})
+        raise InputError(
+            f"{root}: holds no trial files (CDN layout {manifest.key_prefix}/ or flat <trial>/) and the "
+            "manifest names no artifact_base_url"
+        )
+    return Release(
+        manifest,
+        rows,
+        bad,
+        where,
+        str(root / INDEX_NAME),
+        size,
+        mirror=mirror,
+        seconds={"manifest": t1 - t0, "index_fetch": 0.0, "index_parse": t2 - t1},
+    )
 
 
 def _flat_rows(root: Path) -> tuple[list[dict], int, int]:
@@ -576,12 +628,12 @@ class TrialFiles:
 
     trial: str
     row: dict
-    where: str                                             # the dir they were read from
+    where: str  # the dir they were read from
     files: dict[str, bytes] = field(default_factory=dict)  # rel (flat layout) -> bytes
-    absent: dict[str, str] = field(default_factory=dict)   # rel -> reason
+    absent: dict[str, str] = field(default_factory=dict)  # rel -> reason
     notes: list[str] = field(default_factory=list)
-    layout: str = "flat"                                   # cdn | flat
-    refused: str | None = None                             # the trial cannot be imported: why
+    layout: str = "flat"  # cdn | flat
+    refused: str | None = None  # the trial cannot be imported: why
 
     def note(self, rel: str, why: str) -> None:
         self.notes.append(f"trial {self.trial}: {rel}: {why}")
@@ -629,7 +681,7 @@ def read_local(root: Path, manifest: Manifest, row: dict) -> TrialFiles:
                 break
         if problem:
             t.note(a.rel, problem)
-            if "bound" in problem:   # as a download records it: absent, over its bound
+            if "bound" in problem:  # as a download records it: absent, over its bound
                 t.absent[a.rel] = f"over its bound ({problem.rsplit(': ', 1)[-1].split('; ')[0]})"
         elif data is None:
             t.absent[a.rel] = "not in the mirror"
@@ -647,12 +699,12 @@ def read_local(root: Path, manifest: Manifest, row: dict) -> TrialFiles:
 class Download:
     """The outcome of downloading one trial's missing files into its download dir."""
 
-    fetched: int = 0                                       # files written
-    data: dict[str, bytes] = field(default_factory=dict)   # rel -> what was fetched (and written)
+    fetched: int = 0  # files written
+    data: dict[str, bytes] = field(default_factory=dict)  # rel -> what was fetched (and written)
     requests: int = 0
-    absent: dict[str, str] = field(default_factory=dict)   # rel -> reason (recorded now or before)
-    notes: list[str] = field(default_factory=list)         # files refused (over their bound)
-    incomplete: str | None = None                          # a fetch that failed: rerun to finish
+    absent: dict[str, str] = field(default_factory=dict)  # rel -> reason (recorded now or before)
+    notes: list[str] = field(default_factory=list)  # files refused (over their bound)
+    incomplete: str | None = None  # a fetch that failed: rerun to finish
 
 
 def download_trial(http: Http, manifest: Manifest, row: dict, dest: Path) -> Download:
@@ -694,7 +746,9 @@ def download_trial(http: Http, manifest: Manifest, row: dict, dest: Path) -> Dow
         out.data[a.rel] = got.data
         out.fetched += 1
     if out.absent:
-        _write_atomic(dest / ABSENT_NAME, json.dumps({**known, **out.absent}, indent=1, sort_keys=True).encode())
+        _write_atomic(
+            dest / ABSENT_NAME, json.dumps({**known, **out.absent}, indent=1, sort_keys=True).encode()
+        )
     if META_NAME not in have:
         _write_atomic(dest / META_NAME, (json.dumps(row, sort_keys=True, ensure_ascii=True) + "\n").encode())
     out.absent = {**known, **out.absent}
@@ -791,8 +845,11 @@ def atif_declared_complete(data: dict) -> bool | None:
         return None
     calls = last.get("tool_calls") if isinstance(last.get("tool_calls"), list) else []
     observation = last.get("observation") if isinstance(last.get("observation"), dict) else {}
-    results = [r for r in observation.get("results") or [] if isinstance(r, dict)] \
-        if isinstance(observation.get("results"), list) else []
+    results = (
+        [r for r in observation.get("results") or [] if isinstance(r, dict)]
+        if isinstance(observation.get("results"), list)
+        else []
+    )
     by_id = {r.get("source_call_id"): r.get("content") for r in results if r.get("source_call_id")}
     loose = [r.get("content") for r in results if not r.get("source_call_id")]
     for i, call in enumerate(c for c in calls if isinstance(c, dict)):
@@ -812,8 +869,14 @@ def atif_declared_complete(data: dict) -> bool | None:
 
 _PYTEST_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+?)(?:\s+-\s.*)?$")
 _PYTEST_VERBOSE = re.compile(r"^(\S+::\S+)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
-_PYTEST_STATUS = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "failed",
-                  "SKIPPED": "skipped", "XFAIL": "skipped"}
+_PYTEST_STATUS = {
+    "PASSED": "passed",
+    "XPASS": "passed",
+    "FAILED": "failed",
+    "ERROR": "failed",
+    "SKIPPED": "skipped",
+    "XFAIL": "skipped",
+}
 
 
 def pytest_statuses(text: str) -> dict[str, str]:
@@ -845,7 +908,7 @@ def junit_id(node: str) -> str:
     path, _, rest = node.partition("::")
     params = ""
     if "[" in rest and rest.endswith("]"):
-        rest, params = rest[: rest.index("[")], rest[rest.index("["):]
+        rest, params = rest[: rest.index("[")], rest[rest.index("[") :]
     module = path[:-3] if path.endswith(".py") else path
     return ".".join([module.replace("/", "."), *rest.split("::")]) + params
 
@@ -853,7 +916,11 @@ def junit_id(node: str) -> str:
 def reward_of(data: Any) -> float | None:
     """`reward` of a reward.json (Pier's verifier_result.rewards keys), when it is a finite number."""
     value = data.get("reward") if isinstance(data, dict) else data
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
-            float("inf"), float("-inf")):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or value in (float("inf"), float("-inf"))
+    ):
         return None
     return float(value)

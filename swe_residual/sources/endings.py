@@ -25,20 +25,48 @@ class Ending:
 SUBMITTED = Ending("submitted")
 
 HARBOR_BUDGET = {"AgentTimeoutError"}
-HARBOR_CONTEXT = {"ContextWindowExceededError", "OutputTokenExceededError", "ContextLengthExceededError",
-                  "OutputLengthExceededError"}
+HARBOR_CONTEXT = {
+    "ContextWindowExceededError",
+    "OutputTokenExceededError",
+    "ContextLengthExceededError",
+    "OutputLengthExceededError",
+}
 HARBOR_AGENT_ERROR = {"NonZeroAgentExitCodeError", "AgentSafetyRefusalError", "ContentPolicyViolationError"}
 HARBOR_MODEL_SERVICE = {
-    "ApiError", "ApiRateLimitError", "ApiInternalServerError", "ApiOverloadedError", "ApiConnectionClosedError",
-    "ApiResponseStalledError", "UnknownApiError", "NetworkConnectionError", "ApiConnectionError",
-    "ApiUsageLimitError", "RateLimitError", "InternalServerError", "ServiceUnavailableError",
-    "APIConnectionError", "APIError", "Timeout", "BadRequestError", "UnprocessableEntityError",
-    "UnsupportedParamsError", "APIResponseValidationError", "BudgetExceededError", "AgentAuthenticationError",
-    "ModelNotFoundError", "ApiProviderResourceNotFoundError", "AuthenticationError", "PermissionDeniedError",
+    "ApiError",
+    "ApiRateLimitError",
+    "ApiInternalServerError",
+    "ApiOverloadedError",
+    "ApiConnectionClosedError",
+    "ApiResponseStalledError",
+    "UnknownApiError",
+    "NetworkConnectionError",
+    "ApiConnectionError",
+    "ApiUsageLimitError",
+    "RateLimitError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "APIConnectionError",
+    "APIError",
+    "Timeout",
+    "BadRequestError",
+    "UnprocessableEntityError",
+    "UnsupportedParamsError",
+    "APIResponseValidationError",
+    "BudgetExceededError",
+    "AgentAuthenticationError",
+    "ModelNotFoundError",
+    "ApiProviderResourceNotFoundError",
+    "AuthenticationError",
+    "PermissionDeniedError",
     "NotFoundError",
 }
-HARBOR_VERIFIER = {"VerifierTimeoutError", "RewardFileNotFoundError", "RewardFileEmptyError",
-                   "VerifierOutputParseError"}
+HARBOR_VERIFIER = {
+    "VerifierTimeoutError",
+    "RewardFileNotFoundError",
+    "RewardFileEmptyError",
+    "VerifierOutputParseError",
+}
 HARBOR_CANCELLED = {"CancelledError"}
 
 
@@ -90,7 +118,8 @@ def msa_ending(exit_status: str | None) -> Ending:
 TB1_ENDINGS = {
     # Terminal-Bench 1's FailureMode (terminal_bench/agents/failure_mode.py): the agent finished
     # normally ("none"; "unset" in older runs) - its end is its submission
-    "none": SUBMITTED, "unset": SUBMITTED,
+    "none": SUBMITTED,
+    "unset": SUBMITTED,
     "agent_timeout": Ending("budget", "budget"),
     "context_length_exceeded": Ending("context_exhausted", "context_exhausted"),
     "output_length_exceeded": Ending("context_exhausted", "context_exhausted"),
@@ -110,10 +139,25 @@ def tb1_ending(failure_mode: str) -> Ending:
 
 # model name prefix (after any provider/) -> family; the first match wins
 FAMILIES = (
-    ("claude", "claude"), ("gpt", "gpt"), ("o1", "gpt"), ("o3", "gpt"), ("o4", "gpt"), ("codex", "gpt"),
-    ("gemini", "gemini"), ("kimi", "kimi"), ("moonshot", "kimi"), ("qwen", "qwen"), ("qwq", "qwen"),
-    ("deepseek", "deepseek"), ("glm", "glm"), ("grok", "grok"), ("llama", "llama"), ("mistral", "mistral"),
-    ("devstral", "mistral"), ("codestral", "mistral"), ("minimax", "minimax"),
+    ("claude", "claude"),
+    ("gpt", "gpt"),
+    ("o1", "gpt"),
+    ("o3", "gpt"),
+    ("o4", "gpt"),
+    ("codex", "gpt"),
+    ("gemini", "gemini"),
+    ("kimi", "kimi"),
+    ("moonshot", "kimi"),
+    ("qwen", "qwen"),
+    ("qwq", "qwen"),
+    ("deepseek", "deepseek"),
+    ("glm", "glm"),
+    ("grok", "grok"),
+    ("llama", "llama"),
+    ("mistral", "mistral"),
+    ("devstral", "mistral"),
+    ("codestral", "mistral"),
+    ("minimax", "minimax"),
 )
 
 
@@ -136,8 +180,12 @@ def model_family(model: str) -> str:
 # -- a run's verdict fields from how it ended and what its verifier reported ------------------------
 
 
-def settle(ending: Ending, outcome: int | None, no_verdict_rule: str | None, no_verdict_why: str | None,
-           ) -> tuple[dict, str | None]:
+def settle(
+    ending: Ending,
+    outcome: int | None,
+    no_verdict_rule: str | None,
+    no_verdict_why: str | None,
+) -> tuple[dict, str | None]:
     """verdict, outcome, rule and declared_complete of a run from how it ended and the verifier's
     outcome (None: no valid verdict, for the reason given); plus the reason when there is none."""
     declared = ending.termination == "submitted"
@@ -166,7 +214,9 @@ def graded_tests(task: Task, statuses: dict[str, str] | None) -> tuple[dict[str,
     if not required:
         return dict(statuses), None
     if not set(required) & set(statuses):
-        return dict(statuses), "per-test report shares no test id with the task's tests/config.json; kept as is"
+        return dict(
+            statuses
+        ), "per-test report shares no test id with the task's tests/config.json; kept as is"
     return {t: statuses.get(t, "failed") for t in required}, None
 
 

@@ -31,11 +31,11 @@ from swe_residual.safe_read import Unsafe, list_dir, parse_json, read_bytes, rea
 from swe_residual.sources.atif import kind_of
 from swe_residual.verdicts import ctrf_statuses
 
-MAX_JSON = 16 << 20           # result.json, config.json, ctrf.json, reward.json
+MAX_JSON = 16 << 20  # result.json, config.json, ctrf.json, reward.json
 MAX_TRAJECTORY = 64 << 20
-MAX_PATCH = 64 << 20          # the harness's own final-patch bound (workspace.FINAL_PATCH_LIMIT)
+MAX_PATCH = 64 << 20  # the harness's own final-patch bound (workspace.FINAL_PATCH_LIMIT)
 MAX_EVIDENCE_FILE = 16 << 20  # each verifier log kept as evidence
-MAX_EVIDENCE = 64 << 20       # all evidence of one trial
+MAX_EVIDENCE = 64 << 20  # all evidence of one trial
 
 PATCH_FILES = ("artifacts/model.patch", "artifacts/logs/artifacts/model.patch")
 ATIF_FILE = "agent/trajectory.json"
@@ -52,8 +52,8 @@ class HarborTrial:
     path: Path
     trial_name: str
     task_name: str | None
-    task_refs: list[str]                 # every name the trial records for its task, result.json first
-    trial_id: str | None                 # TrialResult.id (a UUID), stable wherever the dir is copied
+    task_refs: list[str]  # every name the trial records for its task, result.json first
+    trial_id: str | None  # TrialResult.id (a UUID), stable wherever the dir is copied
     result_sha256: str
     agent_name: str | None = None
     agent_version: str | None = None
@@ -68,21 +68,21 @@ class HarborTrial:
     agent_finished_at: datetime | None = None
     verifier_disabled: bool = False
     multi_step: bool = False
-    patch: bytes | None = None           # None: the trial has no model.patch
+    patch: bytes | None = None  # None: the trial has no model.patch
     patch_file: str | None = None
-    trajectory: dict | None = None       # ATIF, else mini-swe-agent's native trajectory
+    trajectory: dict | None = None  # ATIF, else mini-swe-agent's native trajectory
     trajectory_file: str | None = None
     agent_exit_status: str | None = None  # mini-swe-agent's info.exit_status, when its file is there
-    tests: dict[str, str] | None = None   # per-test statuses from verifier/ctrf.json
+    tests: dict[str, str] | None = None  # per-test statuses from verifier/ctrf.json
     evidence: dict[str, bytes] = field(default_factory=dict)  # relative path -> bytes, to keep
-    notes: list[str] = field(default_factory=list)            # files not read, and why
+    notes: list[str] = field(default_factory=list)  # files not read, and why
     # what the verifier wrote itself (verifier/reward.json, else reward.txt, as Harbor reads them);
     # result.json's verifier_result is Harbor's record of the same when verification completed
     file_rewards: dict[str, float] | None = None
     verifier_started_at: datetime | None = None
     verifier_finished_at: datetime | None = None
-    environment_type: str | None = None   # TrialConfig.environment.type: docker, modal, daytona, ...
-    task_path: str | None = None          # TrialConfig.task.path as recorded (local and git tasks)
+    environment_type: str | None = None  # TrialConfig.environment.type: docker, modal, daytona, ...
+    task_path: str | None = None  # TrialConfig.task.path as recorded (local and git tasks)
 
     @property
     def reward(self) -> float | None:
@@ -124,13 +124,15 @@ def trial_dirs(source: Path, _depth: int = 0) -> list[Path]:
         elif what == "job" and _depth == 0:
             found.extend(trial_dirs(child, 1))
     if not found and _depth == 0:
-        raise InputError(f"{source}: neither a Harbor trial dir (result.json with trial_name) nor a job dir "
-                         "whose child dirs are trials")
+        raise InputError(
+            f"{source}: neither a Harbor trial dir (result.json with trial_name) nor a job dir "
+            "whose child dirs are trials"
+        )
     return found
 
 
 def _kind(d: Path) -> str | None:
-    """"trial", "job" or None, from config.json (TrialConfig has `task`, JobConfig `job_name`), else
+    """ "trial", "job" or None, from config.json (TrialConfig has `task`, JobConfig `job_name`), else
     from result.json (TrialResult has `trial_name`, JobResult `n_total_trials`)."""
     try:
         config = read_json(d, "config.json", MAX_JSON)
@@ -175,14 +177,23 @@ def read_trial(path: Path, *, strict_patch: bool = True) -> HarborTrial:
     result = _json(raw, path / "result.json")
     if not isinstance(result, dict) or not isinstance(result.get("trial_name"), str):
         raise TrialError(f"{path / 'result.json'}: trial_name: missing; not a Harbor TrialResult")
-    cfg = result.get("config") if isinstance(result.get("config"), dict) else config if isinstance(config, dict) else {}
+    cfg = (
+        result.get("config")
+        if isinstance(result.get("config"), dict)
+        else config
+        if isinstance(config, dict)
+        else {}
+    )
     agent_info = _dict(result.get("agent_info"))
     model_info = _dict(agent_info.get("model_info"))
     cfg_agent = _dict(cfg.get("agent"))
     exc_info = _dict(result.get("exception_info"))
     t = HarborTrial(
-        path=path, trial_name=result["trial_name"], task_name=_str(result.get("task_name")),
-        task_refs=_task_refs(result, config), trial_id=_str(result.get("id")),
+        path=path,
+        trial_name=result["trial_name"],
+        task_name=_str(result.get("task_name")),
+        task_refs=_task_refs(result, config),
+        trial_id=_str(result.get("id")),
         result_sha256=hashlib.sha256(raw).hexdigest(),
         agent_name=_str(agent_info.get("name")) or _str(cfg_agent.get("name")),
         agent_version=_str(agent_info.get("version")),
@@ -191,7 +202,8 @@ def read_trial(path: Path, *, strict_patch: bool = True) -> HarborTrial:
         rewards=_rewards(result.get("verifier_result"), path),
         exception_type=_str(exc_info.get("exception_type")),
         exception_message=(_str(exc_info.get("exception_message")) or "")[:2000] or None,
-        started_at=_time(result.get("started_at")), finished_at=_time(result.get("finished_at")),
+        started_at=_time(result.get("started_at")),
+        finished_at=_time(result.get("finished_at")),
         agent_started_at=_time(_dict(result.get("agent_execution")).get("started_at")),
         agent_finished_at=_time(_dict(result.get("agent_execution")).get("finished_at")),
         verifier_disabled=bool(_dict(cfg.get("verifier")).get("disable")),
@@ -199,7 +211,8 @@ def read_trial(path: Path, *, strict_patch: bool = True) -> HarborTrial:
         verifier_started_at=_time(_dict(result.get("verifier")).get("started_at")),
         verifier_finished_at=_time(_dict(result.get("verifier")).get("finished_at")),
         environment_type=_str(_dict(cfg.get("environment")).get("type")),
-        task_path=_str(_dict(cfg.get("task")).get("path")) or _str(_dict(_dict(config).get("task")).get("path")),
+        task_path=_str(_dict(cfg.get("task")).get("path"))
+        or _str(_dict(_dict(config).get("task")).get("path")),
     )
     _read_patch(t, strict_patch)
     _read_trajectory(t)
@@ -333,8 +346,9 @@ def _rewards(verifier_result: Any, path: Path) -> dict[str, float] | None:
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise TrialError(f"{path / 'result.json'}: verifier_result.rewards.{k}: {str(v)[:50]!r} is not a "
-                             "finite number")
+            raise TrialError(
+                f"{path / 'result.json'}: verifier_result.rewards.{k}: {str(v)[:50]!r} is not a finite number"
+            )
         out[str(k)] = value
     return out
 

@@ -32,8 +32,8 @@ class Prediction:
     instance_id: str
     model: str
     patch: str | None
-    where: str              # file:line (or file[index]) for messages
-    path: Path              # the predictions file
+    where: str  # file:line (or file[index]) for messages
+    path: Path  # the predictions file
 
 
 @dataclass
@@ -66,8 +66,10 @@ class Sources:
             mine = [r for r in found if model.replace("/", "__") in r.path.parts]
             found = mine or found
         if len(found) > 1:
-            raise ValueError(f"{len(found)} report.json files for {instance_id} ({found[0].path}, "
-                             f"{found[1].path}, ...); pass only the run's logs dir")
+            raise ValueError(
+                f"{len(found)} report.json files for {instance_id} ({found[0].path}, "
+                f"{found[1].path}, ...); pass only the run's logs dir"
+            )
         return found[0] if found else None
 
 
@@ -205,7 +207,9 @@ def _prediction_items(data: Any, path: Path) -> list[tuple[str, Any]]:
         return [(str(path), data)]
     if isinstance(data, dict):  # mini-swe-agent's preds.json
         return [(f"{path}[{k!r}]", v) for k, v in data.items()]
-    raise ValueError(f"{path}: not SWE-bench predictions (a JSON list, JSON lines or {{instance_id: prediction}})")
+    raise ValueError(
+        f"{path}: not SWE-bench predictions (a JSON list, JSON lines or {{instance_id: prediction}})"
+    )
 
 
 def sibling_trajectory(pred: Prediction) -> MsaTrajectory | None:

@@ -40,7 +40,7 @@ class TB1Trial:
     is_resolved: bool | None
     failure_mode: str
     parser_results: dict[str, str] | None
-    commands: str | None                  # commands.txt, None when the trial has none
+    commands: str | None  # commands.txt, None when the trial has none
     agent_name: str | None = None
     model_name: str | None = None
     agent_started_at: datetime | None = None
@@ -54,7 +54,7 @@ class TB1Trial:
             return None
         try:
             seconds = (self.agent_ended_at - self.agent_started_at).total_seconds()
-        except TypeError:                   # one time with a zone, one without
+        except TypeError:  # one time with a zone, one without
             return None
         return round(seconds, 3) if seconds >= 0 else None
 
@@ -72,8 +72,8 @@ def _is_trial(d: Path) -> bool:
     try:
         data = read_json(d, "results.json", MAX_JSON)
     except Unsafe:
-        return any(n == "results.json" for n, _ in list_dir(d))   # read_tb1_trial says why
-    return isinstance(data, dict) and "trial_name" in data          # read_tb1_trial checks the rest
+        return any(n == "results.json" for n, _ in list_dir(d))  # read_tb1_trial says why
+    return isinstance(data, dict) and "trial_name" in data  # read_tb1_trial checks the rest
 
 
 def tb1_trial_dirs(source: Path) -> tuple[list[Path], dict]:
@@ -92,8 +92,10 @@ def tb1_trial_dirs(source: Path) -> tuple[list[Path], dict]:
             if tkind == "dir" and _is_trial(source / task / trial):
                 found.append(source / task / trial)
     if not found:
-        raise InputError(f"{source}: neither a Terminal-Bench 1 trial dir (results.json with trial_name and task_id) "
-                         "nor a run dir with <task>/<trial>/ dirs under it")
+        raise InputError(
+            f"{source}: neither a Terminal-Bench 1 trial dir (results.json with trial_name and task_id) "
+            "nor a run dir with <task>/<trial>/ dirs under it"
+        )
     return found, _metadata(source)
 
 
@@ -143,11 +145,19 @@ def read_tb1_trial(d: Path, meta: dict) -> TB1Trial:
             evidence[rel] = blob
     trial_id = data.get("id") if isinstance(data.get("id"), str) else None
     return TB1Trial(
-        path=d, trial_name=data["trial_name"], task_id=data["task_id"], trial_id=trial_id,
-        result_sha256=hashlib.sha256(raw).hexdigest(), is_resolved=resolved,
-        failure_mode=str(data.get("failure_mode") or "unset"), parser_results=tests,
+        path=d,
+        trial_name=data["trial_name"],
+        task_id=data["task_id"],
+        trial_id=trial_id,
+        result_sha256=hashlib.sha256(raw).hexdigest(),
+        is_resolved=resolved,
+        failure_mode=str(data.get("failure_mode") or "unset"),
+        parser_results=tests,
         commands=cmd_bytes.decode("utf-8", "replace") if cmd_bytes is not None else None,
         agent_name=meta.get("agent_name") if isinstance(meta.get("agent_name"), str) else None,
         model_name=meta.get("model_name") if isinstance(meta.get("model_name"), str) else None,
-        agent_started_at=_time(data.get("agent_started_at")), agent_ended_at=_time(data.get("agent_ended_at")),
-        evidence=evidence, notes=notes)
+        agent_started_at=_time(data.get("agent_started_at")),
+        agent_ended_at=_time(data.get("agent_ended_at")),
+        evidence=evidence,
+        notes=notes,
+    )

@@ -27,8 +27,11 @@ def from_mini_swe_agent(data: dict, agent: str = "mini-swe-agent") -> Trajectory
             content = msg.get("content")
             text = content if isinstance(content, str) else None
             actions = extra.get("actions") if isinstance(extra.get("actions"), list) else []
-            pending = [Action(command=a["command"] if isinstance(a.get("command"), str) else "")
-                       for a in actions if isinstance(a, dict)]
+            pending = [
+                Action(command=a["command"] if isinstance(a.get("command"), str) else "")
+                for a in actions
+                if isinstance(a, dict)
+            ]
             stamp = extra.get("timestamp")
             stamp = float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else None
             step = traj.add_step(message=text, actions=pending, started_at=stamp)
@@ -61,4 +64,3 @@ def import_trajectory(data: dict, agent: str) -> Trajectory | None:
 
 def _str(value) -> str | None:
     return value if isinstance(value, str) and value else None
-

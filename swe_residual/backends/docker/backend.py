@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from swe_residual.backends import docker_hosts
 from swe_residual.backends.base import Backend, Environment, storage_limit
@@ -19,12 +20,12 @@ from swe_residual.backends.workspace import apply_state
 from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
 
-QUOTA_HEADROOM_MB = 256   # engine quota beyond the task's storage_mb (at least this, else a quarter)
+QUOTA_HEADROOM_MB = 256  # engine quota beyond the task's storage_mb (at least this, else a quarter)
 
 
 class DockerBackend(Backend):
     name = "docker"
-    interruptible = True        # DockerEnvironment.interrupt removes the container
+    interruptible = True  # DockerEnvironment.interrupt removes the container
     supports_machine_states = True
 
     @classmethod
@@ -37,12 +38,19 @@ class DockerBackend(Backend):
             check_engine(timeout=timeout, base_url=host)
 
     @classmethod
-    def create(cls, *, work_root: Path | None = None, run_id: str | None = None,
-               host: str | None = None) -> "DockerBackend":
+    def create(
+        cls, *, work_root: Path | None = None, run_id: str | None = None, host: str | None = None
+    ) -> DockerBackend:
         return cls(run_id=run_id, host=host)
 
-    def __init__(self, run_id: str | None = None, cache_dir: Path | None = None, work_root: Path | None = None,
-                 sweep: bool = True, host: str | None = None):
+    def __init__(
+        self,
+        run_id: str | None = None,
+        cache_dir: Path | None = None,
+        work_root: Path | None = None,
+        sweep: bool = True,
+        host: str | None = None,
+    ):
         self.engine = Engine(run_id, cache_dir, work_root, sweep, base_url=host)
         self.images = TaskImages(self.engine)
         self.host = self.engine.base_url
@@ -71,19 +79,38 @@ class DockerBackend(Backend):
             try:
                 apply_state(env, state)
                 env.stop()
-                labels = {IMG_KIND: "residual", IMG_KEY: tag, IMG_TASK: task.id, IMG_RUN: self.engine.run_id,
-                          "swe-residual.image.state": state.id}
+                labels = {
+                    IMG_KIND: "residual",
+                    IMG_KEY: tag,
+                    IMG_TASK: task.id,
+                    IMG_RUN: self.engine.run_id,
+                    "swe-residual.image.state": state.id,
+                }
                 repo, tg = tag.rsplit(":", 1)
-                return self.engine.commit(env.container_id, repository=repo, tag=tg,
-                                          conf=self.images.commit_conf(clean, labels),
-                                          message=f"swe-residual: state {state.id} applied uncommitted")
+                return self.engine.commit(
+                    env.container_id,
+                    repository=repo,
+                    tag=tg,
+                    conf=self.images.commit_conf(clean, labels),
+                    message=f"swe-residual: state {state.id} applied uncommitted",
+                )
             finally:
                 env.close()
+
         return self.images.state(task, state, build)
 
     # -- environments ---------------------------------------------------------------------------
-    def _environment(self, task: Task, image: ImageInfo, what: str, *, role: str = "agent",
-                     network: str | None = None, inbox: Path | None = None, quota: bool = False) -> DockerEnvironment:
+    def _environment(
+        self,
+        task: Task,
+        image: ImageInfo,
+        what: str,
+        *,
+        role: str = "agent",
+        network: str | None = None,
+        inbox: Path | None = None,
+        quota: bool = False,
+    ) -> DockerEnvironment:
         limits = self._limits(task, role)
         if quota and (limit := storage_limit(task)) is not None:
             # the engine's hard stop, where the storage driver has one, above the measured limit
@@ -99,9 +126,9 @@ class DockerBackend(Backend):
         return env
 
     def materialize(self, task: Task, state: LoadedState | None, request: str | None = None) -> Environment:
-        if task.kind == "machine":     # (machine states carry no predecessor trajectory: no handoff request)
+        if task.kind == "machine":  # (machine states carry no predecessor trajectory: no handoff request)
             env = self.machine.restore(task, state) if state is not None else self.machine.fresh(task)
-            env.storage_limit = storage_limit(task)   # measured only: a restored delta is in the layer too
+            env.storage_limit = storage_limit(task)  # measured only: a restored delta is in the layer too
             return env
         image = self.state_image(task, state) if state is not None else self.images.clean(task)
         # the request in a read-only /run/task, outside the repository
@@ -110,8 +137,13 @@ class DockerBackend(Backend):
         (inbox / "instruction.md").write_text(request or task.instruction, encoding="utf-8")
         (inbox / "instruction.md").chmod(0o644)
         try:
-            env = self._environment(task, image, f"{task.id}/{state.id if state is not None else 'clean'}",
-                                    inbox=inbox, quota=True)
+            env = self._environment(
+                task,
+                image,
+                f"{task.id}/{state.id if state is not None else 'clean'}",
+                inbox=inbox,
+                quota=True,
+            )
             env.start_patch = state.patch if state is not None else b""
             env.storage_limit = storage_limit(task)
             return env

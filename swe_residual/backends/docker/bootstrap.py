@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 DOCKERD_LOG = "/var/log/dockerd.log"
 DOCKER_PID_FILE = "/var/run/docker.pid"
@@ -155,7 +155,9 @@ def ensure_docker_daemon(timeout: float = 60) -> int | None:
         _clear_stale_pid_file(CONTAINERD_PID_FILE, "containerd")
         os.makedirs(os.path.dirname(DOCKERD_LOG), exist_ok=True)
         with open(DOCKERD_LOG, "ab") as fh:
-            fh.write(f"\n=== swe_residual.backends.docker.bootstrap: starting {dockerd} at {time.ctime()} ===\n".encode())
+            fh.write(
+                f"\n=== swe_residual.backends.docker.bootstrap: starting {dockerd} at {time.ctime()} ===\n".encode()
+            )
             log_offset = fh.tell()
         # Double fork through sh: dockerd is re-parented to init, in its own session,
         # so it outlives us and never becomes our zombie.
@@ -361,8 +363,18 @@ def _import_rootfs(client, rootfs: pathlib.Path, name: str, suite: str) -> str:
         f"LABEL {SUITE_LABEL}={suite}",
     ]
     tar = subprocess.Popen(
-        ["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs",
-         "--exclude=./proc/*", "--exclude=./sys/*", "--exclude=./dev/*", "-c", "."],
+        [
+            "tar",
+            "-C",
+            str(rootfs),
+            "--numeric-owner",
+            "--xattrs",
+            "--exclude=./proc/*",
+            "--exclude=./sys/*",
+            "--exclude=./dev/*",
+            "-c",
+            ".",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -456,7 +468,14 @@ def _build_and_import(client, first_name: str, suite: str, log, workdir: str | N
         t0 = time.monotonic()
         log(f"bootstrap: debootstrap {suite} from {mirror} into {rootfs} (about a minute)")
         proc = subprocess.run(
-            [debootstrap, "--variant=minbase", f"--include={DEBOOTSTRAP_INCLUDE}", suite, str(rootfs), mirror],
+            [
+                debootstrap,
+                "--variant=minbase",
+                f"--include={DEBOOTSTRAP_INCLUDE}",
+                suite,
+                str(rootfs),
+                mirror,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

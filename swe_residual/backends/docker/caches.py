@@ -34,16 +34,16 @@ from swe_residual.backends.docker.images import probe_version, slug
 from swe_residual.backends.safecopy import remove_tree
 
 STALE = ("gone", "outdated", "unreadable", "untagged")
-KIND_ORDER = {"machine": 0, "residual": 1, "verifier": 2, "clean": 3}   # children before parents
+KIND_ORDER = {"machine": 0, "residual": 1, "verifier": 2, "clean": 3}  # children before parents
 
 
 @dataclass
 class CacheEntry:
     kind: str
-    describes: str           # what the entry is about (an image, a tag, a task, an engine)
-    path: str                # the file or dir; for an image, its id
+    describes: str  # what the entry is about (an image, a tag, a task, an engine)
+    path: str  # the file or dir; for an image, its id
     age_s: float
-    state: str               # ok | gone | outdated | unreadable | untagged | unknown (no engine)
+    state: str  # ok | gone | outdated | unreadable | untagged | unknown (no engine)
     detail: str = ""
     size: int = 0
 
@@ -69,7 +69,7 @@ def _size(path: Path) -> int:
 
 def _json(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8")[:1 << 20])
+        data = json.loads(path.read_text(encoding="utf-8")[: 1 << 20])
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -94,8 +94,11 @@ class EngineView:
             self.client.ping()
             self.ids = {i["Id"].split(":")[-1] for i in self.client.api.images(all=True)}
             # top-level images only: a build's intermediate layers inherit the labels of its base
-            self.ours = [i for i in self.client.api.images(filters={"label": IMG_KIND})
-                         if not self.tasks or (i.get("Labels") or {}).get(IMG_TASK) in self.tasks]
+            self.ours = [
+                i
+                for i in self.client.api.images(filters={"label": IMG_KIND})
+                if not self.tasks or (i.get("Labels") or {}).get(IMG_TASK) in self.tasks
+            ]
         except ENGINE_ERRORS as exc:
             self.problem = one_line(exc)
             self.ids = None
@@ -120,11 +123,11 @@ def list_entries(cache_dir: Path, engine: EngineView, run_dirs: list[Path] = ())
     out: list[CacheEntry] = []
     version = probe_version()
     for f in sorted((cache_dir / "meta").glob("*.json")) if (cache_dir / "meta").is_dir() else []:
-        hexid, _, probe = f.name[:-len(".json")].partition(".")
+        hexid, _, probe = f.name[: -len(".json")].partition(".")
         meta = _json(f)
         head = meta.get("base_commit") if meta else None
         if meta is not None and engine.tasks and "task" in meta and meta["task"] not in engine.tasks:
-            continue        # (an entry that names no task, as older ones, is listed under any --task)
+            continue  # (an entry that names no task, as older ones, is listed under any --task)
         if meta is None or not isinstance(head, str) or not isinstance(meta.get("baseline"), list):
             state, detail = "unreadable", "not a probe's facts"
         elif probe != version:
@@ -132,55 +135,94 @@ def list_entries(cache_dir: Path, engine: EngineView, run_dirs: list[Path] = ())
         else:
             state = engine.exists(hexid)
             detail = f"base commit {head[:12] or '-'}, {len(meta['baseline'])} shipped untracked files"
-        what = f"image sha256:{hexid[:12]}" + (f" ({meta['image']}, task {meta.get('task')})"
-                                                if meta and isinstance(meta.get("image"), str) else "")
-        out.append(CacheEntry("image-meta", what, str(f), _age(f, now), state, detail,
-                              _size(f)))
+        what = f"image sha256:{hexid[:12]}" + (
+            f" ({meta['image']}, task {meta.get('task')})"
+            if meta and isinstance(meta.get("image"), str)
+            else ""
+        )
+        out.append(CacheEntry("image-meta", what, str(f), _age(f, now), state, detail, _size(f)))
     for img in engine.ours:
         tags = [t for t in (img.get("RepoTags") or []) if t and t != "<none>:<none>"]
         labels = img.get("Labels") or {}
-        out.append(CacheEntry("image", f"{labels.get(IMG_KIND, '?')} image of task {labels.get(IMG_TASK, '?')}",
-                              img["Id"], max(now - float(img.get("Created") or now), 0.0),
-                              "ok" if tags else "untagged", ", ".join(tags) or "no tag", int(img.get("Size") or 0)))
+        out.append(
+            CacheEntry(
+                "image",
+                f"{labels.get(IMG_KIND, '?')} image of task {labels.get(IMG_TASK, '?')}",
+                img["Id"],
+                max(now - float(img.get("Created") or now), 0.0),
+                "ok" if tags else "untagged",
+                ", ".join(tags) or "no tag",
+                int(img.get("Size") or 0),
+            )
+        )
     tags = {_log_name(t) for t in engine.tags}
     for f in sorted((cache_dir / "builds").glob("*.log")) if (cache_dir / "builds").is_dir() else []:
         if engine.tasks and not any(f"-{slug(t)}_" in f.name for t in engine.tasks):
             continue
         state = "unknown" if engine.ids is None else ("ok" if f.name in tags else "gone")
-        out.append(CacheEntry("build-log", f"build of {f.name[:-4]}", str(f), _age(f, now), state, "", _size(f)))
+        out.append(
+            CacheEntry("build-log", f"build of {f.name[:-4]}", str(f), _age(f, now), state, "", _size(f))
+        )
     referenced: set[Path] = set()
     snaps = cache_dir / "snapshots"
     for f in sorted(snaps.glob("*.json")) if snaps.is_dir() else []:
         meta = _json(f)
-        state = "unreadable" if meta is None else engine.exists(f.name[:-len(".json")])
+        state = "unreadable" if meta is None else engine.exists(f.name[: -len(".json")])
         if meta is not None and state != "gone":
-            for d in [*(s.get("delta") for s in meta.get("stages") or [] if isinstance(s, dict)),
-                      meta.get("final_delta"), (meta.get("criu") or {}).get("dir")]:
+            for d in [
+                *(s.get("delta") for s in meta.get("stages") or [] if isinstance(s, dict)),
+                meta.get("final_delta"),
+                (meta.get("criu") or {}).get("dir"),
+            ]:
                 if isinstance(d, str) and d:
                     referenced.add(Path(d) if Path(d).is_dir() else Path(d).parent)
-        what = f"machine state {meta.get('state', '?')} of task {meta.get('task', '?')}" if meta else "snapshot"
-        out.append(CacheEntry("snapshot", what, str(f), _age(f, now), state, f"image sha256:{f.name[:12]}", _size(f)))
+        what = (
+            f"machine state {meta.get('state', '?')} of task {meta.get('task', '?')}" if meta else "snapshot"
+        )
+        out.append(
+            CacheEntry("snapshot", what, str(f), _age(f, now), state, f"image sha256:{f.name[:12]}", _size(f))
+        )
     for kind, parent in (("snapshot-files", snaps), ("checkpoint", cache_dir / "checkpoints")):
         for d in sorted(p for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []:
             state = "unknown" if engine.ids is None else ("ok" if d in referenced else "gone")
-            out.append(CacheEntry(kind, f"pieces of snapshot {d.name}", str(d), _age(d, now), state, "", _size(d)))
+            out.append(
+                CacheEntry(kind, f"pieces of snapshot {d.name}", str(d), _age(d, now), state, "", _size(d))
+            )
     for f in sorted((cache_dir / "criu").glob("*.json")) if (cache_dir / "criu").is_dir() else []:
         meta = _json(f) or {}
-        out.append(CacheEntry("criu-probe", f"CRIU probe of engine {f.name[:-5]}", str(f), _age(f, now), "ok",
-                              str(meta.get("reason") or "")[:80], _size(f)))
+        out.append(
+            CacheEntry(
+                "criu-probe",
+                f"CRIU probe of engine {f.name[:-5]}",
+                str(f),
+                _age(f, now),
+                "ok",
+                str(meta.get("reason") or "")[:80],
+                _size(f),
+            )
+        )
     for run in run_dirs:
         ref = Path(run) / "reference"
         for f in sorted(ref.glob("*.json")) if ref.is_dir() else []:
             meta = _json(f)
             track, _, task = f.name[:-5].partition("--")
-            out.append(CacheEntry("reference", f"reference check of {track}/{task}", str(f), _age(f, now),
-                                  "ok" if meta is not None else "unreadable",
-                                  str((meta or {}).get("detail") or "")[:80], _size(f)))
+            out.append(
+                CacheEntry(
+                    "reference",
+                    f"reference check of {track}/{task}",
+                    str(f),
+                    _age(f, now),
+                    "ok" if meta is not None else "unreadable",
+                    str((meta or {}).get("detail") or "")[:80],
+                    _size(f),
+                )
+            )
     return out
 
 
-def prune(entries: list[CacheEntry], engine: EngineView, *, everything: bool = False,
-          dry_run: bool = False) -> tuple[list[CacheEntry], list[tuple[CacheEntry, str]]]:
+def prune(
+    entries: list[CacheEntry], engine: EngineView, *, everything: bool = False, dry_run: bool = False
+) -> tuple[list[CacheEntry], list[tuple[CacheEntry, str]]]:
     """Remove stale entries (every entry with `everything`); (removed, [(entry, why not)])."""
     doomed = [e for e in entries if everything or e.stale]
     if any(e.kind == "image" for e in doomed) and engine.client is None:
@@ -195,7 +237,7 @@ def prune(entries: list[CacheEntry], engine: EngineView, *, everything: bool = F
         try:
             if e.kind == "image":
                 tags = [t for t in e.detail.split(", ") if t and t != "no tag"]
-                for ref in tags or [e.path]:      # untag each name; the last one removes the image
+                for ref in tags or [e.path]:  # untag each name; the last one removes the image
                     engine.client.api.remove_image(ref)
             else:
                 remove_tree(e.path)

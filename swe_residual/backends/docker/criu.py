@@ -34,10 +34,10 @@ _lock = threading.Lock()
 @dataclass
 class CriuProbe:
     available: bool
-    reason: str                  # one line: why not, or what worked
-    engine: str                  # the engine key the answer belongs to
+    reason: str  # one line: why not, or what worked
+    engine: str  # the engine key the answer belongs to
     checked_at: float
-    cached: bool = False         # answered from an earlier probe
+    cached: bool = False  # answered from an earlier probe
 
 
 def engine_key(engine: Engine) -> str:
@@ -45,7 +45,9 @@ def engine_key(engine: Engine) -> str:
         info = engine.api.info()
     except ENGINE_ERRORS as exc:
         raise HarnessError(f"Docker: cannot read the engine's info: {one_line(exc)}") from None
-    text = "\0".join(str(info.get(k, "")) for k in ("ID", "ServerVersion", "KernelVersion", "ExperimentalBuild"))
+    text = "\0".join(
+        str(info.get(k, "")) for k in ("ID", "ServerVersion", "KernelVersion", "ExperimentalBuild")
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -53,8 +55,10 @@ def checkpoint(engine: Engine, cid: str, directory: Path, name: str, *, exit: bo
     """`docker checkpoint create --checkpoint-dir directory cid name` (the container stops when exit)."""
     api = engine.api
     try:
-        res = api._post_json(api._url("/containers/{0}/checkpoints", cid),
-                             data={"CheckpointID": name, "CheckpointDir": str(directory), "Exit": exit})
+        res = api._post_json(
+            api._url("/containers/{0}/checkpoints", cid),
+            data={"CheckpointID": name, "CheckpointDir": str(directory), "Exit": exit},
+        )
         api._raise_for_status(res)
     except ENGINE_ERRORS as exc:
         raise HarnessError(f"Docker: checkpoint of container {cid[:12]} failed: {_reason(exc)}") from None
@@ -63,12 +67,15 @@ def checkpoint(engine: Engine, cid: str, directory: Path, name: str, *, exit: bo
 def start_from_checkpoint(engine: Engine, cid: str, directory: Path, name: str) -> None:
     api = engine.api
     try:
-        res = api._post(api._url("/containers/{0}/start", cid),
-                        params={"checkpoint": name, "checkpoint-dir": str(directory)})
+        res = api._post(
+            api._url("/containers/{0}/start", cid),
+            params={"checkpoint": name, "checkpoint-dir": str(directory)},
+        )
         api._raise_for_status(res)
     except ENGINE_ERRORS as exc:
-        raise HarnessError(f"Docker: restoring container {cid[:12]} from checkpoint {name} failed: "
-                           f"{_reason(exc)}") from None
+        raise HarnessError(
+            f"Docker: restoring container {cid[:12]} from checkpoint {name} failed: {_reason(exc)}"
+        ) from None
 
 
 def _reason(exc: BaseException) -> str:
@@ -107,27 +114,37 @@ def _probe(engine: Engine, image: str, key: str) -> CriuProbe:
     workdir = Path(tempfile.mkdtemp(prefix="criu-probe-", dir=engine.cache_dir))
     made: list[str] = []
     try:
-        first = engine.create(image, case="criu-probe", what="the CRIU probe", working_dir="/", network_mode="none")
+        first = engine.create(
+            image, case="criu-probe", what="the CRIU probe", working_dir="/", network_mode="none"
+        )
         made.append(first)
         engine.start(first, "the CRIU probe")
-        rc, _, _ = engine.exec(first, ["/bin/sh", "-c", "echo probe > /tmp/.swe-residual-criu-probe"], timeout=30,
-                               workdir="/")
+        rc, _, _ = engine.exec(
+            first, ["/bin/sh", "-c", "echo probe > /tmp/.swe-residual-criu-probe"], timeout=30, workdir="/"
+        )
         if rc != 0:
             return CriuProbe(False, f"the probe container does not run commands (exit {rc})", key, now)
         try:
             checkpoint(engine, first, workdir, "probe")
         except HarnessError as exc:
-            return CriuProbe(False, f"docker checkpoint is unavailable: {str(exc).split(': ', 2)[-1]}", key, now)
-        second = engine.create(image, case="criu-probe", what="the CRIU probe", working_dir="/", network_mode="none")
+            return CriuProbe(
+                False, f"docker checkpoint is unavailable: {str(exc).split(': ', 2)[-1]}", key, now
+            )
+        second = engine.create(
+            image, case="criu-probe", what="the CRIU probe", working_dir="/", network_mode="none"
+        )
         made.append(second)
         try:
             start_from_checkpoint(engine, second, workdir, "probe")
         except HarnessError as exc:
             return CriuProbe(False, f"restoring a checkpoint failed: {str(exc).split(': ', 2)[-1]}", key, now)
-        rc, out, _ = engine.exec(second, ["/bin/sh", "-c", "cat /tmp/.swe-residual-criu-probe"], timeout=30, workdir="/")
+        rc, out, _ = engine.exec(
+            second, ["/bin/sh", "-c", "cat /tmp/.swe-residual-criu-probe"], timeout=30, workdir="/"
+        )
         if rc != 0 or b"probe" not in out:
-            return CriuProbe(False, f"a container restored from a checkpoint does not run commands (exit {rc})",
-                             key, now)
+            return CriuProbe(
+                False, f"a container restored from a checkpoint does not run commands (exit {rc})", key, now
+            )
         return CriuProbe(True, "checkpoint and restore of a probe container worked", key, now)
     except HarnessError as exc:
         return CriuProbe(False, f"the probe itself failed: {exc}", key, now)

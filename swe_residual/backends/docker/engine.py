@@ -36,19 +36,23 @@ LABEL_PID = "swe-residual.pid"
 LABEL_HOST = "swe-residual.host"
 LABEL_CASE = "swe-residual.case"
 LABEL_PIDSTART = "swe-residual.pidstart"
-REAPERS = 4                                # threads removing containers in the background
+REAPERS = 4  # threads removing containers in the background
 CONTAINER_LABELS = (LABEL_RUN, LABEL_PID, LABEL_HOST, LABEL_CASE, LABEL_PIDSTART)
 # Image labels live in their own namespace: containers inherit image labels, and a run's labels
 # must only ever name the process that created the container.
-IMG_KIND = "swe-residual.image.kind"      # clean | residual | verifier
-IMG_KEY = "swe-residual.image.key"        # content hash the tag was derived from
+IMG_KIND = "swe-residual.image.kind"  # clean | residual | verifier
+IMG_KEY = "swe-residual.image.key"  # content hash the tag was derived from
 IMG_TASK = "swe-residual.image.task"
-IMG_RUN = "swe-residual.image.run"        # run that built it (informational)
+IMG_RUN = "swe-residual.image.run"  # run that built it (informational)
 
 # PID 1 of run containers: a shell that makes Harbor's log dirs, idles and reaps orphans.
-KEEPALIVE = ["bash", "-c", "mkdir -p /logs/agent /logs/verifier /logs/artifacts 2>/dev/null; "
-             "trap 'exit 0' TERM; while :; do sleep 86400 & wait $!; done"]
-HOST_GRACE_S = 15.0                       # host-side deadline beyond the in-container timeout
+KEEPALIVE = [
+    "bash",
+    "-c",
+    "mkdir -p /logs/agent /logs/verifier /logs/artifacts 2>/dev/null; "
+    "trap 'exit 0' TERM; while :; do sleep 86400 & wait $!; done",
+]
+HOST_GRACE_S = 15.0  # host-side deadline beyond the in-container timeout
 # What a call to the engine raises when the engine (not our code) fails.
 ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
@@ -64,7 +68,9 @@ def endpoint(base_url: str | None = None) -> str:
 def default_cache_dir() -> Path:
     """Where the harness keeps what it knows of an engine's images (probed facts, build logs,
     snapshots, locks, scratch): $SWE_RESIDUAL_DOCKER_CACHE, else <tmp>/swe-residual-docker."""
-    return Path(os.environ.get("SWE_RESIDUAL_DOCKER_CACHE") or Path(tempfile.gettempdir()) / "swe-residual-docker")
+    return Path(
+        os.environ.get("SWE_RESIDUAL_DOCKER_CACHE") or Path(tempfile.gettempdir()) / "swe-residual-docker"
+    )
 
 
 def client_for(base_url: str | None, timeout: int | None) -> docker.DockerClient:
@@ -81,9 +87,11 @@ def check_engine(timeout: float = 5.0, base_url: str | None = None) -> None:
         client = client_for(base_url, max(1, int(timeout)))
         client.ping()
     except ENGINE_ERRORS as exc:
-        raise InputError(f"--backend docker: no Docker engine answers at {endpoint(base_url)} ({one_line(exc)}); "
-                         "start one (as root: `swe-residual images bootstrap` starts dockerd) or point "
-                         "DOCKER_HOST at a running engine") from None
+        raise InputError(
+            f"--backend docker: no Docker engine answers at {endpoint(base_url)} ({one_line(exc)}); "
+            "start one (as root: `swe-residual images bootstrap` starts dockerd) or point "
+            "DOCKER_HOST at a running engine"
+        ) from None
     finally:
         if client is not None:
             with contextlib.suppress(*ENGINE_ERRORS):
@@ -113,7 +121,7 @@ class FileLock:
     def __init__(self, path: Path):
         self.path = path
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fh = open(self.path, "a")
         fcntl.flock(self.fh, fcntl.LOCK_EX)
@@ -137,13 +145,13 @@ class Archive:
         return self._chunks
 
     def close(self) -> None:
-        frame = getattr(self._chunks, "gi_frame", None)   # the SDK's generator over its HTTP response
+        frame = getattr(self._chunks, "gi_frame", None)  # the SDK's generator over its HTTP response
         response = frame.f_locals.get("response") if frame is not None else None
         self._chunks.close()
         if response is not None:
             response.close()
 
-    def __enter__(self) -> "Archive":
+    def __enter__(self) -> Archive:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -153,16 +161,27 @@ class Archive:
 class Engine:
     """One process's connection to one Docker engine on this host (DOCKER_HOST by default)."""
 
-    def __init__(self, run_id: str | None = None, cache_dir: Path | None = None, work_root: Path | None = None,
-                 sweep: bool = True, base_url: str | None = None):
+    def __init__(
+        self,
+        run_id: str | None = None,
+        cache_dir: Path | None = None,
+        work_root: Path | None = None,
+        sweep: bool = True,
+        base_url: str | None = None,
+    ):
         check_engine(base_url=base_url)
         self.base_url = endpoint(base_url)
         self.client = client_for(base_url, 600)
         self.api = self.client.api
         api_url = str(self.api.base_url)
-        if not (api_url.startswith("http+docker://") or re.match(r"^https?://(localhost|127\.0\.0\.1)(:|/|$)", api_url)):
-            raise InputError(f"--backend docker needs an engine on this host (it bind-mounts host directories); "
-                             f"{self.base_url} is {api_url}")
+        if not (
+            api_url.startswith("http+docker://")
+            or re.match(r"^https?://(localhost|127\.0\.0\.1)(:|/|$)", api_url)
+        ):
+            raise InputError(
+                f"--backend docker needs an engine on this host (it bind-mounts host directories); "
+                f"{self.base_url} is {api_url}"
+            )
         # exec_start and waits block for as long as a command runs: no socket timeout there; the
         # deadline is enforced by a watchdog thread instead.
         self._long_client = client_for(base_url, None)
@@ -181,10 +200,12 @@ class Engine:
         self._containers: set[str] = set()
         self._doomed: queue.Queue[str | None] = queue.Queue()
         self._reapers: list[threading.Thread] = []
-        self._creating = 0                      # create() calls under way (close() waits for them)
+        self._creating = 0  # create() calls under way (close() waits for them)
         self._created = threading.Condition(self._lock)
         self.closed = False
-        self.storage_quota: bool | None = None   # does the storage driver take --storage-opt size? (first use tells)
+        self.storage_quota: bool | None = (
+            None  # does the storage driver take --storage-opt size? (first use tells)
+        )
         self._upper: dict[str, str | None] = {}  # container id -> its writable layer's dir on this host
         try:
             self.ncpu = float(self.api.info().get("NCPU") or os.cpu_count() or 1)
@@ -194,8 +215,13 @@ class Engine:
 
     # -- labels and sweeping --------------------------------------------------------------------
     def labels(self, case: str = "") -> dict[str, str]:
-        return {LABEL_RUN: self.run_id, LABEL_PID: str(self.pid), LABEL_HOST: self.host, LABEL_CASE: case,
-                LABEL_PIDSTART: self.pid_start}
+        return {
+            LABEL_RUN: self.run_id,
+            LABEL_PID: str(self.pid),
+            LABEL_HOST: self.host,
+            LABEL_CASE: case,
+            LABEL_PIDSTART: self.pid_start,
+        }
 
     def sweep(self) -> list[str]:
         """Remove containers of this host's runs whose process is gone (and their host scratch)."""
@@ -215,7 +241,9 @@ class Engine:
         return removed
 
     # -- containers -----------------------------------------------------------------------------
-    def create(self, image: str, *, case: str, what: str, working_dir: str = "/app", **host_config: Any) -> str:
+    def create(
+        self, image: str, *, case: str, what: str, working_dir: str = "/app", **host_config: Any
+    ) -> str:
         """A stopped container of image with KEEPALIVE as PID 1, tracked for removal. A storage_opt
         quota is passed where the storage driver takes it (overlay2 only on xfs with pquota): the
         first refusal tells, and it is left out from then on (the backend measures instead). Once
@@ -237,18 +265,26 @@ class Engine:
             host_config.pop("storage_opt", None)
         try:
             try:
-                cid = self.api.create_container(image, entrypoint=KEEPALIVE, working_dir=working_dir,
-                                                labels=self.labels(case),
-                                                host_config=self.api.create_host_config(**host_config))["Id"]
+                cid = self.api.create_container(
+                    image,
+                    entrypoint=KEEPALIVE,
+                    working_dir=working_dir,
+                    labels=self.labels(case),
+                    host_config=self.api.create_host_config(**host_config),
+                )["Id"]
             except docker.errors.APIError:
                 if "storage_opt" not in host_config:
                     raise
                 # the driver takes no quota (overlay2 says "--storage-opt is supported only for overlay
                 # over xfs with 'pquota'", others in their words): the same container without one
                 host_config.pop("storage_opt")
-                cid = self.api.create_container(image, entrypoint=KEEPALIVE, working_dir=working_dir,
-                                                labels=self.labels(case),
-                                                host_config=self.api.create_host_config(**host_config))["Id"]
+                cid = self.api.create_container(
+                    image,
+                    entrypoint=KEEPALIVE,
+                    working_dir=working_dir,
+                    labels=self.labels(case),
+                    host_config=self.api.create_host_config(**host_config),
+                )["Id"]
                 self.storage_quota = False
             else:
                 if "storage_opt" in host_config:
@@ -290,7 +326,9 @@ class Engine:
                 break
             except ENGINE_ERRORS as exc:
                 if attempt == 2:
-                    raise HarnessError(f"Docker: cannot remove container {cid[:12]}: {one_line(exc)}") from None
+                    raise HarnessError(
+                        f"Docker: cannot remove container {cid[:12]}: {one_line(exc)}"
+                    ) from None
                 time.sleep(0.5)
         with self._lock:
             self._containers.discard(cid)
@@ -307,15 +345,32 @@ class Engine:
             finally:
                 self._doomed.task_done()
 
-    def exec(self, cid: str, argv: list[str], *, timeout: float, environment: dict[str, str] | None = None,
-             user: str = "", workdir: str | None = "/app", stdout_only: bool = False) -> tuple[int | None, bytes, bool]:
+    def exec(
+        self,
+        cid: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        environment: dict[str, str] | None = None,
+        user: str = "",
+        workdir: str | None = "/app",
+        stdout_only: bool = False,
+    ) -> tuple[int | None, bytes, bool]:
         """Run argv in the container; (exit code, output, host-side deadline hit)."""
         try:
-            exec_id = self.api.exec_create(cid, argv, stdout=True, stderr=not stdout_only, environment=environment,
-                                           user=user, workdir=workdir)["Id"]
+            exec_id = self.api.exec_create(
+                cid,
+                argv,
+                stdout=True,
+                stderr=not stdout_only,
+                environment=environment,
+                user=user,
+                workdir=workdir,
+            )["Id"]
         except docker.errors.APIError as exc:
-            raise HarnessError(f"Docker: cannot run a command in container {cid[:12]}: "
-                               f"{one_line(exc.explanation or exc)}") from None
+            raise HarnessError(
+                f"Docker: cannot run a command in container {cid[:12]}: {one_line(exc.explanation or exc)}"
+            ) from None
         result: dict[str, Any] = {}
 
         def run() -> None:
@@ -363,8 +418,9 @@ class Engine:
         if upper is not None:
             return disk_usage(upper)
         try:
-            res = self.api._result(self.api._get(self.api._url("/containers/{0}/json", cid), params={"size": 1}),
-                                   True)
+            res = self.api._result(
+                self.api._get(self.api._url("/containers/{0}/json", cid), params={"size": 1}), True
+            )
             return int(res.get("SizeRw") or 0)
         except (*ENGINE_ERRORS, ValueError, TypeError):
             return None
@@ -373,11 +429,13 @@ class Engine:
         try:
             ok = self.api.put_archive(cid, path, data)
         except ENGINE_ERRORS as exc:
-            raise HarnessError(f"Docker: cannot copy into container {cid[:12]}:{path}: {one_line(exc)}") from None
+            raise HarnessError(
+                f"Docker: cannot copy into container {cid[:12]}:{path}: {one_line(exc)}"
+            ) from None
         if not ok:
             raise HarnessError(f"Docker: cannot copy into container {cid[:12]}:{path}")
 
-    def archive(self, cid: str, path: str) -> "Archive | None":
+    def archive(self, cid: str, path: str) -> Archive | None:
         """A tar stream of path in the container (an Archive: close it, or use it in a with
         block), or None when it does not exist."""
         try:
@@ -386,14 +444,18 @@ class Engine:
         except docker.errors.NotFound:
             return None
         except ENGINE_ERRORS as exc:
-            raise HarnessError(f"Docker: cannot copy {path} out of container {cid[:12]}: {one_line(exc)}") from None
+            raise HarnessError(
+                f"Docker: cannot copy {path} out of container {cid[:12]}: {one_line(exc)}"
+            ) from None
 
     def diff(self, cid: str) -> list[dict]:
         """The container's changes against its image: [{"Path", "Kind": 0 changed, 1 added, 2 deleted}]."""
         try:
             return self.api.diff(cid) or []
         except ENGINE_ERRORS as exc:
-            raise HarnessError(f"Docker: cannot list the changes of container {cid[:12]}: {one_line(exc)}") from None
+            raise HarnessError(
+                f"Docker: cannot list the changes of container {cid[:12]}: {one_line(exc)}"
+            ) from None
 
     def commit(self, cid: str, *, repository: str, tag: str, conf: dict, message: str = "") -> str:
         try:
@@ -444,8 +506,9 @@ class Engine:
                 self.remove(cid)
         # anything else this process labelled (e.g. an environment nobody closed)
         with contextlib.suppress(*ENGINE_ERRORS):
-            for c in self.api.containers(all=True, filters={"label": [f"{LABEL_PID}={self.pid}",
-                                                                      f"{LABEL_HOST}={self.host}"]}):
+            for c in self.api.containers(
+                all=True, filters={"label": [f"{LABEL_PID}={self.pid}", f"{LABEL_HOST}={self.host}"]}
+            ):
                 with contextlib.suppress(*ENGINE_ERRORS):
                     self.api.remove_container(c["Id"], force=True, v=True)
         if self._own_work:

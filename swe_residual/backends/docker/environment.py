@@ -15,8 +15,9 @@ import shutil
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from swe_residual.backends.base import (
     APP_DIR,
@@ -36,30 +37,36 @@ if TYPE_CHECKING:
     from swe_residual.backends.docker.images import ImageInfo
 
 # Environment of commands (the image keeps PATH/HOME).
-EXEC_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb",
-            "APP_DIR": APP_DIR, "TASK_DIR": TASK_INBOX}
+EXEC_ENV = {
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "TERM": "dumb",
+    "APP_DIR": APP_DIR,
+    "TASK_DIR": TASK_INBOX,
+}
 
 
 class DockerEnvironment(Environment):
     backend = "docker"
-    wrapper = "exec_wrapper.sh"     # how one command runs (scripts/); machine environments keep processes
+    wrapper = "exec_wrapper.sh"  # how one command runs (scripts/); machine environments keep processes
 
-    def __init__(self, engine, container_id: str, image: "ImageInfo", what: str, inbox: Path | None):
+    def __init__(self, engine, container_id: str, image: ImageInfo, what: str, inbox: Path | None):
         self.engine = engine
         self.container_id = container_id
         self.image = image
         self.what = what
-        self.inbox = inbox          # host side of the read-only /run/task
-        self.touched = False        # something ran or was copied in: the filesystem may differ from the image
-        self._needs_kill = False    # a command may have left processes (stop() kills them)
+        self.inbox = inbox  # host side of the read-only /run/task
+        self.touched = False  # something ran or was copied in: the filesystem may differ from the image
+        self._needs_kill = False  # a command may have left processes (stop() kills them)
         self._closed = False
         self._started = False
         self._start_lock = threading.Lock()
-        self.workdir = APP_DIR      # where commands run
-        self.pristine = True        # nothing ran and nothing was copied into /app yet
+        self.workdir = APP_DIR  # where commands run
+        self.pristine = True  # nothing ran and nothing was copied into /app yet
         # set by the backend: confirm(env) checks cached image facts in a fresh instance,
         # reprobe(why) probes the image again after a contradiction (True: the facts changed)
-        self.confirm: Callable[["DockerEnvironment"], None] | None = None
+        self.confirm: Callable[[DockerEnvironment], None] | None = None
         self.reprobe: Callable[[str], bool] | None = None
 
     # the image's probed facts, read when used: a re-probe corrects every instance of the image
@@ -111,12 +118,18 @@ class DockerEnvironment(Environment):
         if limit is not None:
             self.limit_hit = limit
             out += f"\n[swe-residual: {limit}]\n".encode()
-        return ExecResult(command=command, output=out.decode("utf-8", errors="replace"),
-                          exit_code=None if timed_out or limit else rc, duration_s=duration, timed_out=timed_out,
-                          limit=limit)
+        return ExecResult(
+            command=command,
+            output=out.decode("utf-8", errors="replace"),
+            exit_code=None if timed_out or limit else rc,
+            duration_s=duration,
+            timed_out=timed_out,
+            limit=limit,
+        )
 
-    def execute_with_channel(self, command: str, *, timeout: float, env: dict[str, str] | None = None,
-                             limit: int = CHANNEL_LIMIT) -> tuple[ExecResult, bytes | None]:
+    def execute_with_channel(
+        self, command: str, *, timeout: float, env: dict[str, str] | None = None, limit: int = CHANNEL_LIMIT
+    ) -> tuple[ExecResult, bytes | None]:
         """execute through scripts/exec_channel.sh: a reader in the container copies the fifo to
         this exec's stdout as it is written (the engine streams it to the host), the command's
         output follows once it ended; the stream is split at the script's trailer, from the end. A
@@ -128,8 +141,16 @@ class DockerEnvironment(Environment):
         self._needs_kill = True
         started = time.monotonic()
         keep = "keep" if self.wrapper == "exec_machine.sh" else "kill"
-        argv = ["bash", "-c", script("exec_channel.sh"), "swe-residual-exec", f"{timeout:.3f}", command, keep,
-                str(limit)]
+        argv = [
+            "bash",
+            "-c",
+            script("exec_channel.sh"),
+            "swe-residual-exec",
+            f"{timeout:.3f}",
+            command,
+            keep,
+            str(limit),
+        ]
         environment = {**EXEC_ENV, **AGENT_GIT_IDENTITY, **(env or {})}
         rc, out, host_timeout = self._exec(argv, environment, timeout)
         duration = time.monotonic() - started
@@ -137,8 +158,13 @@ class DockerEnvironment(Environment):
         if not host_timeout:
             self._needs_kill = False
         channel, out = split_channel(out)
-        return ExecResult(command=command, output=out.decode("utf-8", errors="replace"),
-                          exit_code=None if timed_out else rc, duration_s=duration, timed_out=timed_out), channel
+        return ExecResult(
+            command=command,
+            output=out.decode("utf-8", errors="replace"),
+            exit_code=None if timed_out else rc,
+            duration_s=duration,
+            timed_out=timed_out,
+        ), channel
 
     def _exec(self, argv: list[str], environment: dict[str, str], timeout: float) -> tuple[int, bytes, bool]:
         """One exec in the container; when the agent ended its PID 1 (the container exited), the
@@ -146,16 +172,26 @@ class DockerEnvironment(Environment):
         start (exit 126) in a container that is no longer running - still stopping when the exec
         came - is tried again the same way, once it has exited."""
         try:
-            result = self.engine.exec(self.container_id, argv, environment=environment,
-                                      timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+            result = self.engine.exec(
+                self.container_id,
+                argv,
+                environment=environment,
+                timeout=timeout + HOST_GRACE_S,
+                workdir=self.workdir,
+            )
         except HarnessError:
             if not self._started_again():
                 raise
         else:
             if result[0] != 126 or not self._stopping() or not self._started_again():
                 return result
-        return self.engine.exec(self.container_id, argv, environment=environment,
-                                timeout=timeout + HOST_GRACE_S, workdir=self.workdir)
+        return self.engine.exec(
+            self.container_id,
+            argv,
+            environment=environment,
+            timeout=timeout + HOST_GRACE_S,
+            workdir=self.workdir,
+        )
 
     def _stopping(self) -> bool:
         """The container is not running (its PID 1 ended); waits (at most 30 s) until it has exited."""
@@ -195,8 +231,11 @@ class DockerEnvironment(Environment):
         self.touched = True
         if any(dest == APP_DIR or dest.startswith(APP_DIR + "/") for _, dest in items):
             self.pristine = False
-        self.engine.put(self.container_id, "/",
-                        tar_path(*[(Path(src), str(PurePosixPath(dest).relative_to("/"))) for src, dest in items]))
+        self.engine.put(
+            self.container_id,
+            "/",
+            tar_path(*[(Path(src), str(PurePosixPath(dest).relative_to("/"))) for src, dest in items]),
+        )
 
     def copy_out(self, src: str, dest: Path, *, limit: int = COPY_LIMIT) -> None:
         self.ready()
@@ -224,8 +263,13 @@ class DockerEnvironment(Environment):
         if self._closed or not self._needs_kill or not self._started:
             return
         try:
-            self.engine.exec(self.container_id, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"], user="0",
-                             timeout=30, workdir="/")
+            self.engine.exec(
+                self.container_id,
+                ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"],
+                user="0",
+                timeout=30,
+                workdir="/",
+            )
         except HarnessError:
             if not self._exited():
                 raise
@@ -263,10 +307,15 @@ class _StorageWatch:
             if reason is not None and not self._done.is_set():
                 self.limit = reason
                 try:
-                    self.env.engine.exec(self.env.container_id, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"],
-                                         user="0", timeout=30, workdir="/")
+                    self.env.engine.exec(
+                        self.env.container_id,
+                        ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"],
+                        user="0",
+                        timeout=30,
+                        workdir="/",
+                    )
                 except HarnessError:
-                    pass    # the command's own deadline still ends it
+                    pass  # the command's own deadline still ends it
                 return
 
     def stop(self) -> str | None:
@@ -287,12 +336,12 @@ def split_channel(out: bytes) -> tuple[bytes | None, bytes]:
     if at < 0 or not out.endswith(b"\n"):
         return None, out
     try:
-        size = int(out[at + len(CHANNEL_TRAILER):-1])
+        size = int(out[at + len(CHANNEL_TRAILER) : -1])
     except ValueError:
         return None, out
     if not 0 <= size <= at:
         return None, out
-    return out[:at - size], out[at - size:at]
+    return out[: at - size], out[at - size : at]
 
 
 class _Reader(io.RawIOBase):

@@ -28,9 +28,9 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from swe_residual.backends.docker import bootstrap as base_images
 from swe_residual.backends.docker.engine import (
@@ -54,9 +54,9 @@ NOT_BOOTSTRAP = {base_images.BOOTSTRAP_LABEL: ""}
 
 
 PROBE_TIMEOUT_S = 120.0
-PROBE_TIMEOUT_ENV = "SWE_RESIDUAL_PROBE_TIMEOUT_S"   # a shorter probe deadline (tests make a probe time out)
-PULL_TIMEOUT_ENV = "SWE_RESIDUAL_PULL_TIMEOUT_S"     # the deadline of one pull (default: build_timeout_sec)
-PULL_STALL_S = 60.0                                  # a pull that reports nothing for this long is given up
+PROBE_TIMEOUT_ENV = "SWE_RESIDUAL_PROBE_TIMEOUT_S"  # a shorter probe deadline (tests make a probe time out)
+PULL_TIMEOUT_ENV = "SWE_RESIDUAL_PULL_TIMEOUT_S"  # the deadline of one pull (default: build_timeout_sec)
+PULL_STALL_S = 60.0  # a pull that reports nothing for this long is given up
 
 
 def probe_version() -> str:
@@ -75,17 +75,18 @@ def probe_timeout() -> float:
 class ImageFacts:
     """What the probe found in a clean image; shared (one object) by every image built on it, so a
     re-probe corrects them all, and read by environments when they use them."""
+
     base_commit: str = ""
-    baseline: list[tuple[str, str]] = field(default_factory=list)   # (blob, path) shipped untracked
-    confirmed: bool = False     # probed by this process, or seen to hold in a fresh instance
+    baseline: list[tuple[str, str]] = field(default_factory=list)  # (blob, path) shipped untracked
+    confirmed: bool = False  # probed by this process, or seen to hold in a fresh instance
 
 
 @dataclass
 class ImageInfo:
-    ref: str                 # tag to use
+    ref: str  # tag to use
     id: str
     facts: ImageFacts = field(default_factory=ImageFacts)
-    kind: str = "clean"      # clean | residual | verifier | machine: which facts an instance shows
+    kind: str = "clean"  # clean | residual | verifier | machine: which facts an instance shows
 
     @property
     def base_commit(self) -> str:
@@ -137,9 +138,9 @@ class TaskImages:
         self._lock = threading.RLock()
         self._images: dict[str, ImageInfo] = {}
         self._key_locks: dict[str, threading.Lock] = {}
-        self._reprobed: set[str] = set()   # clean image ids probed again after a contradiction
-        self.built: list[str] = []     # tags this process built (others found them ready)
-        self.pulled: list[str] = []    # images this process pulled
+        self._reprobed: set[str] = set()  # clean image ids probed again after a contradiction
+        self.built: list[str] = []  # tags this process built (others found them ready)
+        self.pulled: list[str] = []  # images this process pulled
 
     def _cached(self, key: str, make: Callable[[], ImageInfo]) -> ImageInfo:
         with self._lock:
@@ -181,23 +182,40 @@ class TaskImages:
                     return self._with_meta(ImageInfo(ref=public, id=attrs["Id"]), task)
         if not dockerfile.is_file():
             why = f" (pulling it: {pull_failed})" if pull_failed else ""
-            raise InputError(f"{task.path / 'task.toml'}: environment: neither environment/Dockerfile nor a local "
-                             f"image [environment] docker_image ({public or 'unset'}) exists{why}")
+            raise InputError(
+                f"{task.path / 'task.toml'}: environment: neither environment/Dockerfile nor a local "
+                f"image [environment] docker_image ({public or 'unset'}) exists{why}"
+            )
         base_ids = self._base_images(dockerfile)
-        digest = hashlib.sha256(("clean-v2\0" + context_hash(task.environment_dir) + "\0" + "\0".join(base_ids))
-                                .encode()).hexdigest()
+        digest = hashlib.sha256(
+            ("clean-v2\0" + context_hash(task.environment_dir) + "\0" + "\0".join(base_ids)).encode()
+        ).hexdigest()
         tag = f"swe-residual/clean-{slug(task.id)}:{digest[:16]}"
         with eng.file_lock(tag):
             attrs = eng.image_attrs(tag)
             if attrs is None:
-                labels = {IMG_KIND: "clean", IMG_KEY: digest, IMG_TASK: task.id, IMG_RUN: eng.run_id, **NOT_BOOTSTRAP}
-                image_id = self._build(task.environment_dir, tag, labels, task.config.environment.build_timeout_sec,
-                                       f"the environment of task {task.id}")
+                labels = {
+                    IMG_KIND: "clean",
+                    IMG_KEY: digest,
+                    IMG_TASK: task.id,
+                    IMG_RUN: eng.run_id,
+                    **NOT_BOOTSTRAP,
+                }
+                image_id = self._build(
+                    task.environment_dir,
+                    tag,
+                    labels,
+                    task.config.environment.build_timeout_sec,
+                    f"the environment of task {task.id}",
+                )
             else:
                 image_id = attrs["Id"]
             for name in self.public_names(task):
                 existing = eng.image_attrs(name)
-                ours = existing is not None and ((existing.get("Config") or {}).get("Labels") or {}).get(IMG_KIND) == "clean"
+                ours = (
+                    existing is not None
+                    and ((existing.get("Config") or {}).get("Labels") or {}).get(IMG_KIND) == "clean"
+                )
                 if existing is None or (ours and existing["Id"] != image_id):
                     self._tag(image_id, name)
             return self._with_meta(ImageInfo(ref=tag, id=image_id), task)
@@ -222,8 +240,11 @@ class TaskImages:
         if meta is None:
             meta = self._probe_facts(info.id, task)
             self._store_meta(path, {**meta, "task": task.id, "image": info.ref})
-        info.facts = ImageFacts(base_commit=meta.get("base_commit") or "",
-                                baseline=[tuple(x) for x in meta.get("baseline") or []], confirmed=confirmed)
+        info.facts = ImageFacts(
+            base_commit=meta.get("base_commit") or "",
+            baseline=[tuple(x) for x in meta.get("baseline") or []],
+            confirmed=confirmed,
+        )
         task.check_base_commit(info.base_commit, "HEAD of /app in the task image")
         return info
 
@@ -238,24 +259,33 @@ class TaskImages:
         """The probe's facts of an image, validated (HarnessError, nothing cached, when they do not hold)."""
         meta = parse_probe(self._probe(image, task))
         if not _meta_holds(meta, task):
-            raise HarnessError(f"probing the image of task {task.id}: /app has no commit (git rev-parse "
-                               f"HEAD printed {meta['base_commit'][:80]!r}); nothing cached, the next case probes again")
+            raise HarnessError(
+                f"probing the image of task {task.id}: /app has no commit (git rev-parse "
+                f"HEAD printed {meta['base_commit'][:80]!r}); nothing cached, the next case probes again"
+            )
         return meta
 
     def _probe(self, image: str, task: Task) -> bytes:
         eng = self.engine
         timeout = probe_timeout()
-        cid = eng.create(image, case="probe", what=f"probing the image of task {task.id}", network_mode="none")
+        cid = eng.create(
+            image, case="probe", what=f"probing the image of task {task.id}", network_mode="none"
+        )
         try:
             eng.start(cid, f"probing the image of task {task.id}")
-            rc, out, host_timeout = eng.exec(cid, ["bash", "-c", script("probe_image.sh")], timeout=timeout,
-                                             workdir="/", stdout_only=True)
+            rc, out, host_timeout = eng.exec(
+                cid, ["bash", "-c", script("probe_image.sh")], timeout=timeout, workdir="/", stdout_only=True
+            )
             if host_timeout:
-                raise HarnessError(f"probing the image of task {task.id}: no answer within {timeout:g}s; "
-                                   "nothing cached, the next case probes again")
+                raise HarnessError(
+                    f"probing the image of task {task.id}: no answer within {timeout:g}s; "
+                    "nothing cached, the next case probes again"
+                )
             if rc != 0:
-                raise HarnessError(f"probing the image of task {task.id}: exit {rc}; nothing cached, the next "
-                                   "case probes again")
+                raise HarnessError(
+                    f"probing the image of task {task.id}: exit {rc}; nothing cached, the next "
+                    "case probes again"
+                )
             return out
         finally:
             eng.remove(cid)
@@ -269,10 +299,15 @@ class TaskImages:
         if facts.confirmed or env.image.kind not in ("clean", "residual"):
             return
         try:
-            rc, out, host_timeout = self.engine.exec(env.container_id, ["bash", "-c", script("probe_image.sh")],
-                                                     timeout=probe_timeout(), workdir="/", stdout_only=True)
+            rc, out, host_timeout = self.engine.exec(
+                env.container_id,
+                ["bash", "-c", script("probe_image.sh")],
+                timeout=probe_timeout(),
+                workdir="/",
+                stdout_only=True,
+            )
         except HarnessError:
-            return          # no conclusion: the facts stay as they are, the next instance looks again
+            return  # no conclusion: the facts stay as they are, the next instance looks again
         if host_timeout or rc != 0:
             return
         seen = parse_probe(out)
@@ -282,8 +317,11 @@ class TaskImages:
         if same:
             facts.confirmed = True
         else:
-            self.reprobe(task, f"a fresh instance of {env.image.ref} shows HEAD {seen['base_commit'][:12] or '-'} "
-                               f"and {len(seen['baseline'])} untracked files")
+            self.reprobe(
+                task,
+                f"a fresh instance of {env.image.ref} shows HEAD {seen['base_commit'][:12] or '-'} "
+                f"and {len(seen['baseline'])} untracked files",
+            )
 
     def reprobe(self, task: Task, why: str) -> bool:
         """A case contradicted the cached facts of the task's clean image: probe it again (once per
@@ -294,16 +332,21 @@ class TaskImages:
         facts = clean.facts
         with self._lock:
             lock = self._key_locks.setdefault(f"reprobe:{clean.id}", threading.Lock())
-        with lock:                      # a second caller waits for the first's answer
+        with lock:  # a second caller waits for the first's answer
             if facts.confirmed or clean.id in self._reprobed:
                 return False
             self._reprobed.add(clean.id)
             meta = self._probe_facts(clean.id, task)
             new_baseline = [tuple(x) for x in meta["baseline"]]
-            changed = meta["base_commit"] != facts.base_commit or sorted(new_baseline) != sorted(facts.baseline)
+            changed = meta["base_commit"] != facts.base_commit or sorted(new_baseline) != sorted(
+                facts.baseline
+            )
             if changed:
-                print(f"swe-residual: the cached facts of image {clean.ref} did not hold ({why}): probed again, "
-                      f"cache entry rewritten", file=sys.stderr)
+                print(
+                    f"swe-residual: the cached facts of image {clean.ref} did not hold ({why}): probed again, "
+                    f"cache entry rewritten",
+                    file=sys.stderr,
+                )
                 task.check_base_commit(meta["base_commit"], "HEAD of /app in the task image")
                 self._store_meta(self.meta_path(clean.id), {**meta, "task": task.id, "image": clean.ref})
                 facts.base_commit, facts.baseline = meta["base_commit"], new_baseline
@@ -311,11 +354,16 @@ class TaskImages:
             return changed
 
     # -- residual -------------------------------------------------------------------------------
-    def state(self, task: Task, state: LoadedState, apply: Callable[[ImageInfo, LoadedState, str], str]) -> ImageInfo:
+    def state(
+        self, task: Task, state: LoadedState, apply: Callable[[ImageInfo, LoadedState, str], str]
+    ) -> ImageInfo:
         """The residual image; `apply(clean, state, tag)` builds it when missing and returns its id."""
+
         def make() -> ImageInfo:
             clean = self.clean(task)
-            digest = hashlib.sha256(f"state-v2\0{clean.id}\0{sha256_file(state.patch_path)}".encode()).hexdigest()
+            digest = hashlib.sha256(
+                f"state-v2\0{clean.id}\0{sha256_file(state.patch_path)}".encode()
+            ).hexdigest()
             tag = f"swe-residual/state-{slug(task.id)}:{digest[:16]}"
             with self.engine.file_lock(tag):
                 attrs = self.engine.image_attrs(tag)
@@ -323,14 +371,22 @@ class TaskImages:
                 if attrs is None:
                     self.built.append(tag)
             return ImageInfo(ref=tag, id=image_id, facts=clean.facts, kind="residual")
+
         return self._cached(f"state:{task.path}:{state.id}:{state.patch_path}", make)
 
     def commit_conf(self, clean: ImageInfo, labels: dict[str, str]) -> dict:
         """Image config of a committed container: the clean image's entrypoint/cmd, our labels."""
         config = (self.engine.image_attrs(clean.id) or {}).get("Config") or {}
-        conf = {"Labels": {**(config.get("Labels") or {}), **labels, **{k: "" for k in CONTAINER_LABELS},
-                           **NOT_BOOTSTRAP},
-                "Entrypoint": config.get("Entrypoint") or [], "Cmd": config.get("Cmd")}
+        conf = {
+            "Labels": {
+                **(config.get("Labels") or {}),
+                **labels,
+                **{k: "" for k in CONTAINER_LABELS},
+                **NOT_BOOTSTRAP,
+            },
+            "Entrypoint": config.get("Entrypoint") or [],
+            "Cmd": config.get("Cmd"),
+        }
         if config.get("WorkingDir"):
             conf["WorkingDir"] = config["WorkingDir"]
         return conf
@@ -346,17 +402,31 @@ class TaskImages:
         if not dockerfile.is_file():
             return ImageInfo(ref=clean.ref, id=clean.id, kind="verifier")
         base_ids = self._base_images(dockerfile, skip=self.public_names(task))
-        digest = hashlib.sha256(("verifier-v2\0" + context_hash(task.tests_dir) + "\0" + clean.id + "\0"
-                                 + "\0".join(base_ids)).encode()).hexdigest()
+        digest = hashlib.sha256(
+            (
+                "verifier-v2\0" + context_hash(task.tests_dir) + "\0" + clean.id + "\0" + "\0".join(base_ids)
+            ).encode()
+        ).hexdigest()
         tag = f"swe-residual/verifier-{slug(task.id)}:{digest[:16]}"
         with eng.file_lock(tag):
             attrs = eng.image_attrs(tag)
             if attrs is None:
-                labels = {IMG_KIND: "verifier", IMG_KEY: digest, IMG_TASK: task.id, IMG_RUN: eng.run_id, **NOT_BOOTSTRAP}
+                labels = {
+                    IMG_KIND: "verifier",
+                    IMG_KEY: digest,
+                    IMG_TASK: task.id,
+                    IMG_RUN: eng.run_id,
+                    **NOT_BOOTSTRAP,
+                }
                 venv = (task.config.verifier.model_extra or {}).get("environment") or {}
-                timeout = float(venv.get("build_timeout_sec", task.config.environment.build_timeout_sec)) \
-                    if isinstance(venv, dict) else task.config.environment.build_timeout_sec
-                image_id = self._build(task.tests_dir, tag, labels, timeout, f"the verifier of task {task.id}")
+                timeout = (
+                    float(venv.get("build_timeout_sec", task.config.environment.build_timeout_sec))
+                    if isinstance(venv, dict)
+                    else task.config.environment.build_timeout_sec
+                )
+                image_id = self._build(
+                    task.tests_dir, tag, labels, timeout, f"the verifier of task {task.id}"
+                )
             else:
                 image_id = attrs["Id"]
         return ImageInfo(ref=tag, id=image_id)
@@ -373,13 +443,13 @@ class TaskImages:
         except ValueError:
             limit = task.config.environment.build_timeout_sec
         repo, tag = base_images._split_name(ref)
-        log = lambda m: print(f"pull {ref}: {m}", file=sys.stderr, flush=True)  # noqa: E731
+        log = lambda m: print(f"pull {ref}: {m}", file=sys.stderr, flush=True)
         started = time.monotonic()
         deadline = started + limit
         shown: dict[str, tuple[str, int]] = {}
         why = ""
         with eng.file_lock(f"pull:{ref}"):
-            if (attrs := eng.image_attrs(ref)) is not None:     # another process pulled it meanwhile
+            if (attrs := eng.image_attrs(ref)) is not None:  # another process pulled it meanwhile
                 return attrs, ""
             client = client_for(eng.base_url, int(min(PULL_STALL_S, max(limit, 1))))
             try:
@@ -402,7 +472,7 @@ class TaskImages:
                     if time.monotonic() > deadline:
                         why = f"not done within {limit:g}s"
                         break
-            except ENGINE_ERRORS as exc:      # no registry answers, a refusal, a stalled stream
+            except ENGINE_ERRORS as exc:  # no registry answers, a refusal, a stalled stream
                 why = one_line(getattr(exc, "explanation", None) or exc)
             finally:
                 client.close()
@@ -410,8 +480,11 @@ class TaskImages:
         seconds = time.monotonic() - started
         if attrs is None:
             why = why or "no image after the pull"
-            then = ("building environment/Dockerfile instead" if (task.environment_dir / "Dockerfile").is_file()
-                    else "and the task has no environment/Dockerfile")
+            then = (
+                "building environment/Dockerfile instead"
+                if (task.environment_dir / "Dockerfile").is_file()
+                else "and the task has no environment/Dockerfile"
+            )
             log(f"not pulled ({why}) after {seconds:.1f}s; {then}")
             return None, why
         log(f"pulled in {seconds:.1f}s")
@@ -435,8 +508,10 @@ class TaskImages:
             try:
                 base_images.bootstrap_base_images(missing, log=lambda m: print(m, file=sys.stderr))
             except Exception as exc:
-                raise HarnessError(f"base image(s) {', '.join(missing)} for {dockerfile} are missing and could not "
-                                   f"be bootstrapped offline: {one_line(exc)}") from None
+                raise HarnessError(
+                    f"base image(s) {', '.join(missing)} for {dockerfile} are missing and could not "
+                    f"be bootstrapped offline: {one_line(exc)}"
+                ) from None
         ids = []
         for n in names:
             attrs = self.engine.image_attrs(n)
@@ -449,6 +524,7 @@ class TaskImages:
         """Classic-builder build of context/Dockerfile; returns the image id. Leftover build
         containers are removed."""
         import docker
+
         eng = self.engine
         log_path = eng.cache_dir / "builds" / (re.sub(r"[^A-Za-z0-9_.-]+", "_", tag) + ".log")
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -460,8 +536,16 @@ class TaskImages:
         try:
             with open(log_path, "w", encoding="utf-8") as log:
                 try:
-                    stream = build_client.api.build(path=str(context), dockerfile="Dockerfile", tag=tag, rm=True,
-                                                    forcerm=True, labels=labels, decode=True, pull=False)
+                    stream = build_client.api.build(
+                        path=str(context),
+                        dockerfile="Dockerfile",
+                        tag=tag,
+                        rm=True,
+                        forcerm=True,
+                        labels=labels,
+                        decode=True,
+                        pull=False,
+                    )
                     for chunk in stream:
                         text = chunk.get("stream") or ""
                         if text:
@@ -490,11 +574,15 @@ class TaskImages:
                 with contextlib.suppress(*ENGINE_ERRORS):
                     eng.api.remove_container(cid, force=True)
         if error or not image_id:
-            raise HarnessError(f"building {what} from {context / 'Dockerfile'} failed: "
-                               f"{(error or 'no image produced').splitlines()[0][:300]} (log: {log_path})")
+            raise HarnessError(
+                f"building {what} from {context / 'Dockerfile'} failed: "
+                f"{(error or 'no image produced').splitlines()[0][:300]} (log: {log_path})"
+            )
         attrs = eng.image_attrs(tag)
         if attrs is None:
-            raise HarnessError(f"building {what}: image {tag} missing after a successful build (log: {log_path})")
+            raise HarnessError(
+                f"building {what}: image {tag} missing after a successful build (log: {log_path})"
+            )
         self.built.append(tag)
         return attrs["Id"]
 

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from swe_residual.backends.docker.backend import DockerBackend
 
 SNAPSHOT_VERSION = "machine-v3"
-RESTORE_TIMEOUT_S = 30.0           # per process: running (and listening) again
+RESTORE_TIMEOUT_S = 30.0  # per process: running (and listening) again
 LIVE_CHECK_TIMEOUT_S = 10.0
 MAX_DIGEST_PATHS = 200_000
 MAX_DELTA_BYTES = 512 << 20
@@ -70,6 +70,7 @@ def _code_version() -> str:
     from swe_residual.backends.machine import replay as replay_module
     from swe_residual.backends.machine import snapshot as machine
     from swe_residual.backends.machine import terminal
+
     h = hashlib.sha256(SNAPSHOT_VERSION.encode())
     for name in ("proc_capture.sh", "fs_digest.sh", "exec_machine.sh"):
         h.update(script(name).encode())
@@ -101,8 +102,9 @@ class MachineEnvironment(DockerEnvironment):
 
     def root_exec(self, argv: list[str], timeout: float, user: str = "0") -> tuple[int | None, bytes]:
         self.ready()
-        rc, out, _ = self.engine.exec(self.container_id, argv, timeout=timeout, user=user, workdir="/",
-                                      stdout_only=True)
+        rc, out, _ = self.engine.exec(
+            self.container_id, argv, timeout=timeout, user=user, workdir="/", stdout_only=True
+        )
         return rc, out
 
 
@@ -123,10 +125,14 @@ class MachineStates:
         attrs = self.engine.image_attrs(image.id) or {}
         return ((attrs.get("Config") or {}).get("WorkingDir")) or "/"
 
-    def new_environment(self, task: Task, image: ImageInfo, what: str, *, role: str = "agent") -> MachineEnvironment:
+    def new_environment(
+        self, task: Task, image: ImageInfo, what: str, *, role: str = "agent"
+    ) -> MachineEnvironment:
         limits = self.backend._limits(task, role)
         workdir = self.workdir(task, image)
-        cid = self.engine.create(image.id, case=what, what=f"task {task.id} ({what})", working_dir=workdir, **limits)
+        cid = self.engine.create(
+            image.id, case=what, what=f"task {task.id} ({what})", working_dir=workdir, **limits
+        )
         return MachineEnvironment(self.engine, cid, image, f"task {task.id} ({what})", workdir)
 
     def _give_request(self, env: MachineEnvironment, task: Task) -> None:
@@ -162,8 +168,11 @@ class MachineStates:
         method, found = criu.choose_method(self.engine, clean.id)
         volatile = sorted(set(DEFAULT_VOLATILE) | set(state.artifact.volatile_paths))
         scripts = _code_version()
-        key = hashlib.sha256("\0".join([SNAPSHOT_VERSION, clean.id, state.artifact.sha256, method, scripts, *volatile])
-                             .encode()).hexdigest()
+        key = hashlib.sha256(
+            "\0".join(
+                [SNAPSHOT_VERSION, clean.id, state.artifact.sha256, method, scripts, *volatile]
+            ).encode()
+        ).hexdigest()
         with self._lock:
             if key in self._snapshots:
                 return self._snapshots[key]
@@ -196,9 +205,11 @@ class MachineStates:
             return None
         if snap.key != key or snap.image != attrs["Id"]:
             return None
-        if snap.base_image and (self.engine.image_attrs(snap.base_image) is None or not all(
-                Path(d).is_file() for d in [*(st.delta for st in snap.stages), snap.final_delta] if d)):
-            return None             # a staged snapshot whose pieces are gone: built again
+        if snap.base_image and (
+            self.engine.image_attrs(snap.base_image) is None
+            or not all(Path(d).is_file() for d in [*(st.delta for st in snap.stages), snap.final_delta] if d)
+        ):
+            return None  # a staged snapshot whose pieces are gone: built again
         return snap
 
     def _store(self, snap: Snapshot) -> None:
@@ -208,8 +219,9 @@ class MachineStates:
         tmp.write_text(snap.model_dump_json(indent=1), encoding="utf-8")
         tmp.replace(path)
 
-    def _replay_into(self, task: Task, clean: ImageInfo, state: LoadedState, what: str, *,
-                     stages: _Stages | None = None) -> tuple[MachineEnvironment, ReplaySummary, set[int]]:
+    def _replay_into(
+        self, task: Task, clean: ImageInfo, state: LoadedState, what: str, *, stages: _Stages | None = None
+    ) -> tuple[MachineEnvironment, ReplaySummary, set[int]]:
         """A fresh container with the state's interactions replayed: (env, replay summary, pids
         before). With `stages`, the points where processes started are recorded on the way."""
         env = self.new_environment(task, clean, what)
@@ -255,7 +267,9 @@ class MachineStates:
                 tar.addfile(ti, io.BytesIO(data))
             self.engine.put(env.container_id, "/", buf.getvalue())
             try:
-                rc, out = env.root_exec(["bash", "-c", script("fs_digest.sh"), "fs_digest", DIGEST_LIST], timeout=600)
+                rc, out = env.root_exec(
+                    ["bash", "-c", script("fs_digest.sh"), "fs_digest", DIGEST_LIST], timeout=600
+                )
             finally:
                 env.root_exec(["rm", "-f", DIGEST_LIST], timeout=30)
             if rc != 0:
@@ -276,18 +290,36 @@ class MachineStates:
                 found.append(PidFile(path=path, process=by_pid[text]))
         return found
 
-    def _build(self, task: Task, state: LoadedState, clean: ImageInfo, tag: str, key: str, method: str,
-               volatile: list[str]) -> Snapshot:
+    def _build(
+        self,
+        task: Task,
+        state: LoadedState,
+        clean: ImageInfo,
+        tag: str,
+        key: str,
+        method: str,
+        volatile: list[str],
+    ) -> Snapshot:
         started = time.monotonic()
         repo, tg = tag.rsplit(":", 1)
-        labels = {IMG_KIND: "machine", IMG_KEY: key, IMG_TASK: task.id, IMG_RUN: self.engine.run_id,
-                  "swe-residual.image.state": state.id}
+        labels = {
+            IMG_KIND: "machine",
+            IMG_KEY: key,
+            IMG_TASK: task.id,
+            IMG_RUN: self.engine.run_id,
+            "swe-residual.image.state": state.id,
+        }
         conf = self.backend.images.commit_conf(clean, labels)
-        stages = _Stages(self, volatile, self.engine.cache_dir / "snapshots" / key[:24], repo, f"{tg}-base", conf) \
-            if method == "commit-restart" else None
+        stages = (
+            _Stages(self, volatile, self.engine.cache_dir / "snapshots" / key[:24], repo, f"{tg}-base", conf)
+            if method == "commit-restart"
+            else None
+        )
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="swe-residual-replay") as pool:
-            futures = [pool.submit(self._replay_into, task, clean, state, f"snapshot:{state.id}", stages=stages),
-                       pool.submit(self._replay_into, task, clean, state, f"replay-check:{state.id}")]
+            futures = [
+                pool.submit(self._replay_into, task, clean, state, f"snapshot:{state.id}", stages=stages),
+                pool.submit(self._replay_into, task, clean, state, f"replay-check:{state.id}"),
+            ]
             results = []
             for f in futures:
                 try:
@@ -309,23 +341,43 @@ class MachineStates:
                 directory.mkdir(parents=True, exist_ok=True)
                 criu.checkpoint(self.engine, env.container_id, directory, "state")
                 checkpoint_info = {"dir": str(directory), "name": "state"}
-            image_id = self.engine.commit(env.container_id, repository=repo, tag=tg, conf=conf,
-                                          message=f"swe-residual: machine state {state.id} ({method})")
+            image_id = self.engine.commit(
+                env.container_id,
+                repository=repo,
+                tag=tg,
+                conf=conf,
+                message=f"swe-residual: machine state {state.id} ({method})",
+            )
             snapshot_s = time.monotonic() - started
             if isinstance(results[1], tuple):
                 env2, _, baseline2 = results[1]
-                diffs = differences(entries, self.digest(env2, volatile)) + \
-                    process_differences(specs, self.processes(env2, baseline2))
+                diffs = differences(entries, self.digest(env2, volatile)) + process_differences(
+                    specs, self.processes(env2, baseline2)
+                )
             else:
                 diffs = [f"the second replay failed: {results[1]}"]
         finally:
             for e in envs:
                 e.close()
         self.backend.images.built.append(tag)
-        return Snapshot(key=key, state=state.id, task=task.id, method=method, image=image_id, tag=tag,
-                        processes=specs, pid_files=pid_files, digest=tree_digest(entries), changed_paths=len(entries),
-                        deterministic=not diffs, differences=diffs, replay=summary, criu=checkpoint_info,
-                        snapshot_s=round(snapshot_s, 3), **staged)
+        return Snapshot(
+            key=key,
+            state=state.id,
+            task=task.id,
+            method=method,
+            image=image_id,
+            tag=tag,
+            processes=specs,
+            pid_files=pid_files,
+            digest=tree_digest(entries),
+            changed_paths=len(entries),
+            deterministic=not diffs,
+            differences=diffs,
+            replay=summary,
+            criu=checkpoint_info,
+            snapshot_s=round(snapshot_s, 3),
+            **staged,
+        )
 
     # -- restore --------------------------------------------------------------------------------------
     def restore(self, task: Task, state: LoadedState) -> MachineEnvironment:
@@ -337,7 +389,9 @@ class MachineStates:
         env = self.new_environment(task, image, f"{task.id}/{state.id}")
         try:
             if snap.method == "criu" and snap.criu is not None:
-                criu.start_from_checkpoint(self.engine, env.container_id, Path(snap.criu["dir"]), snap.criu["name"])
+                criu.start_from_checkpoint(
+                    self.engine, env.container_id, Path(snap.criu["dir"]), snap.criu["name"]
+                )
                 env._started = True
                 pids = [s.pid for s in snap.processes]
                 for spec in snap.processes:
@@ -357,11 +411,19 @@ class MachineStates:
             self._rewrite_pid_files(env, snap, pids)
             self.check_live(env, state)
             self._give_request(env, task)
-            env.report = {"state": state.id, "method": snap.method, "image": snap.tag,
-                          "snapshot_s": snap.snapshot_s, "restore_s": round(time.monotonic() - started, 3),
-                          "deterministic": snap.deterministic, "stages": len(snap.stages) if base else 0,
-                          "processes": [{"argv": s.argv[:8], "pid": p, "ports": [x.port for x in s.ports]}
-                                        for s, p in zip(snap.processes, pids)]}
+            env.report = {
+                "state": state.id,
+                "method": snap.method,
+                "image": snap.tag,
+                "snapshot_s": snap.snapshot_s,
+                "restore_s": round(time.monotonic() - started, 3),
+                "deterministic": snap.deterministic,
+                "stages": len(snap.stages) if base else 0,
+                "processes": [
+                    {"argv": s.argv[:8], "pid": p, "ports": [x.port for x in s.ports]}
+                    for s, p in zip(snap.processes, pids)
+                ],
+            }
             return env
         except BaseException:
             env.close()
@@ -370,45 +432,69 @@ class MachineStates:
     def _apply(self, env: MachineEnvironment, delta: str | None, deletions: list[str]) -> None:
         """What changed on the filesystem after a stage: deletions, then the changed files."""
         for i in range(0, len(deletions), 256):
-            env.root_exec(["rm", "-rf", "--", *deletions[i:i + 256]], timeout=120)
+            env.root_exec(["rm", "-rf", "--", *deletions[i : i + 256]], timeout=120)
         if delta:
             try:
                 data = Path(delta).read_bytes()
             except OSError as exc:
-                raise HarnessError(f"{env.what}: the snapshot's file changes {delta} are gone ({exc.strerror}); "
-                                   "remove its image to rebuild it") from None
+                raise HarnessError(
+                    f"{env.what}: the snapshot's file changes {delta} are gone ({exc.strerror}); "
+                    "remove its image to rebuild it"
+                ) from None
             self.engine.put(env.container_id, "/", data)
 
     def _start(self, env: MachineEnvironment, state: LoadedState, spec: ProcessSpec) -> int:
         envs = [f"{k}={v}" for k, v in spec.env.items()]
-        argv = ["bash", "-c", script("proc_launch.sh"), "proc_launch", spec.cwd, spec.stdout or "",
-                spec.stderr or "", str(len(envs)), *envs, *spec.argv]
+        argv = [
+            "bash",
+            "-c",
+            script("proc_launch.sh"),
+            "proc_launch",
+            spec.cwd,
+            spec.stdout or "",
+            spec.stderr or "",
+            str(len(envs)),
+            *envs,
+            *spec.argv,
+        ]
         rc, out = env.root_exec(argv, timeout=60, user=f"{spec.uid}:{spec.gid}")
         text = out.decode("utf-8", "replace").strip()
         if rc != 0 or not text.splitlines() or not text.splitlines()[-1].isdigit():
-            raise RestoreError(f"state {state.id}: after restore, process `{spec.label}` could not be started again "
-                               f"(exit {rc}: {text[-160:] or 'no output'})")
+            raise RestoreError(
+                f"state {state.id}: after restore, process `{spec.label}` could not be started again "
+                f"(exit {rc}: {text[-160:] or 'no output'})"
+            )
         pid = int(text.splitlines()[-1])
         self._check_up(env, state, spec, pid)
         return pid
 
-    def _check_up(self, env: MachineEnvironment, state: LoadedState, spec: ProcessSpec, pid: int,
-                  timeout: float = RESTORE_TIMEOUT_S) -> None:
+    def _check_up(
+        self,
+        env: MachineEnvironment,
+        state: LoadedState,
+        spec: ProcessSpec,
+        pid: int,
+        timeout: float = RESTORE_TIMEOUT_S,
+    ) -> None:
         line = self._wait(env, pid, [f"{p.address}:{p.port}" for p in spec.ports], timeout)
         if line != "ok":
             raise RestoreError(f"state {state.id}: after restore, process `{spec.label}` {line}")
 
     def _wait(self, env: MachineEnvironment, pid: int, ports: list[str], timeout: float) -> str:
-        rc, out = env.root_exec(["bash", "-c", script("proc_wait.sh"), "proc_wait", str(int(timeout)), str(pid), *ports],
-                                timeout=timeout + 30)
+        rc, out = env.root_exec(
+            ["bash", "-c", script("proc_wait.sh"), "proc_wait", str(int(timeout)), str(pid), *ports],
+            timeout=timeout + 30,
+        )
         lines = out.decode("utf-8", "replace").strip().splitlines()
         return lines[-1][:200] if lines else f"could not be checked (exit {rc})"
 
     def _rewrite_pid_files(self, env: MachineEnvironment, snap: Snapshot, pids: list[int]) -> None:
         for pf in snap.pid_files:
             if pf.process < len(pids):
-                env.root_exec(["sh", "-c", 'printf "%s\\n" "$1" > "$2"', "pidfile", str(pids[pf.process]), pf.path],
-                              timeout=30)
+                env.root_exec(
+                    ["sh", "-c", 'printf "%s\\n" "$1" > "$2"', "pidfile", str(pids[pf.process]), pf.path],
+                    timeout=30,
+                )
 
     def check_live(self, env: MachineEnvironment, state: LoadedState) -> None:
         """Every live process the state declares runs and answers on its ports (RestoreError if not)."""
@@ -416,17 +502,23 @@ class MachineStates:
             return
         procs, _ = parse_capture(self._capture_text(env))
         for want in state.artifact.live_processes:
-            hits = [p for p in procs.values() if p.state not in ("Z", "X") and p.pid != 1
-                    and want.match in " ".join(p.argv)]
+            hits = [
+                p
+                for p in procs.values()
+                if p.state not in ("Z", "X") and p.pid != 1 and want.match in " ".join(p.argv)
+            ]
             ports = ", ".join(map(str, want.ports)) or "none"
             if not hits:
-                raise RestoreError(f"state {state.id}: after restore, the expected live process {want.match!r} "
-                                   f"(ports {ports}) is not running")
+                raise RestoreError(
+                    f"state {state.id}: after restore, the expected live process {want.match!r} "
+                    f"(ports {ports}) is not running"
+                )
             root = min(hits, key=lambda p: (p.start, p.pid))
             line = self._wait(env, root.pid, [f"127.0.0.1:{p}" for p in want.ports], LIVE_CHECK_TIMEOUT_S)
             if line != "ok":
-                raise RestoreError(f"state {state.id}: after restore, the expected live process {want.match!r} {line}")
-
+                raise RestoreError(
+                    f"state {state.id}: after restore, the expected live process {want.match!r} {line}"
+                )
 
 
 class _Stages:
@@ -434,8 +526,15 @@ class _Stages:
     interaction, the processes started so far; where new ones appear, the filesystem then - the
     first one as an image, later ones as the files changed since the previous stage."""
 
-    def __init__(self, states: MachineStates, volatile: list[str], directory: Path, repo: str, base_tag: str,
-                 conf: dict):
+    def __init__(
+        self,
+        states: MachineStates,
+        volatile: list[str],
+        directory: Path,
+        repo: str,
+        base_tag: str,
+        conf: dict,
+    ):
         self.states, self.volatile, self.dir = states, volatile, directory
         self.repo, self.base_tag, self.conf = repo, base_tag, conf
         self.points: list[tuple[int, set[int], dict[str, str], str | None, list[str]]] = []
@@ -451,15 +550,21 @@ class _Stages:
             return
         entries = self.states.digest(env, self.volatile)
         if not self.points:
-            self.base_image = self.states.engine.commit(env.container_id, repository=self.repo, tag=self.base_tag,
-                                                        conf=self.conf, message="swe-residual: first stage")
+            self.base_image = self.states.engine.commit(
+                env.container_id,
+                repository=self.repo,
+                tag=self.base_tag,
+                conf=self.conf,
+                message="swe-residual: first stage",
+            )
             self.points.append((n, new, entries, None, []))
         else:
             delta, dels = self.delta(env, self.points[-1][2], entries, f"stage-{n}")
             self.points.append((n, new, entries, delta, dels))
 
-    def delta(self, env: MachineEnvironment, before: dict[str, str], after: dict[str, str],
-              name: str) -> tuple[str | None, list[str]]:
+    def delta(
+        self, env: MachineEnvironment, before: dict[str, str], after: dict[str, str], name: str
+    ) -> tuple[str | None, list[str]]:
         """A tar of the paths whose state differs between two digests (read from the live
         container), and the paths deleted in between."""
         changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
@@ -489,8 +594,10 @@ class _Stages:
                         continue
                     size += member.size
                     if size > MAX_DELTA_BYTES:
-                        raise HarnessError(f"{env.what}: more than {MAX_DELTA_BYTES >> 20} MiB changed after a "
-                                           "process started; too much for a staged restore")
+                        raise HarnessError(
+                            f"{env.what}: more than {MAX_DELTA_BYTES >> 20} MiB changed after a "
+                            "process started; too much for a staged restore"
+                        )
                     data = tar.extractfile(member) if member.isreg() else None
                     member.name = p.lstrip("/")
                     out.addfile(member, data)
@@ -507,10 +614,21 @@ class _Stages:
             self.states.engine.remove_image(self.base_image)
             return {}
         index = {s.pid: i for i, s in enumerate(specs)}
-        stages = [Stage(interaction=n, processes=sorted(index[p] for p in pids if p in index), delta=delta,
-                        deletions=dels) for n, pids, _, delta, dels in self.points]
-        return {"base_image": self.base_image, "stages": stages, "final_delta": final_delta,
-                "final_deletions": final_dels}
+        stages = [
+            Stage(
+                interaction=n,
+                processes=sorted(index[p] for p in pids if p in index),
+                delta=delta,
+                deletions=dels,
+            )
+            for n, pids, _, delta, dels in self.points
+        ]
+        return {
+            "base_image": self.base_image,
+            "stages": stages,
+            "final_delta": final_delta,
+            "final_deletions": final_dels,
+        }
 
 
 __all__ = ["MachineEnvironment", "MachineStates"]

@@ -22,8 +22,13 @@ from swe_residual.interactions import Interaction, output_digest
 DEFAULT_COMMAND_TIMEOUT_S = 600.0
 
 
-def replay(env: Environment, interactions: list[Interaction], *, label: str,
-           after: Callable[[int], None] | None = None) -> ReplaySummary:
+def replay(
+    env: Environment,
+    interactions: list[Interaction],
+    *,
+    label: str,
+    after: Callable[[int], None] | None = None,
+) -> ReplaySummary:
     """Replay every interaction into env; the summary, or ReplayError on the first divergence.
     `after(n)` is called once the n-th interaction (1-based) is done."""
     started = time.monotonic()
@@ -35,11 +40,15 @@ def replay(env: Environment, interactions: list[Interaction], *, label: str,
             summary.commands += 1
             res = env.execute(it.input, timeout=it.timeout or DEFAULT_COMMAND_TIMEOUT_S)
             if res.timed_out:
-                raise ReplayError(f"{where} ran over its {it.timeout or DEFAULT_COMMAND_TIMEOUT_S:g}s limit on replay")
+                raise ReplayError(
+                    f"{where} ran over its {it.timeout or DEFAULT_COMMAND_TIMEOUT_S:g}s limit on replay"
+                )
             if it.exit_status is not None and res.exit_code != it.exit_status:
                 tail = (res.output.strip().splitlines() or ["no output"])[-1][:160]
-                raise ReplayError(f"{where} exited {res.exit_code} on replay, {it.exit_status} when recorded "
-                                  f"(last output line: {tail})")
+                raise ReplayError(
+                    f"{where} exited {res.exit_code} on replay, {it.exit_status} when recorded "
+                    f"(last output line: {tail})"
+                )
             output = res.output
         else:
             summary.keys += 1

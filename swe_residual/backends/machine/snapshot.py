@@ -31,14 +31,31 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 FORMAT = "swe-residual-snapshot-1"
-TMUX_SOCKET = "swe-residual"          # the harness's own terminal server (tmux -L); never part of a state
+TMUX_SOCKET = "swe-residual"  # the harness's own terminal server (tmux -L); never part of a state
 # Changes every replay makes differently, or that belong to the harness: never part of the digest.
 DEFAULT_VOLATILE = (
-    "/proc", "/sys", "/dev", "/run/task", "/logs", "/tmp/.swe-residual*", "/tmp/tmux-*",
-    "/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/etc/mtab",
-    "/var/cache/apt", "/var/lib/apt/lists", "/var/log/apt", "/var/log/dpkg.log", "/var/log/alternatives.log",
-    "/var/cache/debconf/*-old", "/var/cache/ldconfig", "*/__pycache__", "*.pyc", "/root/.cache",
-    "*.pid",                          # pids differ from run to run; restore rewrites them
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run/task",
+    "/logs",
+    "/tmp/.swe-residual*",
+    "/tmp/tmux-*",
+    "/etc/hostname",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/mtab",
+    "/var/cache/apt",
+    "/var/lib/apt/lists",
+    "/var/log/apt",
+    "/var/log/dpkg.log",
+    "/var/log/alternatives.log",
+    "/var/cache/debconf/*-old",
+    "/var/cache/ldconfig",
+    "*/__pycache__",
+    "*.pyc",
+    "/root/.cache",
+    "*.pid",  # pids differ from run to run; restore rewrites them
 )
 MAX_ENV_ENTRIES = 512
 SHELLS = ("bash", "sh", "dash", "zsh", "ash")
@@ -73,7 +90,9 @@ class ReplaySummary(BaseModel):
     interactions: int = 0
     commands: int = 0
     keys: int = 0
-    output_mismatches: int = Field(default=0, description="inputs whose output digest differs from the recording")
+    output_mismatches: int = Field(
+        default=0, description="inputs whose output digest differs from the recording"
+    )
     duration_s: float = 0.0
 
 
@@ -91,7 +110,9 @@ class Stage(BaseModel):
 
     interaction: int = Field(description="the interaction after which its processes were found running")
     processes: list[int] = Field(default_factory=list, description="indexes into Snapshot.processes")
-    delta: str | None = Field(default=None, description="tar of what changed since the previous stage (cache dir)")
+    delta: str | None = Field(
+        default=None, description="tar of what changed since the previous stage (cache dir)"
+    )
     deletions: list[str] = Field(default_factory=list)
 
 
@@ -105,7 +126,9 @@ class Snapshot(BaseModel):
     tag: str
     processes: list[ProcessSpec] = Field(default_factory=list)
     pid_files: list[PidFile] = Field(default_factory=list)
-    base_image: str | None = Field(default=None, description="the filesystem at the first stage (staged restore)")
+    base_image: str | None = Field(
+        default=None, description="the filesystem at the first stage (staged restore)"
+    )
     stages: list[Stage] = Field(default_factory=list)
     final_delta: str | None = Field(default=None, description="tar of what changed after the last stage")
     final_deletions: list[str] = Field(default_factory=list)
@@ -170,10 +193,19 @@ def parse_capture(text: str) -> tuple[dict[int, ProcInfo], dict[str, tuple[str, 
                 argv.pop()
             environ = [_s(e) for e in _b64(env).split(b"\0") if e]
             procs[_int(pid)] = ProcInfo(
-                pid=_int(pid), ppid=_int(ppid), uid=_int(uid), gid=_int(gid), start=_int(start), state=state[:1],
-                comm=_s(_b64(comm)).strip(), argv=argv, cwd=_s(_b64(cwd)) or "/", environ=environ,
+                pid=_int(pid),
+                ppid=_int(ppid),
+                uid=_int(uid),
+                gid=_int(gid),
+                start=_int(start),
+                state=state[:1],
+                comm=_s(_b64(comm)).strip(),
+                argv=argv,
+                cwd=_s(_b64(cwd)) or "/",
+                environ=environ,
                 fds=(_s(_b64(f0)), _s(_b64(f1)), _s(_b64(f2))),
-                sockets={s for s in socks.split(",") if s.isdigit()})
+                sockets={s for s in socks.split(",") if s.isdigit()},
+            )
         elif parts[0] in ("T4", "T6") and len(parts) == 2:
             cols = parts[1].split()
             if len(cols) >= 10 and cols[3] == "0A" and ":" in cols[1] and cols[9].isdigit():
@@ -191,16 +223,16 @@ def _address(hex_addr: str) -> str:
     if len(raw) == 4:
         ip = ".".join(str(b) for b in raw[::-1])
         return "127.0.0.1" if ip == "0.0.0.0" or ip.startswith("127.") else ip
-    words = [raw[i:i + 4][::-1] for i in range(0, 16, 4)]
+    words = [raw[i : i + 4][::-1] for i in range(0, 16, 4)]
     flat = b"".join(words)
     if flat == bytes(16):
         return "127.0.0.1"
     if flat == bytes(15) + b"\1":
         return "::1"
-    if flat[:12] == bytes(10) + b"\xff\xff":             # IPv4-mapped
+    if flat[:12] == bytes(10) + b"\xff\xff":  # IPv4-mapped
         ip = ".".join(str(b) for b in flat[12:])
         return "127.0.0.1" if ip == "0.0.0.0" or ip.startswith("127.") else ip
-    return ":".join(flat[i:i + 2].hex() for i in range(0, 16, 2))
+    return ":".join(flat[i : i + 2].hex() for i in range(0, 16, 2))
 
 
 def _output_target(link: str) -> str | None:
@@ -216,7 +248,9 @@ def _output_target(link: str) -> str | None:
 def _is_harness_tmux(p: ProcInfo) -> bool:
     if not p.comm.startswith("tmux"):
         return False
-    return any(a == "-L" and i + 1 < len(p.argv) and p.argv[i + 1] == TMUX_SOCKET for i, a in enumerate(p.argv))
+    return any(
+        a == "-L" and i + 1 < len(p.argv) and p.argv[i + 1] == TMUX_SOCKET for i, a in enumerate(p.argv)
+    )
 
 
 def _forked_shell(p: ProcInfo, procs: dict[int, ProcInfo]) -> bool:
@@ -233,14 +267,18 @@ def _forked_shell(p: ProcInfo, procs: dict[int, ProcInfo]) -> bool:
     return False
 
 
-def started_processes(procs: dict[int, ProcInfo], listen: dict[str, tuple[str, int]],
-                      baseline: set[int]) -> list[ProcessSpec]:
+def started_processes(
+    procs: dict[int, ProcInfo], listen: dict[str, tuple[str, int]], baseline: set[int]
+) -> list[ProcessSpec]:
     """The roots of the process trees started since `baseline` (pids present before the replay),
     in start order, without the harness's terminal server and its pane shells."""
     harness = {p.pid for p in procs.values() if _is_harness_tmux(p)}
-    harness |= {p.pid for p in procs.values() if p.ppid in harness}          # the panes' shells
-    ours = {pid for pid, p in procs.items()
-            if pid not in baseline and pid not in harness and pid != 1 and p.state not in ("Z", "X")}
+    harness |= {p.pid for p in procs.values() if p.ppid in harness}  # the panes' shells
+    ours = {
+        pid
+        for pid, p in procs.items()
+        if pid not in baseline and pid not in harness and pid != 1 and p.state not in ("Z", "X")
+    }
     children: dict[int, list[int]] = {}
     for pid in ours:
         children.setdefault(procs[pid].ppid, []).append(pid)
@@ -265,19 +303,31 @@ def started_processes(procs: dict[int, ProcInfo], listen: dict[str, tuple[str, i
     for pid in roots:
         p = procs[pid]
         if not p.argv:
-            continue                     # a kernel thread or a process that just exited
+            continue  # a kernel thread or a process that just exited
         members = tree(pid)
-        ports = sorted({listen[i] for q in members for i in procs[q].sockets if i in listen}, key=lambda a: (a[1], a[0]))
+        ports = sorted(
+            {listen[i] for q in members for i in procs[q].sockets if i in listen}, key=lambda a: (a[1], a[0])
+        )
         env = {}
         for e in p.environ[:MAX_ENV_ENTRIES]:
             if "=" in e:
                 k, v = e.split("=", 1)
                 env[k] = v
         out, err = _output_target(p.fds[1]), _output_target(p.fds[2])
-        specs.append(ProcessSpec(pid=pid, argv=p.argv, cwd=p.cwd, env=env, uid=p.uid, gid=p.gid, stdout=out,
-                                 stderr="-" if err is not None and err == out else err,
-                                 ports=[ListenPort(address=a, port=port) for a, port in ports],
-                                 descendants=len(members) - 1))
+        specs.append(
+            ProcessSpec(
+                pid=pid,
+                argv=p.argv,
+                cwd=p.cwd,
+                env=env,
+                uid=p.uid,
+                gid=p.gid,
+                stdout=out,
+                stderr="-" if err is not None and err == out else err,
+                ports=[ListenPort(address=a, port=port) for a, port in ports],
+                descendants=len(members) - 1,
+            )
+        )
     return specs
 
 
@@ -313,8 +363,12 @@ def tree_digest(entries: dict[str, str]) -> str:
 def differences(a: dict[str, str], b: dict[str, str], limit: int = 10) -> list[str]:
     """Paths whose state differs between two replays (a path only one of them changed included)."""
     diff = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
-    out = [f"{p}: {'absent' if p not in a else a[p].split()[0]} vs {'absent' if p not in b else b[p].split()[0]}"
-           if (p not in a or p not in b) else f"{p}: content differs" for p in diff[:limit]]
+    out = [
+        f"{p}: {'absent' if p not in a else a[p].split()[0]} vs {'absent' if p not in b else b[p].split()[0]}"
+        if (p not in a or p not in b)
+        else f"{p}: content differs"
+        for p in diff[:limit]
+    ]
     if len(diff) > limit:
         out.append(f"... {len(diff) - limit} more paths")
     return out

@@ -21,13 +21,17 @@ from swe_residual.backends.base import Environment
 from swe_residual.backends.machine.snapshot import TMUX_SOCKET
 from swe_residual.errors import HarnessError
 
-TMUX_INSTALL = ("command -v tmux >/dev/null 2>&1 || { (apt-get update -qq && apt-get install -y -qq tmux) "
-                ">/dev/null 2>&1 || (apk add --no-cache tmux) >/dev/null 2>&1; }; command -v tmux")
+TMUX_INSTALL = (
+    "command -v tmux >/dev/null 2>&1 || { (apt-get update -qq && apt-get install -y -qq tmux) "
+    ">/dev/null 2>&1 || (apk add --no-cache tmux) >/dev/null 2>&1; }; command -v tmux"
+)
 SHELLS = ("bash", "sh", "dash", "zsh")
-IDLE_CAP_S = 30.0                  # waiting for an unknown duration stops here
-KEY_NAME = re.compile(r"((C|M|S)-)+\S|((C|M|S)-)*(Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|"
-                      r"PageUp|PageDown|PPage|NPage|DC|IC|F[1-9]|F1[0-2])")   # whole strings: fullmatch
-HEX_CHUNK = 2048                   # key codes per send-keys call
+IDLE_CAP_S = 30.0  # waiting for an unknown duration stops here
+KEY_NAME = re.compile(
+    r"((C|M|S)-)+\S|((C|M|S)-)*(Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|"
+    r"PageUp|PageDown|PPage|NPage|DC|IC|F[1-9]|F1[0-2])"
+)  # whole strings: fullmatch
+HEX_CHUNK = 2048  # key codes per send-keys call
 
 
 class TmuxTerminal:
@@ -49,8 +53,10 @@ class TmuxTerminal:
             self.start()
             return self._tmux(*args, timeout=timeout, _again=False)
         if res.exit_code != 0:
-            raise HarnessError(f"terminal: `tmux {args[0]}` failed (exit {res.exit_code}): "
-                               f"{(res.output.strip().splitlines() or ['no output'])[-1][:200]}")
+            raise HarnessError(
+                f"terminal: `tmux {args[0]}` failed (exit {res.exit_code}): "
+                f"{(res.output.strip().splitlines() or ['no output'])[-1][:200]}"
+            )
         return res.output
 
     def start(self) -> None:
@@ -59,10 +65,22 @@ class TmuxTerminal:
             return
         res = self.env.execute(TMUX_INSTALL, timeout=300)
         if res.exit_code != 0 or "tmux" not in res.output:
-            raise HarnessError("terminal: tmux is not installed in the environment and could not be installed "
-                               "(apt-get/apk failed or no network)")
-        self._tmux("new-session", "-d", "-s", self.session, "-x", str(self.width), "-y", str(self.height),
-                   "bash", "--login")
+            raise HarnessError(
+                "terminal: tmux is not installed in the environment and could not be installed "
+                "(apt-get/apk failed or no network)"
+            )
+        self._tmux(
+            "new-session",
+            "-d",
+            "-s",
+            self.session,
+            "-x",
+            str(self.width),
+            "-y",
+            str(self.height),
+            "bash",
+            "--login",
+        )
         self._tmux("set-option", "-g", "history-limit", "100000")
         self.started = True
 
@@ -76,7 +94,7 @@ class TmuxTerminal:
             return
         codes = [f"{b:02x}" for b in keys.encode("utf-8", "surrogateescape")]
         for i in range(0, len(codes), HEX_CHUNK):
-            self._tmux("send-keys", "-t", self.session, "-H", *codes[i:i + HEX_CHUNK])
+            self._tmux("send-keys", "-t", self.session, "-H", *codes[i : i + HEX_CHUNK])
 
     def busy(self) -> bool:
         """Is something other than the shell running in the foreground of the pane?"""
@@ -110,7 +128,7 @@ class TmuxTerminal:
         if previous is not None:
             old = previous.rstrip()
             if old and old in current:
-                new = current[current.index(old) + len(old):]
+                new = current[current.index(old) + len(old) :]
                 if new.strip():
                     return "New Terminal Output:\n" + new.lstrip("\n")
         return "Current Terminal Screen:\n" + self.screen()

@@ -36,7 +36,7 @@ def _take_descriptor():
     if not path:
         return None
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)     # not inheritable (Python's default)
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # not inheritable (Python's default)
     except OSError:
         return None
     try:
@@ -50,7 +50,7 @@ def _take_descriptor():
 
 
 _fd = _take_descriptor()
-_config = None      # the session that reports
+_config = None  # the session that reports
 
 
 def _emit(record):
@@ -60,8 +60,8 @@ def _emit(record):
     data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode("utf-8", "replace")
     try:
         while data:
-            data = data[os.write(_fd, data):]
-    except OSError:             # the host stopped reading (its limit): the rest is not sent
+            data = data[os.write(_fd, data) :]
+    except OSError:  # the host stopped reading (its limit): the rest is not sent
         _fd = None
 
 
@@ -78,7 +78,7 @@ def _plugins(config):
     try:
         for _, dist in config.pluginmanager.list_plugin_distinfo():
             names.add(str(getattr(dist, "project_name", None) or dist.metadata.get("name", "?")))
-    except Exception:           # noqa: BLE001 - a listing is a courtesy, never a reason to fail
+    except Exception:  # noqa: BLE001 - a listing is a courtesy, never a reason to fail
         pass
     return sorted(names)
 
@@ -107,7 +107,7 @@ def pytest_make_collect_report(collector):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report):
-    if getattr(report, "node", None) is not None:      # xdist: a worker's report, relayed
+    if getattr(report, "node", None) is not None:  # xdist: a worker's report, relayed
         _emit({"id": report.nodeid[:2000], "when": report.when, "outcome": report.outcome, "relayed": True})
 
 

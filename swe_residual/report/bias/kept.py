@@ -58,7 +58,7 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     hi = 0
     while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
         hi += 1
-    a, b = a[lo:len(a) - hi], b[lo:len(b) - hi]
+    a, b = a[lo : len(a) - hi], b[lo : len(b) - hi]
     if not a or not b:
         return lo + hi
     masks: dict[str, int] = {}

@@ -53,7 +53,7 @@ class BiasInputs:
         self._pred_files: dict[str | None, set[str] | None] = {}
         self._state_tests: dict[str | None, tuple | None] = {}
         self._task_failing: dict[tuple[str, str], list[frozenset[str]] | None] = {}
-        self._interned: dict = {}   # one object per distinct failing set / state test sets
+        self._interned: dict = {}  # one object per distinct failing set / state test sets
         #: (id(state sets), id(tests), failed) -> (tests, state sets, facts): rows share equal per-test dicts
         #: (results.read_rows) and states share equal failing sets, so a report computes each
         #: distinct combination once; the tests object is kept, so its id stays its own
@@ -110,6 +110,7 @@ class BiasInputs:
             return None
         p = self.path(rel)
         from swe_residual.trajectory import read_view
+
         try:
             return read_view(p) if os.path.isfile(p) else None
         except ValueError:
@@ -181,7 +182,11 @@ class BiasInputs:
         key = (id(f_r), id(tests))
         hit = self._shares.get(key)
         if hit is None or hit[0] is not f_r or hit[1] is not tests:
-            hit = self._shares[key] = (f_r, tests, len([t for t in f_r if tests.get(t) == "passed"]) / len(f_r))
+            hit = self._shares[key] = (
+                f_r,
+                tests,
+                len([t for t in f_r if tests.get(t) == "passed"]) / len(f_r),
+            )
         return hit[2]
 
     def state_tests(self, r: Record) -> tuple[frozenset[str], frozenset[str], frozenset[str]] | None:
@@ -203,8 +208,9 @@ class BiasInputs:
             sids = self.states_by_task.get(key)
             failing = [f_r for f_r in map(self.failing, sids) if f_r] if sids else None
             # one list per distinct content (callers never mutate it): see clean_shares
-            self._task_failing[key] = (self._interned.setdefault(("task failing", *failing), failing)
-                                       if failing else failing)
+            self._task_failing[key] = (
+                self._interned.setdefault(("task failing", *failing), failing) if failing else failing
+            )
         return self._task_failing[key]
 
     def graded(self, track: str, task: str) -> frozenset[str]:
@@ -285,10 +291,10 @@ class AgentRuns:
     (failed continuations); so are the continuation/clean step ratios (steps_ratio).
     """
 
-    clean: dict[str, list[Record]]                     # by task
+    clean: dict[str, list[Record]]  # by task
     continuations: list[Record]
     tests: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    artifacts: frozenset[str] = frozenset()            # artifact names any of these runs carries
+    artifacts: frozenset[str] = frozenset()  # artifact names any of these runs carries
     step_ratios: dict[str, list[float]] | None = None  # by task; None: computed on first use
 
     @classmethod
@@ -308,8 +314,12 @@ class AgentRuns:
         facts = inp.facts_cache if inp is not None else {}
         for r in records:
             # not r.normally_submitted, written out (a property call per record costs more)
-            if (not r.declared_complete or r.outcome is None or r.verdict == "infra_error"
-                    or r.termination == "infra"):
+            if (
+                not r.declared_complete
+                or r.outcome is None
+                or r.verdict == "infra_error"
+                or r.termination == "infra"
+            ):
                 continue
             if r.start == "clean":
                 runs = clean.get(r.task)
@@ -355,8 +365,13 @@ class AgentRuns:
                 same[task].append(same_v)
                 if broke_v is not None:
                     broke[task].append(broke_v)
-        runs = cls(clean, conts, {k: dict(v) for k, v in tests.items()}, frozenset(names),
-                   _step_ratios(clean, cont_steps))
+        runs = cls(
+            clean,
+            conts,
+            {k: dict(v) for k, v in tests.items()},
+            frozenset(names),
+            _step_ratios(clean, cont_steps),
+        )
         runs.failed = failed  # the cached_property's value, collected in the same pass
         return runs
 
@@ -411,6 +426,7 @@ class AgentRuns:
                     states_seen = self.continuation_states()
                 found = [f_r for f_r in map(inp.failing, sorted(states_seen.get(task, ()))) if f_r]
             return found
+
         return failing
 
     def clean_shares(self, inp: BiasInputs, track: str) -> Mapping[str, list[float]]:
@@ -426,15 +442,22 @@ class AgentRuns:
 
     def token_ratios(self) -> dict[str, list[float]]:
         """Per task, each continuation's tokens / the mean of the agent's Clean Start tokens there."""
-        return _step_ratios(self.clean, [(r.task, t) for r in self.continuations if (t := tokens_of(r)) is not None],
-                            tokens_of)
+        return _step_ratios(
+            self.clean,
+            [(r.task, t) for r in self.continuations if (t := tokens_of(r)) is not None],
+            tokens_of,
+        )
 
 
 _TEST_FACTS = ("repaired", "repaired_failed", "same", "broke")
 
 
-def _test_facts(state: tuple[frozenset[str], frozenset[str], frozenset[str]], outcomes: Mapping[str, str],
-                missing: list[str], failed: bool) -> tuple[float, float | None, float | None]:
+def _test_facts(
+    state: tuple[frozenset[str], frozenset[str], frozenset[str]],
+    outcomes: Mapping[str, str],
+    missing: list[str],
+    failed: bool,
+) -> tuple[float, float | None, float | None]:
     """(repaired, same, broke) of one continuation (run_facts; same/broke only for failed runs)."""
     f_r, universe, passing = state
     value = len([t for t in f_r if outcomes.get(t) == "passed"]) / len(f_r)
@@ -454,8 +477,11 @@ def tokens_of(r: Record) -> int | None:
     return (r.prompt_tokens or 0) + (r.completion_tokens or 0)
 
 
-def _step_ratios(clean: Mapping[str, list[Record]], cont_steps: Iterable[tuple[str, int]],
-                 value: Callable[[Record], int | None] = lambda r: r.steps) -> dict[str, list[float]]:
+def _step_ratios(
+    clean: Mapping[str, list[Record]],
+    cont_steps: Iterable[tuple[str, int]],
+    value: Callable[[Record], int | None] = lambda r: r.steps,
+) -> dict[str, list[float]]:
     """Per task, each continuation's steps (or other `value`) / the mean of the agent's Clean Start
     runs there (clean runs without one left out; tasks without one get no ratios)."""
     clean_steps: dict[str, float] = {}
@@ -494,7 +520,9 @@ def initially_failing_residual(runs: AgentRuns, inp: BiasInputs) -> dict[str, An
 
 def repair_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Initially failing (Residual) restricted to failed continuations."""
-    return task_mean(runs.tests["repaired_failed"], _why_no_tests(runs, "failed", inp, "failed continuations"))
+    return task_mean(
+        runs.tests["repaired_failed"], _why_no_tests(runs, "failed", inp, "failed continuations")
+    )
 
 
 def break_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
@@ -521,8 +549,9 @@ def _why_no_patch(runs: AgentRuns, which: str, inp: BiasInputs, what: str) -> st
     if not runs.count(which):
         return f"no normally submitted {what}"
     if not runs.with_artifact("patch") or not any(
-            r.artifacts and inp.run_patch(r) is not None
-            for r in (runs.continuations if which == "continuations" else runs.failed)):
+        r.artifacts and inp.run_patch(r) is not None
+        for r in (runs.continuations if which == "continuations" else runs.failed)
+    ):
         return "no final patch artifacts in the records"
     return "no state patches (P) for these states"
 
@@ -542,9 +571,11 @@ def left_out_files(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, di
     of continuations that change a file in L, and of continuations that open one."""
     has_patch, has_traj = runs.with_artifact("patch"), runs.with_artifact("trajectory")
     if not has_patch and not has_traj:  # nothing to look at: skip the per-state work
-        return {"left_out_changed_clean": na("no final patch artifacts in the records"),
-                "left_out_changed_residual": na("no final patch artifacts in the records"),
-                "left_out_opened": na("no trajectories for continuations")}
+        return {
+            "left_out_changed_clean": na("no final patch artifacts in the records"),
+            "left_out_changed_residual": na("no final patch artifacts in the records"),
+            "left_out_opened": na("no trajectories for continuations"),
+        }
     conts: dict[str, list[Record]] = defaultdict(list)
     for r in runs.continuations:
         conts[r.state].append(r)
@@ -561,7 +592,11 @@ def left_out_files(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, di
         n_states += 1
         # average within the state first, so a state's repeated attempts weigh as one state
         if has_patch:
-            state_c = [float(bool(inp.changed(p) & left)) for p in map(inp.run_patch, runs.clean[task]) if p is not None]
+            state_c = [
+                float(bool(inp.changed(p) & left))
+                for p in map(inp.run_patch, runs.clean[task])
+                if p is not None
+            ]
             state_r = [float(bool(inp.changed(p) & left)) for p in map(inp.run_patch, rs) if p is not None]
             if state_c:
                 changed_c[task].append(sum(state_c) / len(state_c))
@@ -572,13 +607,17 @@ def left_out_files(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, di
             if state_o:
                 opened[task].append(sum(state_o) / len(state_o))
     if not n_states:
-        reason = ("no solution files in the manifest"
-                  if not any(inp.solution_files(track, r.task) for r in runs.continuations)
-                  else "no state with a non-empty left-out set and both runs normally submitted")
+        reason = (
+            "no solution files in the manifest"
+            if not any(inp.solution_files(track, r.task) for r in runs.continuations)
+            else "no state with a non-empty left-out set and both runs normally submitted"
+        )
         return {k: na(reason) for k in _LEFT_OUT}
-    return {"left_out_changed_clean": task_mean(changed_c, "no final patch artifacts for Clean Start runs"),
-            "left_out_changed_residual": task_mean(changed_r, "no final patch artifacts for continuations"),
-            "left_out_opened": task_mean(opened, "no trajectories for continuations")}
+    return {
+        "left_out_changed_clean": task_mean(changed_c, "no final patch artifacts for Clean Start runs"),
+        "left_out_changed_residual": task_mean(changed_r, "no final patch artifacts for continuations"),
+        "left_out_opened": task_mean(opened, "no trajectories for continuations"),
+    }
 
 
 def steps_ratio(runs: AgentRuns) -> dict[str, Any]:
@@ -586,12 +625,19 @@ def steps_ratio(runs: AgentRuns) -> dict[str, Any]:
     median over tasks."""
     per_task = runs.step_ratios
     if per_task is None:
-        per_task = _step_ratios(runs.clean, [(r.task, r.steps) for r in runs.continuations if r.steps is not None])
+        per_task = _step_ratios(
+            runs.clean, [(r.task, r.steps) for r in runs.continuations if r.steps is not None]
+        )
     if not per_task:
         return na("no continuation with a step count and a Clean Start run with steps on its task")
     means, n_runs = task_means(per_task)
-    return {"value": median(means), "n_tasks": len(per_task), "n_runs": n_runs, "reason": None,
-            "aggregate": "median over tasks"}
+    return {
+        "value": median(means),
+        "n_tasks": len(per_task),
+        "n_runs": n_runs,
+        "reason": None,
+        "aggregate": "median over tasks",
+    }
 
 
 def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
@@ -601,16 +647,27 @@ def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
     if not per_task:
         return na("no token counts (the harness reports none, or no Clean Start run with tokens on the task)")
     means, n_runs = task_means(per_task)
-    return {"value": median(means), "n_tasks": len(per_task), "n_runs": n_runs, "reason": None,
-            "aggregate": "median over tasks"}
+    return {
+        "value": median(means),
+        "n_tasks": len(per_task),
+        "n_runs": n_runs,
+        "reason": None,
+        "aggregate": "median over tasks",
+    }
 
 
 def inspection_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Continuations that ran git status / git diff or read a file the predecessor modified."""
+
     def value(r: Record) -> float | None:
         facts = inp.trajectory_facts(r)
         return None if facts is None else float(facts[0])
-    reason = "no normally submitted continuations" if not runs.count("continuations") else "no trajectories for continuations"
+
+    reason = (
+        "no normally submitted continuations"
+        if not runs.count("continuations")
+        else "no trajectories for continuations"
+    )
     per_task = _per_run(runs.continuations, value) if runs.with_artifact("trajectory") else {}
     return task_mean(per_task, reason)
 
@@ -621,21 +678,38 @@ def kept_split(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     Kept is computed for every normally submitted continuation (successes too); runs at the
     median go to the lower half. value = 100 (high - low) in points.
     """
-    scored = ([(r, k) for r in runs.continuations if (k := _kept_of(inp, r)) is not None]
-              if runs.with_artifact("patch") else [])
+    scored = (
+        [(r, k) for r in runs.continuations if (k := _kept_of(inp, r)) is not None]
+        if runs.with_artifact("patch")
+        else []
+    )
     if not scored:
         return {**na(_why_no_patch(runs, "continuations", inp, "continuations")), "median_kept": None}
     mid = median(k for _, k in scored)
-    high = task_mean(_per_run([r for r, k in scored if k > mid], lambda r: float(r.outcome)), "no run above the median")
-    low = task_mean(_per_run([r for r, k in scored if k <= mid], lambda r: float(r.outcome)), "no run at or below the median")
+    high = task_mean(
+        _per_run([r for r, k in scored if k > mid], lambda r: float(r.outcome)), "no run above the median"
+    )
+    low = task_mean(
+        _per_run([r for r, k in scored if k <= mid], lambda r: float(r.outcome)),
+        "no run at or below the median",
+    )
     value = None if high["value"] is None or low["value"] is None else 100.0 * (high["value"] - low["value"])
     reason = None if value is not None else (high["reason"] or low["reason"])
-    return {"value": value, "median_kept": mid, "high": high, "low": low, "n_runs": len(scored),
-            "n_tasks": len({r.task for r, _ in scored}), "reason": reason}
+    return {
+        "value": value,
+        "median_kept": mid,
+        "high": high,
+        "low": low,
+        "n_runs": len(scored),
+        "n_tasks": len({r.task for r, _ in scored}),
+        "reason": reason,
+    }
 
 
-MACHINE_NA = ("machine track: a state is a whole machine rebuilt from replayed interactions, not a patch "
-              "(no predecessor lines to keep, no files left out)")
+MACHINE_NA = (
+    "machine track: a state is a whole machine rebuilt from replayed interactions, not a patch "
+    "(no predecessor lines to keep, no files left out)"
+)
 
 
 def agent_bias(records: Iterable[Record], inp: BiasInputs, track: str) -> dict[str, Any]:
@@ -650,7 +724,8 @@ def runs_bias(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, Any]:
 
     machine = track_kind(track) == "machine"
     return {
-        "n_continuations": runs.count("continuations"), "n_failed_continuations": runs.count("failed"),
+        "n_continuations": runs.count("continuations"),
+        "n_failed_continuations": runs.count("failed"),
         "n_clean_runs": runs.count("clean"),
         "same_failing": same_failing(runs, inp),
         "initially_failing_clean": initially_failing_clean(runs, inp, track),
@@ -661,14 +736,19 @@ def runs_bias(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, Any]:
         **({k: na(MACHINE_NA) for k in _LEFT_OUT} if machine else left_out_files(runs, inp, track)),
         "steps_ratio": steps_ratio(runs),
         "tokens_ratio": tokens_ratio(runs),
-        "inspection_rate": na("machine track: no list of the files a state's predecessor changed") if machine
+        "inspection_rate": na("machine track: no list of the files a state's predecessor changed")
+        if machine
         else inspection_rate(runs, inp),
         "kept_split": {**na(MACHINE_NA), "median_kept": None} if machine else kept_split(runs, inp),
     }
 
 
-def acceptance_bias(records: Iterable[Record], manifest: Manifest, root: Path | str | None = None,
-                    groups: Mapping[tuple[str, str], list[Record]] | None = None) -> dict[str, dict[str, Any]]:
+def acceptance_bias(
+    records: Iterable[Record],
+    manifest: Manifest,
+    root: Path | str | None = None,
+    groups: Mapping[tuple[str, str], list[Record]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """{track: {agent: measures}} for every track/agent with records (n/a where undefined).
 
     `groups` ({(track, agent): records}, as metrics.group_records returns) saves the grouping

@@ -32,11 +32,11 @@ from swe_residual.report.html.kit import (
     tr,
 )
 
-PATCH_LIMIT = 1 << 20          # bytes of a patch shown on a page (the file is linked)
-TRAJECTORY_LIMIT = 32 << 20    # a larger trajectory.json is linked, not parsed
-OUTPUT_CHARS = 20_000          # per command output and per message (head and tail)
-MAX_STEPS = 1000               # steps shown (the file is linked for the rest)
-LOG_LINES = 200                # last lines of the verifier log
+PATCH_LIMIT = 1 << 20  # bytes of a patch shown on a page (the file is linked)
+TRAJECTORY_LIMIT = 32 << 20  # a larger trajectory.json is linked, not parsed
+OUTPUT_CHARS = 20_000  # per command output and per message (head and tail)
+MAX_STEPS = 1000  # steps shown (the file is linked for the rest)
+LOG_LINES = 200  # last lines of the verifier log
 LOG_LIMIT = 4 << 20
 SYMBOL = {"p": "\u2713", "f": "\u2717", "m": "~", "i": "!", "n": "\u00b7"}
 WORD = {"p": "pass", "f": "fail", "m": "mixed", "i": "no valid verdict", "n": "not run yet"}
@@ -48,13 +48,13 @@ class CaseInputs:
 
     case_id: str
     records: list[Any]
-    primary: Any                              # the record shown in full
-    task_row: str                             # the task's grid row (links relative to pages/)
+    primary: Any  # the record shown in full
+    task_row: str  # the task's grid row (links relative to pages/)
     request: str | None
-    state: Any | None = None                  # StateFacts of a residual start
+    state: Any | None = None  # StateFacts of a residual start
     state_patch: Text | None = None
     graded: list[str] = field(default_factory=list)
-    clean_ref: Any | None = None              # the same agent's clean record of the task
+    clean_ref: Any | None = None  # the same agent's clean record of the task
     roots: list[str] = field(default_factory=list)
     pages_dir: str = ""
 
@@ -87,32 +87,59 @@ def render_case(c: CaseInputs) -> str:
     cls = outcome_class([r])
     verdict = f'<span class="v {cls}">{esc(WORD[cls] if cls != "i" else r.verdict)}</span>'
     title = f"{r.agent} · {r.task} · {'clean' if r.start == 'clean' else 'residual ' + (r.state or '')}"
-    nav = ('<nav class="top"><a href="../report.html">&larr; run page</a><a href="../report.html#cases">grid</a>'
-           '<a href="#request">request</a><a href="#tests">tests</a><a href="#diffs">diffs</a>'
-           '<a href="#trajectory">trajectory</a><a href="#verifier">verifier</a></nav>')
-    body = [nav, f"<h1>{esc(title)} {verdict}</h1>",
-            f'<div class="mute small">case <code>{esc(c.case_id)}</code></div>']
+    nav = (
+        '<nav class="top"><a href="../report.html">&larr; run page</a><a href="../report.html#cases">grid</a>'
+        '<a href="#request">request</a><a href="#tests">tests</a><a href="#diffs">diffs</a>'
+        '<a href="#trajectory">trajectory</a><a href="#verifier">verifier</a></nav>'
+    )
+    body = [
+        nav,
+        f"<h1>{esc(title)} {verdict}</h1>",
+        f'<div class="mute small">case <code>{esc(c.case_id)}</code></div>',
+    ]
     pred = r.predecessor or (c.state.predecessor if c.state is not None else None)
     harness = f' <span class="mute">({esc(r.harness)})</span>' if r.harness else ""
-    rows = [("track / task", esc(f"{r.track} / {r.task}")), ("agent", esc(r.agent) + harness),
-            ("start", esc(r.start) + (f" from state <code>{esc(r.state)}</code>" if r.state else ""))]
+    rows = [
+        ("track / task", esc(f"{r.track} / {r.task}")),
+        ("agent", esc(r.agent) + harness),
+        ("start", esc(r.start) + (f" from state <code>{esc(r.state)}</code>" if r.state else "")),
+    ]
     if pred:
         rows.append(("predecessor", esc(", ".join(f"{k}: {v}" for k, v in sorted(pred.items())))))
     n = len(c.records)
-    rows += [("outcome", (f"{verdict} outcome {esc('n/a' if r.outcome is None else r.outcome)}, "
-                          f"rule <code>{esc(r.rule or 'n/a')}</code>")),
-             ("run", (f"termination {esc(r.termination or 'n/a')}, declared complete: {esc(r.declared_complete)}, "
-                      f"{esc(r.steps if r.steps is not None else 'n/a')} steps")),
-             ("time", (f"{_secs(r.duration_s)} in all (agent {_secs(r.agent_duration_s)}, verifier "
-                       f"{_secs(r.verify_duration_s)}), finished {esc(_when(r.finished_at))}, "
-                       f"backend {esc(r.backend or 'n/a')}")),
-             ("attempt", f"{esc(r.attempt)} ({n} record{'s' if n != 1 else ''} of this case)")]
+    rows += [
+        (
+            "outcome",
+            (
+                f"{verdict} outcome {esc('n/a' if r.outcome is None else r.outcome)}, "
+                f"rule <code>{esc(r.rule or 'n/a')}</code>"
+            ),
+        ),
+        (
+            "run",
+            (
+                f"termination {esc(r.termination or 'n/a')}, declared complete: {esc(r.declared_complete)}, "
+                f"{esc(r.steps if r.steps is not None else 'n/a')} steps"
+            ),
+        ),
+        (
+            "time",
+            (
+                f"{_secs(r.duration_s)} in all (agent {_secs(r.agent_duration_s)}, verifier "
+                f"{_secs(r.verify_duration_s)}), finished {esc(_when(r.finished_at))}, "
+                f"backend {esc(r.backend or 'n/a')}"
+            ),
+        ),
+        ("attempt", f"{esc(r.attempt)} ({n} record{'s' if n != 1 else ''} of this case)"),
+    ]
     if r.error:
         rows.append(("error", f"<pre>{esc(clip(r.error, OUTPUT_CHARS)[0])}</pre>"))
     if r.verdict_note:
         rows.append(("verdict note", esc(r.verdict_note)))
     body.append(facts(rows))
-    body.append('<h2 id="row">This task, every agent and start</h2><div class="wrap">' + c.task_row + "</div>")
+    body.append(
+        '<h2 id="row">This task, every agent and start</h2><div class="wrap">' + c.task_row + "</div>"
+    )
     body.append(_request(c.request))
     body.append(_tests(c))
     body.append(_integrity(r))
@@ -126,8 +153,10 @@ def render_case(c: CaseInputs) -> str:
 
 def _request(text: str | None) -> str:
     if text is None:
-        inner = ('<p class="mute">The request is not recorded in this run dir (run-info.json) and no task '
-                 "directory with an instruction.md was found for it.</p>")
+        inner = (
+            '<p class="mute">The request is not recorded in this run dir (run-info.json) and no task '
+            "directory with an instruction.md was found for it.</p>"
+        )
     else:
         shown, cut = clip(text, 200_000)
         inner = f"<pre>{esc(shown)}</pre>" + ('<p class="mute">(shortened)</p>' if cut else "")
@@ -152,28 +181,48 @@ def _tests(c: CaseInputs) -> str:
     if r.start == "residual" and c.state is not None and c.state.failing_tests:
         f_r = set(c.state.failing_tests)
         universe = (set(c.graded) | f_r) if c.graded else (set(tests) | f_r)
-        groups = {"pass \u2192 fail": sorted(t for t in universe - f_r if not passed(t)),
-                  "still failing": sorted(t for t in f_r if not passed(t)),
-                  "fail \u2192 pass": sorted(t for t in f_r if passed(t)),
-                  "still passing": sorted(t for t in universe - f_r if passed(t))}
-        out.append('<p class="mute small">At start: the state\'s recorded failing tests (manifest.json '
-                   "<code>failing_tests</code>); every other graded test passed on the state. Final: this "
-                   "run's verifier. Anything but <i>passed</i> counts as failing.</p>")
-        out.append('<div class="kpis">' + "".join(
-            f'<div class="kpi"><b>{len(v)}</b>{esc(k)}</div>' for k, v in groups.items()) + "</div>")
+        groups = {
+            "pass \u2192 fail": sorted(t for t in universe - f_r if not passed(t)),
+            "still failing": sorted(t for t in f_r if not passed(t)),
+            "fail \u2192 pass": sorted(t for t in f_r if passed(t)),
+            "still passing": sorted(t for t in universe - f_r if passed(t)),
+        }
+        out.append(
+            '<p class="mute small">At start: the state\'s recorded failing tests (manifest.json '
+            "<code>failing_tests</code>); every other graded test passed on the state. Final: this "
+            "run's verifier. Anything but <i>passed</i> counts as failing.</p>"
+        )
+        out.append(
+            '<div class="kpis">'
+            + "".join(f'<div class="kpi"><b>{len(v)}</b>{esc(k)}</div>' for k, v in groups.items())
+            + "</div>"
+        )
         start_of = lambda t: "failed" if t in f_r else "passed"
         shown = [(k, t) for k in ("pass \u2192 fail", "still failing", "fail \u2192 pass") for t in groups[k]]
         out.append(_test_table(shown, start_of, tests, missing, clean_tests))
         if groups["still passing"]:
-            out.append(details(f"{len(groups['still passing'])} tests passed at start and still pass",
-                               _test_table([("still passing", t) for t in groups["still passing"]], start_of,
-                                           tests, missing, clean_tests)))
+            out.append(
+                details(
+                    f"{len(groups['still passing'])} tests passed at start and still pass",
+                    _test_table(
+                        [("still passing", t) for t in groups["still passing"]],
+                        start_of,
+                        tests,
+                        missing,
+                        clean_tests,
+                    ),
+                )
+            )
     elif r.start == "residual":
-        out.append('<p class="mute">The state\'s failing tests are not in the manifest: statuses at start unknown.</p>')
+        out.append(
+            '<p class="mute">The state\'s failing tests are not in the manifest: statuses at start unknown.</p>'
+        )
         out.append(_final_only(tests, missing, clean_tests))
     else:
-        out.append('<p class="mute small">A clean start: the starting statuses are not recorded, so the final '
-                   "statuses are shown (tests not passing first).</p>")
+        out.append(
+            '<p class="mute small">A clean start: the starting statuses are not recorded, so the final '
+            "statuses are shown (tests not passing first).</p>"
+        )
         out.append(_final_only(tests, missing, None))
     return "".join(out) + "</section>"
 
@@ -183,13 +232,23 @@ def _cell(status: str) -> str:
     return f'<span class="v {cls}">{esc(status)}</span>'
 
 
-def _test_table(rows: list[tuple[str, str]], start_of, tests: dict, missing: set[str], clean_tests: dict | None) -> str:
+def _test_table(
+    rows: list[tuple[str, str]], start_of, tests: dict, missing: set[str], clean_tests: dict | None
+) -> str:
     if not rows:
         return '<p class="mute">No test moved and none is still failing.</p>'
     clean = clean_tests is not None
     columns = ["test", "moved", "at start", "final"] + (["same agent, clean start"] if clean else [])
-    body = [tr(f"<code>{esc(t)}</code>", esc(kind), _cell(start_of(t)), _cell(_status(tests, missing, t)),
-               *([_cell(clean_tests.get(t, "n/a"))] if clean else [])) for kind, t in rows]
+    body = [
+        tr(
+            f"<code>{esc(t)}</code>",
+            esc(kind),
+            _cell(start_of(t)),
+            _cell(_status(tests, missing, t)),
+            *([_cell(clean_tests.get(t, "n/a"))] if clean else []),
+        )
+        for kind, t in rows
+    ]
     return table(columns, body)
 
 
@@ -198,13 +257,21 @@ def _final_only(tests: dict, missing: set[str], clean_tests: dict | None) -> str
         return '<p class="mute">No per-test statuses were recorded.</p>'
     bad = sorted(t for t, s in tests.items() if s != "passed")
     good = sorted(t for t, s in tests.items() if s == "passed")
-    out = [(f'<div class="kpis"><div class="kpi"><b>{len(bad)}</b>not passing</div>'
-            f'<div class="kpi"><b>{len(good)}</b>passing</div></div>')]
+    out = [
+        (
+            f'<div class="kpis"><div class="kpi"><b>{len(bad)}</b>not passing</div>'
+            f'<div class="kpi"><b>{len(good)}</b>passing</div></div>'
+        )
+    ]
     if bad:
         out.append(_test_table([("", t) for t in bad], lambda t: "n/a", tests, missing, clean_tests))
     if good:
-        out.append(details(f"{len(good)} passing tests", _test_table([("", t) for t in good], lambda t: "n/a",
-                                                                       tests, missing, clean_tests)))
+        out.append(
+            details(
+                f"{len(good)} passing tests",
+                _test_table([("", t) for t in good], lambda t: "n/a", tests, missing, clean_tests),
+            )
+        )
     return "".join(out)
 
 
@@ -214,18 +281,24 @@ def _integrity(r: Any) -> str:
     flags = list(r.integrity or [])
     notes = list(getattr(r, "integrity_notes", None) or [])
     if not flags:
-        out = ['<section id="integrity"><h2>Integrity flags</h2><p class="mute">No cheat signal: nothing in the '
-               "graded state reaches the test runner, the interpreter or the verifier's outputs.</p>"]
+        out = [
+            '<section id="integrity"><h2>Integrity flags</h2><p class="mute">No cheat signal: nothing in the '
+            "graded state reaches the test runner, the interpreter or the verifier's outputs.</p>"
+        ]
     else:
         items = "".join(f"<li><code>{esc(f)}</code></li>" for f in flags)
-        out = [f'<section id="integrity"><h2>Integrity flags <span class="v m">{len(flags)}</span></h2>'
-               f'<div class="warn">Cheat signals: what could flip the verdict without solving the task '
-               f"(docs/errors.md, record field <code>integrity</code>):<ul>{items}</ul></div>"]
+        out = [
+            f'<section id="integrity"><h2>Integrity flags <span class="v m">{len(flags)}</span></h2>'
+            f'<div class="warn">Cheat signals: what could flip the verdict without solving the task '
+            f"(docs/errors.md, record field <code>integrity</code>):<ul>{items}</ul></div>"
+        ]
     if notes:
         items = "".join(f"<li><code>{esc(n)}</code></li>" for n in notes)
-        out.append(f'<div id="integrity-notes">Notes, not counted (record field <code>integrity_notes</code>): '
-                   f'honest-looking test infrastructure and code the check could not read<ul class="notes">'
-                   f"{items}</ul></div>")
+        out.append(
+            f'<div id="integrity-notes">Notes, not counted (record field <code>integrity_notes</code>): '
+            f'honest-looking test infrastructure and code the check could not read<ul class="notes">'
+            f"{items}</ul></div>"
+        )
     return "".join(out) + "</section>"
 
 
@@ -270,8 +343,15 @@ def _diffs(c: CaseInputs) -> str:
             notes[path] = how
             rows.append(tr(f"<code>{esc(path)}</code>", esc(how)))
         cut = final.truncated or c.state_patch.truncated
-        out.append('<h3 id="per-file">Inherited vs final, per file</h3>' + table(["file", "what the agent did"], rows)
-                   + ('<p class="warn">A patch is shortened here: its last file may be misjudged.</p>' if cut else ""))
+        out.append(
+            '<h3 id="per-file">Inherited vs final, per file</h3>'
+            + table(["file", "what the agent did"], rows)
+            + (
+                '<p class="warn">A patch is shortened here: its last file may be misjudged.</p>'
+                if cut
+                else ""
+            )
+        )
     if residual:
         sp = c.state.patch if c.state is not None else None
         body = []
@@ -282,10 +362,15 @@ def _diffs(c: CaseInputs) -> str:
                 body.append(f'<p class="warn">Only the first {PATCH_LIMIT >> 10} KiB are shown.</p>')
             body.append(diff_block(inherited) if inherited else '<p class="mute">Empty patch.</p>')
         n = len(inherited or [])
-        out.append('<section id="inherited">' + details(
-            f'<b>Inherited diff</b> <span class="mute small">(state <code>{esc(r.state)}</code> vs the base commit, '
-            f'{n} file{"s" if n != 1 else ""}; {_link(sp, c.roots, c.pages_dir, "patch file")})</span>',
-            "".join(body)) + "</section>")
+        out.append(
+            '<section id="inherited">'
+            + details(
+                f'<b>Inherited diff</b> <span class="mute small">(state <code>{esc(r.state)}</code> vs the base commit, '
+                f"{n} file{'s' if n != 1 else ''}; {_link(sp, c.roots, c.pages_dir, 'patch file')})</span>",
+                "".join(body),
+            )
+            + "</section>"
+        )
     body = []
     if final_files is None:
         body.append(_missing(final, "final.patch"))
@@ -293,12 +378,19 @@ def _diffs(c: CaseInputs) -> str:
         if final.truncated:
             body.append(f'<p class="warn">Only the first {PATCH_LIMIT >> 10} KiB are shown.</p>')
         if kept:
-            body.append(f'<p class="mute small">{len(kept)} file(s) kept exactly as inherited start collapsed.</p>')
-        body.append(diff_block(final_files, kept, notes) if final_files else
-                    '<p class="mute">Empty: the graded state equals the base commit.</p>')
+            body.append(
+                f'<p class="mute small">{len(kept)} file(s) kept exactly as inherited start collapsed.</p>'
+            )
+        body.append(
+            diff_block(final_files, kept, notes)
+            if final_files
+            else '<p class="mute">Empty: the graded state equals the base commit.</p>'
+        )
     n = len(final_files or [])
-    summary = (f'<b>Agent\'s final diff</b> <span class="mute small">(the graded state vs the base commit, '
-               f'{n} file{"s" if n != 1 else ""}; {_link(final_path, c.roots, c.pages_dir, "final.patch")})</span>')
+    summary = (
+        f'<b>Agent\'s final diff</b> <span class="mute small">(the graded state vs the base commit, '
+        f"{n} file{'s' if n != 1 else ''}; {_link(final_path, c.roots, c.pages_dir, 'final.patch')})</span>"
+    )
     if residual:
         out.append('<section id="final">' + details(summary, "".join(body)) + "</section>")
     else:
@@ -306,30 +398,41 @@ def _diffs(c: CaseInputs) -> str:
     return "".join(out)
 
 
-def _change(c: CaseInputs, inherited: list[FileDiff] | None, final: Text, final_files: list[FileDiff] | None) -> str:
+def _change(
+    c: CaseInputs, inherited: list[FileDiff] | None, final: Text, final_files: list[FileDiff] | None
+) -> str:
     """The agent's change to the inherited work: the diff from the residual state to the final state."""
-    head = ('<section id="change"><h3>The agent\'s change to the inherited work <span class="mute small">'
-            "(inherited state \u2192 final state)</span></h3>")
+    head = (
+        '<section id="change"><h3>The agent\'s change to the inherited work <span class="mute small">'
+        "(inherited state \u2192 final state)</span></h3>"
+    )
     if inherited is None or final_files is None:
         what = "the state's patch" if inherited is None else "final.patch"
         return head + f'<p class="mute">Not shown: {esc(what)} is not available here.</p></section>'
     if final.truncated or c.state_patch.truncated:
-        return head + ('<p class="warn">Not shown: a patch is larger than this page shows '
-                       f"({PATCH_LIMIT >> 10} KiB); open the patch files.</p></section>")
+        return head + (
+            '<p class="warn">Not shown: a patch is larger than this page shows '
+            f"({PATCH_LIMIT >> 10} KiB); open the patch files.</p></section>"
+        )
     d = interdiff(inherited, final_files)
     out = [head]
     added, deleted = sum(len(f.added) for f in d.files), sum(f.deleted for f in d.files)
-    out.append(f'<p class="small" id="change-summary">{len(d.files)} file{"s" if len(d.files) != 1 else ""} '
-               f'changed (<span class="exit0">+{added}</span> <span class="exitn">-{deleted}</span>); '
-               f'{len(d.unchanged)} kept exactly as inherited'
-               + (f': {", ".join(f"<code>{esc(p)}</code>" for p in d.unchanged)}' if d.unchanged else "") + ".</p>")
+    out.append(
+        f'<p class="small" id="change-summary">{len(d.files)} file{"s" if len(d.files) != 1 else ""} '
+        f'changed (<span class="exit0">+{added}</span> <span class="exitn">-{deleted}</span>); '
+        f"{len(d.unchanged)} kept exactly as inherited"
+        + (f": {', '.join(f'<code>{esc(p)}</code>' for p in d.unchanged)}" if d.unchanged else "")
+        + ".</p>"
+    )
     for path, why in sorted(d.not_comparable.items()):
         out.append(f'<p class="warn"><code>{esc(path)}</code>: not compared ({esc(why)}).</p>')
     if d.files:
         out.append(diff_block(d.files))
     elif not d.not_comparable:
-        out.append('<p class="mute" id="change-none">None: the final state is the inherited state (the agent '
-                   "submitted the work as it found it).</p>")
+        out.append(
+            '<p class="mute" id="change-none">None: the final state is the inherited state (the agent '
+            "submitted the work as it found it).</p>"
+        )
     return "".join(out) + "</section>"
 
 
@@ -345,8 +448,10 @@ def _trajectory(r: Any, c: CaseInputs) -> str:
 
 
 def _trajectory_body(r: Any, c: CaseInputs, path: str | None) -> str:
-    head = (f'<h2>Trajectory <span class="mute small">'
-            f'({_link(path, c.roots, c.pages_dir, "trajectory.json")})</span></h2>')
+    head = (
+        f'<h2>Trajectory <span class="mute small">'
+        f"({_link(path, c.roots, c.pages_dir, 'trajectory.json')})</span></h2>"
+    )
     t = read_text(path, c.roots, TRAJECTORY_LIMIT) if path else Text(None, note="not recorded")
     if t.text is None:
         return head + _missing(t, "trajectory")
@@ -359,8 +464,13 @@ def _trajectory_body(r: Any, c: CaseInputs, path: str | None) -> str:
     steps = data.get("steps") if isinstance(data, dict) else None
     if not isinstance(steps, list):
         return head + '<p class="mute">No steps list in the file.</p>'
-    out = [head, (f'<p class="mute small">{len(steps)} steps; exit status <code>{esc(_s(data.get("exit_status")))}'
-                  "</code>. Each step: the agent's message, then each command with its exit code and output.</p>")]
+    out = [
+        head,
+        (
+            f'<p class="mute small">{len(steps)} steps; exit status <code>{esc(_s(data.get("exit_status")))}'
+            "</code>. Each step: the agent's message, then each command with its exit code and output.</p>"
+        ),
+    ]
     for i, step in enumerate(steps[:MAX_STEPS]):
         out.append(_step(i, step if isinstance(step, dict) else {}))
     if len(steps) > MAX_STEPS:
@@ -372,15 +482,21 @@ def _trajectory_body(r: Any, c: CaseInputs, path: str | None) -> str:
 
 
 def _step(i: int, step: dict) -> str:
-    actions = [a for a in step.get("actions") or [] if isinstance(a, dict)] if isinstance(step.get("actions"), list) else []
+    actions = (
+        [a for a in step.get("actions") or [] if isinstance(a, dict)]
+        if isinstance(step.get("actions"), list)
+        else []
+    )
     first = _s(actions[0].get("command")) if actions else ""
     first = first.strip().splitlines()[0] if first.strip() else "(no command)"
     codes = [a.get("exit_code") for a in actions]
     bad = any(isinstance(x, int) and x != 0 for x in codes)
     more = f" +{len(actions) - 1} more" if len(actions) > 1 else ""
     mark = '<span class="exitn">exit \u2260 0</span>' if bad else ""
-    summary = (f'<b>Step {esc(step.get("index", i))}</b> <code class="cmd">{esc(clip(first, 160)[0])}</code>'
-               f'<span class="mute">{esc(more)}</span> {mark}')
+    summary = (
+        f'<b>Step {esc(step.get("index", i))}</b> <code class="cmd">{esc(clip(first, 160)[0])}</code>'
+        f'<span class="mute">{esc(more)}</span> {mark}'
+    )
     parts = []
     msg = _s(step.get("message"))
     if msg:
@@ -391,10 +507,13 @@ def _step(i: int, step: dict) -> str:
         dur = a.get("duration_s")
         kind = _s(a.get("kind")) or "shell"
         where = f" {_s(a.get('path'))}" if a.get("path") else ""
-        parts.append(f'<div class="small"><span class="mute">{esc(kind + where)}</span> '
-                     f'<span class="{cls}">exit {esc(_s(code) or "n/a")}</span>'
-                     + (f' <span class="mute">{dur:.2f} s</span>' if isinstance(dur, (int, float)) else "") + "</div>"
-                     f'<pre class="cmd">{esc(clip(_s(a.get("command")), OUTPUT_CHARS)[0])}</pre>')
+        parts.append(
+            f'<div class="small"><span class="mute">{esc(kind + where)}</span> '
+            f'<span class="{cls}">exit {esc(_s(code) or "n/a")}</span>'
+            + (f' <span class="mute">{dur:.2f} s</span>' if isinstance(dur, (int, float)) else "")
+            + "</div>"
+            f'<pre class="cmd">{esc(clip(_s(a.get("command")), OUTPUT_CHARS)[0])}</pre>'
+        )
         output = _s(a.get("output"))
         if output:
             parts.append(f"<pre>{esc(clip(output, OUTPUT_CHARS)[0])}</pre>")
@@ -403,8 +522,10 @@ def _step(i: int, step: dict) -> str:
 
 def _verifier(r: Any, c: CaseInputs) -> str:
     path = (r.artifacts or {}).get("verifier_log")
-    head = (f'<h2>Verifier log <span class="mute small">'
-            f'({_link(path, c.roots, c.pages_dir, "verifier.log")})</span></h2>')
+    head = (
+        f'<h2>Verifier log <span class="mute small">'
+        f"({_link(path, c.roots, c.pages_dir, 'verifier.log')})</span></h2>"
+    )
     t = read_text(path, c.roots, LOG_LIMIT) if path else Text(None, note="not recorded")
     if t.text is None:
         return f'<section id="verifier">{head}{_missing(t, "verifier log")}</section>'
@@ -417,10 +538,16 @@ def _attempts(c: CaseInputs) -> str:
     rows = []
     for r in reversed(c.records):
         cls = outcome_class([r])
-        links = " ".join(_link(p, c.roots, c.pages_dir, name) for name, p in sorted((r.artifacts or {}).items()))
-        rows.append(f"<tr><td class=num>{esc(r.attempt)}</td><td><span class=\"v {cls}\">{esc(r.verdict)}</span></td>"
-                    f"<td>{esc(r.rule or '')}</td><td>{esc(_when(r.finished_at))}</td>"
-                    f"<td>{esc(clip(r.error or '', 300)[0])}</td><td>{links}</td></tr>")
-    return ('<h2 id="attempts">Every record of this case</h2><p class="mute small">Shown in full above: attempt '
-            f"{esc(c.primary.attempt)} (the newest with a valid verdict, else the newest).</p>"
-            + table(["attempt", "verdict", "rule", "finished", "error", "artifacts"], rows))
+        links = " ".join(
+            _link(p, c.roots, c.pages_dir, name) for name, p in sorted((r.artifacts or {}).items())
+        )
+        rows.append(
+            f'<tr><td class=num>{esc(r.attempt)}</td><td><span class="v {cls}">{esc(r.verdict)}</span></td>'
+            f"<td>{esc(r.rule or '')}</td><td>{esc(_when(r.finished_at))}</td>"
+            f"<td>{esc(clip(r.error or '', 300)[0])}</td><td>{links}</td></tr>"
+        )
+    return (
+        '<h2 id="attempts">Every record of this case</h2><p class="mute small">Shown in full above: attempt '
+        f"{esc(c.primary.attempt)} (the newest with a valid verdict, else the newest).</p>"
+        + table(["attempt", "verdict", "rule", "finished", "error", "artifacts"], rows)
+    )

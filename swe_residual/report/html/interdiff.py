@@ -36,8 +36,8 @@ class _Gap:
 class _Side:
     """One patch's view of one file: where it came from, where it went, its hunks."""
 
-    old: str | None                 # the base path (None: the patch creates the file)
-    new: str | None                 # the path afterwards (None: the patch deletes the file)
+    old: str | None  # the base path (None: the patch creates the file)
+    new: str | None  # the path afterwards (None: the patch deletes the file)
     hunks: list[tuple[int, int, list[tuple[str, str]]]] = field(default_factory=list)  # (start, count, lines)
     binary: bool = False
 
@@ -61,14 +61,15 @@ def _sides(files: list[FileDiff]) -> dict[str, _Side]:
         heads = [line for line, kind in zip(f.lines, f.kinds) if kind == HEAD]
         created = any(h.startswith("new file mode") or h == "--- /dev/null" for h in heads)
         deleted = any(h.startswith("deleted file mode") or h == "+++ /dev/null" for h in heads)
-        side = _Side(old=None if created else (f.old_path or f.path), new=None if deleted else f.path,
-                     binary=f.binary)
+        side = _Side(
+            old=None if created else (f.old_path or f.path), new=None if deleted else f.path, binary=f.binary
+        )
         hunk: list[tuple[str, str]] | None = None
         for line, kind in zip(f.lines, f.kinds):
             if kind == HUNK:
                 m = _HUNK.match(line)
                 if m is None:
-                    side.binary = True   # unreadable: not compared rather than guessed
+                    side.binary = True  # unreadable: not compared rather than guessed
                     break
                 start, count = int(m.group(1)), int(m.group(2)) if m.group(2) is not None else 1
                 hunk = []
@@ -134,19 +135,25 @@ def interdiff(inherited: list[FileDiff], final: list[FileDiff]) -> Interdiff:
             if lines is None:
                 return None
             if p not in made:
-                n = max([*lines, *(st + c - 1 for x in both if x.old == p for st, c, _ in x.hunks)], default=-1) + 1
+                n = (
+                    max(
+                        [*lines, *(st + c - 1 for x in both if x.old == p for st, c, _ in x.hunks)],
+                        default=-1,
+                    )
+                    + 1
+                )
                 made[p] = [lines.get(i, _Gap(i)) for i in range(n)]
             return made[p]
 
         def version(side: _Side | None) -> list | None:
             """The file at `path` after this side's patch (None: it does not exist there)."""
-            if side is None:   # untouched by this patch: the base file, if `path` is one
+            if side is None:  # untouched by this patch: the base file, if `path` is one
                 other = s if f is side else f
                 if other is not None and other.old is None and other.new == path:
-                    return None   # the other patch created it: not in the base
+                    return None  # the other patch created it: not in the base
                 return base_of(path)
             if side.new != path:
-                return None      # deleted, or renamed away from `path`
+                return None  # deleted, or renamed away from `path`
             return _apply(base_of(side.old) or [], side)
 
         a, b = version(s), version(f)
@@ -166,7 +173,10 @@ def _section(path: str, a: list | None, b: list | None) -> FileDiff:
         head.append("new file (not in the inherited state)")
     elif b is None:
         head.append("deleted by the agent")
-    head += [f"--- {'a/' + path if a is not None else '/dev/null'}", f"+++ {'b/' + path if b is not None else '/dev/null'}"]
+    head += [
+        f"--- {'a/' + path if a is not None else '/dev/null'}",
+        f"+++ {'b/' + path if b is not None else '/dev/null'}",
+    ]
     fd.lines += head
     fd.kinds += [HEAD] * len(head)
     a, b = a or [], b or []
@@ -192,7 +202,11 @@ def _section(path: str, a: list | None, b: list | None) -> FileDiff:
 
 def _text(line: str | _Gap) -> str:
     """A changed line's text (a placeholder there would mean hunks that do not add up)."""
-    return f"(line {line.at + 1} of the base version, not shown by either patch)" if isinstance(line, _Gap) else line
+    return (
+        f"(line {line.at + 1} of the base version, not shown by either patch)"
+        if isinstance(line, _Gap)
+        else line
+    )
 
 
 def _context(fd: FileDiff, lines: list) -> None:

@@ -104,13 +104,17 @@ def page(title: str, body: str, script: str | None = None, *, css: str = "", pol
     meta = ""
     if policy:
         scripts = f"'{_sha256(script)}'" if script else "'none'"
-        csp = (f"default-src 'none'; img-src data:; style-src '{_sha256(style)}'; script-src {scripts}; "
-               "base-uri 'none'; form-action 'none'")
+        csp = (
+            f"default-src 'none'; img-src data:; style-src '{_sha256(style)}'; script-src {scripts}; "
+            "base-uri 'none'; form-action 'none'"
+        )
         meta = f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
     tail = f"<script>{script}</script>" if script else ""
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{meta}'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{style}</style></head><body>{body}{tail}</body></html>\n")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{meta}'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{style}</style></head><body>{body}{tail}</body></html>\n"
+    )
 
 
 def facts(rows: Iterable[tuple[str, str]]) -> str:
@@ -120,14 +124,16 @@ def facts(rows: Iterable[tuple[str, str]]) -> str:
 
 def details(summary: str, body: str, open_: bool = False, cls: str = "") -> str:
     """A collapsible block; summary and body are HTML already."""
-    attrs = (' open' if open_ else '') + (f' class="{cls}"' if cls else '')
+    attrs = (" open" if open_ else "") + (f' class="{cls}"' if cls else "")
     return f"<details{attrs}><summary>{summary}</summary>{body}</details>"
 
 
 def table(columns: Sequence[str], rows: Iterable[str], attrs: str = "") -> str:
     """A table in a scrolling div: column names (text), then rows that are HTML already
     (`<tr>...</tr>`, callers escape); no head row without columns."""
-    head = ("<thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in columns) + "</tr></thead>") if columns else ""
+    head = (
+        ("<thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in columns) + "</tr></thead>") if columns else ""
+    )
     return f'<div class="wrap"><table{attrs}>{head}<tbody>{"".join(rows)}</tbody></table></div>'
 
 
@@ -150,8 +156,11 @@ def report_table(t: Any) -> str:
             cells.append(f"<td{num}><b>{esc(c)}</b></td>" if (i, j) in t.bold else f"<td{num}>{esc(c)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes if n)
-    return (f"<h3>{esc(t.title)}</h3>" + table(t.columns, rows, ' class="swe-residual"')
-            + (f'<ul class="notes">{notes}</ul>' if notes else ""))
+    return (
+        f"<h3>{esc(t.title)}</h3>"
+        + table(t.columns, rows, ' class="swe-residual"')
+        + (f'<ul class="notes">{notes}</ul>' if notes else "")
+    )
 
 
 def figure(title: str, svg: str) -> str:
@@ -160,6 +169,7 @@ def figure(title: str, svg: str) -> str:
 
 
 # -- reading run-dir files ------------------------------------------------------------------------
+
 
 @dataclass
 class Text:
@@ -258,13 +268,19 @@ def diff_lines(files: Iterable[FileDiff]) -> str:
     return "\n".join(out)
 
 
-def diff_block(files: list[FileDiff], collapsed: set[str] = frozenset(), notes: dict[str, str] | None = None) -> str:
+def diff_block(
+    files: list[FileDiff], collapsed: set[str] = frozenset(), notes: dict[str, str] | None = None
+) -> str:
     """One collapsible block per file; files named in `collapsed` start closed."""
     notes = notes or {}
     parts = []
     for f in files:
         note = f' <span class="mute">{esc(notes[f.path])}</span>' if f.path in notes else ""
-        summary = (f"<code>{esc(f.path or '(no file header)')}</code> "
-                   f'<span class="exit0">+{len(f.added)}</span> <span class="exitn">-{f.deleted}</span>{note}')
-        parts.append(details(summary, f'<pre class="diff">{diff_lines([f])}</pre>', open_=f.path not in collapsed))
+        summary = (
+            f"<code>{esc(f.path or '(no file header)')}</code> "
+            f'<span class="exit0">+{len(f.added)}</span> <span class="exitn">-{f.deleted}</span>{note}'
+        )
+        parts.append(
+            details(summary, f'<pre class="diff">{diff_lines([f])}</pre>', open_=f.path not in collapsed)
+        )
     return "".join(parts)

@@ -33,12 +33,13 @@ from swe_residual.results import RUN_PAGE, Manifest
 
 PAGES = "pages"
 RUN_INFO = "run-info.json"
-REQUEST_LIMIT = 256 << 10        # bytes of one instruction.md kept and shown
+REQUEST_LIMIT = 256 << 10  # bytes of one instruction.md kept and shown
 RUN_INFO_LIMIT = 64 << 20
-LIST_LIMIT = 200                 # rows of each problem list on the run page
+LIST_LIMIT = 200  # rows of each problem list on the run page
 
 
 # -- run-info.json ----------------------------------------------------------------------------------
+
 
 @dataclass
 class RunInfo:
@@ -63,6 +64,7 @@ def read_run_info(run_dir: Path | str) -> RunInfo:
 
     def strings(v: Any) -> dict[str, str]:
         return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else {}
+
     return RunInfo(strings(data.get("environment")), strings(data.get("requests")))
 
 
@@ -72,8 +74,10 @@ def write_run_info(run_dir: Path | str, info: RunInfo) -> None:
     requests = {**old.requests, **{k: v[:REQUEST_LIMIT] for k, v in info.requests.items()}}
     path = Path(run_dir) / RUN_INFO
     tmp = path.with_name(RUN_INFO + ".tmp")
-    tmp.write_text(redact(json.dumps({"environment": info.environment, "requests": requests}, indent=1)),
-                   encoding="utf-8")
+    tmp.write_text(
+        redact(json.dumps({"environment": info.environment, "requests": requests}, indent=1)),
+        encoding="utf-8",
+    )
     tmp.replace(path)
 
 
@@ -122,11 +126,14 @@ def find_requests(keys: Iterable[str], found: Mapping[str, str]) -> dict[str, st
 
 # -- the grid ---------------------------------------------------------------------------------------
 
+
 def page_name(case_id: str) -> str:
     """The case page's file name: the case id where it is a plain name, else a safe one with a hash."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", case_id)[:100]
     if name != case_id or not _SAFE.fullmatch(name):
-        name = "_" + name.lstrip(".") + "-" + hashlib.sha1(case_id.encode("utf-8", "replace")).hexdigest()[:12]
+        name = (
+            "_" + name.lstrip(".") + "-" + hashlib.sha1(case_id.encode("utf-8", "replace")).hexdigest()[:12]
+        )
     return name + ".html"
 
 
@@ -152,8 +159,10 @@ class Cell:
         title = esc(f"{self.label}: {word}" + (" (integrity flags)" if self.flagged else ""))
         if not self.records:
             return f'<span class="o n" title="{title}">{SYMBOL["n"]}</span>'
-        return (f'<a class="o {cls}{extra}" href="{prefix}{esc(page_name(self.case_id))}" '
-                f'title="{title}">{SYMBOL[cls]}</a>')
+        return (
+            f'<a class="o {cls}{extra}" href="{prefix}{esc(page_name(self.case_id))}" '
+            f'title="{title}">{SYMBOL[cls]}</a>'
+        )
 
 
 @dataclass
@@ -181,8 +190,8 @@ class TaskRow:
 class Grid:
     agents: list[str]
     rows: list[TaskRow]
-    by_case: dict[str, list[Any]]         # case id -> records in file order
-    unplaced: list[str]                   # manifest cases without a record that no row names
+    by_case: dict[str, list[Any]]  # case id -> records in file order
+    unplaced: list[str]  # manifest cases without a record that no row names
 
 
 def build_grid(records: Sequence[Any], manifest: Manifest) -> Grid:
@@ -200,7 +209,7 @@ def build_grid(records: Sequence[Any], manifest: Manifest) -> Grid:
         s = states.setdefault((r.track, r.task), set())
         if r.start == "residual" and r.state:
             s.add(r.state)
-    ids: dict[tuple, str] = {}   # (agent, track, task, state or None) -> case id of its records
+    ids: dict[tuple, str] = {}  # (agent, track, task, state or None) -> case id of its records
     for cid, recs in by_case.items():
         r = recs[0]
         ids[(r.agent, r.track, r.task, r.state if r.start == "residual" else None)] = cid
@@ -211,8 +220,10 @@ def build_grid(records: Sequence[Any], manifest: Manifest) -> Grid:
     for (track, task), sids in sorted(states.items()):
         row = TaskRow(track, task, sorted(sids))
         for agent in agents:
-            row.cells[agent] = (_cell(ids, by_case, expected, placed, agent, track, task, None),
-                                [_cell(ids, by_case, expected, placed, agent, track, task, s) for s in row.states])
+            row.cells[agent] = (
+                _cell(ids, by_case, expected, placed, agent, track, task, None),
+                [_cell(ids, by_case, expected, placed, agent, track, task, s) for s in row.states],
+            )
         if any(c is not None for clean, res in row.cells.values() for c in [clean, *res]):
             rows.append(row)
     return Grid(agents, rows, by_case, sorted(expected - placed))
@@ -236,8 +247,16 @@ def _agents_of(case_ids: Iterable[str], states: Mapping[tuple[str, str], set[str
     return found
 
 
-def _cell(ids: dict, by_case: dict, expected: set[str], placed: set[str], agent: str, track: str, task: str,
-          state: str | None) -> Cell | None:
+def _cell(
+    ids: dict,
+    by_case: dict,
+    expected: set[str],
+    placed: set[str],
+    agent: str,
+    track: str,
+    task: str,
+    state: str | None,
+) -> Cell | None:
     """The grid cell of one (agent, task, start/state): its records, or a manifest case not run yet."""
     cid = ids.get((agent, track, task, state))
     # the row names the task: a state id starting with it is shown without it
@@ -290,13 +309,15 @@ class TaskRowTable:
         self.pieces, self.where = _row_pieces(grid, row, "")
         states = " ".join(f"{i + 1}: {s}" for i, s in enumerate(row.states))
         self.head = f'<table class="grid">{_grid_head(grid)}<tbody>'
-        self.tail = f'</tbody></table><p class="mute small">Residual states in order: {esc(states or "none")}.</p>'
+        self.tail = (
+            f'</tbody></table><p class="mute small">Residual states in order: {esc(states or "none")}.</p>'
+        )
 
     def html(self, current: str) -> str:
         pieces = self.pieces
         if current in self.where:
             i, cell = self.where[current]
-            pieces = [*pieces[:i], cell.html("", current), *pieces[i + 1:]]
+            pieces = [*pieces[:i], cell.html("", current), *pieces[i + 1 :]]
         return self.head + "".join(pieces) + self.tail
 
 
@@ -314,24 +335,28 @@ GRID_SCRIPT = (
     "ok=(!s||r.cells[0].textContent.toLowerCase().indexOf(s)>=0)&&(!d.checked||r.hasAttribute('data-d'))"
     "&&(!f.checked||r.hasAttribute('data-f'));r.hidden=!ok;if(ok)k++}"
     "n.textContent=k+' of '+rows.length+' tasks shown'}"
-    "q.addEventListener('input',u);d.addEventListener('change',u);f.addEventListener('change',u);u()})();")
+    "q.addEventListener('input',u);d.addEventListener('change',u);f.addEventListener('change',u);u()})();"
+)
 
 
 def grid_html(grid: Grid) -> str:
     legend = " ".join(f'<span class="o {c}">{SYMBOL[c]}</span> {esc(WORD[c])}' for c in "pfmin")
     rows = "".join(row_html(grid, row, PAGES + "/") for row in grid.rows)
-    return (f'<h2 id="cases">Cases: task \u00d7 agent</h2>'
-            f'<div class="legend">{legend} <span class="o p fl">{SYMBOL["p"]}</span> integrity flags. '
-            "Each residual cell holds one mark per state, in the task's state order; hover for the state, "
-            "click for the case page.</div>"
-            '<div class="filters"><input id="gq" type="search" placeholder="filter tasks">'
-            '<label><input id="gd" type="checkbox"> only tasks where an agent\'s clean and residual outcomes differ'
-            '</label><label><input id="gf" type="checkbox"> only tasks with integrity flags</label>'
-            '<span id="gn" class="mute"></span></div>'
-            f'<div class="wrap"><table class="grid" id="grid">{_grid_head(grid)}<tbody>{rows}</tbody></table></div>')
+    return (
+        f'<h2 id="cases">Cases: task \u00d7 agent</h2>'
+        f'<div class="legend">{legend} <span class="o p fl">{SYMBOL["p"]}</span> integrity flags. '
+        "Each residual cell holds one mark per state, in the task's state order; hover for the state, "
+        "click for the case page.</div>"
+        '<div class="filters"><input id="gq" type="search" placeholder="filter tasks">'
+        '<label><input id="gd" type="checkbox"> only tasks where an agent\'s clean and residual outcomes differ'
+        '</label><label><input id="gf" type="checkbox"> only tasks with integrity flags</label>'
+        '<span id="gn" class="mute"></span></div>'
+        f'<div class="wrap"><table class="grid" id="grid">{_grid_head(grid)}<tbody>{rows}</tbody></table></div>'
+    )
 
 
 # -- the case list ----------------------------------------------------------------------------------
+
 
 def _flag_kind(flag: str) -> str:
     return flag.split(":", 1)[0].strip()
@@ -344,7 +369,7 @@ def _page_ref(case_id: str) -> str | int:
     if name == case_id + ".html":
         return 0
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", case_id)[:100].lstrip(".")
-    digest = name[len(stem) + 2:-len(".html")]
+    digest = name[len(stem) + 2 : -len(".html")]
     return "#" + digest if name == f"_{stem}-{digest}.html" and len(digest) == 12 else name
 
 
@@ -352,7 +377,9 @@ def case_list_data(grid: Grid) -> dict[str, Any]:
     """Every case as one compact row for the page's case list (kept small: a 10k-case run page
     carries 10k of them). Names are indexes into the lists; a case id (and page name) is left
     out where the script can rebuild it from agent, task and state."""
-    lists: dict[str, dict[str, int]] = {k: {} for k in ("agents", "tasks", "states", "starts", "rules", "flags")}
+    lists: dict[str, dict[str, int]] = {
+        k: {} for k in ("agents", "tasks", "states", "starts", "rules", "flags")
+    }
 
     def ix(kind: str, value: str) -> int:
         return lists[kind].setdefault(value, len(lists[kind]))
@@ -364,11 +391,21 @@ def case_list_data(grid: Grid) -> dict[str, Any]:
         standard = f"{r.agent}-{r.task}-clean" if state is None else f"{r.agent}-{r.task}-residual-{state}"
         name = _page_ref(cid)
         flags = sorted({_flag_kind(f) for x in recs if x.valid for f in (x.integrity or [])})
-        rows.append([ix("agents", r.agent), ix("tasks", f"{r.track}/{r.task}"),
-                     -1 if state is None else ix("states", state), ix("starts", r.start),
-                     outcome_class(recs), ix("rules", r.rule or r.verdict or "n/a"), [ix("flags", f) for f in flags],
-                     r.steps, None if r.duration_s is None else round(r.duration_s, 1),
-                     0 if cid == standard else cid, name])
+        rows.append(
+            [
+                ix("agents", r.agent),
+                ix("tasks", f"{r.track}/{r.task}"),
+                -1 if state is None else ix("states", state),
+                ix("starts", r.start),
+                outcome_class(recs),
+                ix("rules", r.rule or r.verdict or "n/a"),
+                [ix("flags", f) for f in flags],
+                r.steps,
+                None if r.duration_s is None else round(r.duration_s, 1),
+                0 if cid == standard else cid,
+                name,
+            ]
+        )
     return {**{k: list(v) for k, v in lists.items()}, "words": WORD, "rows": rows}
 
 
@@ -379,15 +416,26 @@ def _json_block(element_id: str, data: Any) -> str:
     return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
 
 
-LIST_SHOWN = 500                 # case list rows shown at once (the filters narrow the rest)
-LIST_COLUMNS = (("case", "case"), ("agent", "agent"), ("task", "task"), ("start", "start"), ("state", "state"),
-                ("outcome", "outcome"), ("rule", "rule"), ("flags", "integrity flags"), ("steps", "steps"),
-                ("time", "time (s)"))
+LIST_SHOWN = 500  # case list rows shown at once (the filters narrow the rest)
+LIST_COLUMNS = (
+    ("case", "case"),
+    ("agent", "agent"),
+    ("task", "task"),
+    ("start", "start"),
+    ("state", "state"),
+    ("outcome", "outcome"),
+    ("rule", "rule"),
+    ("flags", "integrity flags"),
+    ("steps", "steps"),
+    ("time", "time (s)"),
+)
 
 LIST_SCRIPT = (
     "(function(){var el=function(i){return document.getElementById(i)},D=JSON.parse(el('case-data').textContent),"
     "body=el('cl-body'),n=el('cl-n'),q=el('cl-q'),F={agent:el('cl-agent'),task:el('cl-task'),start:el('cl-start'),"
-    "outcome:el('cl-outcome'),rule:el('cl-rule'),flag:el('cl-flag')},key='task',dir=1,MAX=" + str(LIST_SHOWN) + ";"
+    "outcome:el('cl-outcome'),rule:el('cl-rule'),flag:el('cl-flag')},key='task',dir=1,MAX="
+    + str(LIST_SHOWN)
+    + ";"
     "var R=D.rows.map(function(r){var a=D.agents[r[0]],t=D.tasks[r[1]],s=r[2]<0?'':D.states[r[2]],"
     "task=t.slice(t.indexOf('/')+1),id=r[9]||(a+'-'+task+(r[2]<0?'-clean':'-residual-'+s));"
     "var p=r[10]===0?id+'.html':r[10].charAt(0)==='#'?'_'+id.replace(/[^A-Za-z0-9_.-]+/g,'_').slice(0,100)"
@@ -423,30 +471,43 @@ LIST_SCRIPT = (
     "document.querySelectorAll('#cl-table th[data-k]').forEach(function(th){th.addEventListener('click',function(){"
     "var k=th.getAttribute('data-k');if(k===key)dir=-dir;else{key=k;dir=1}draw()})});"
     "q.addEventListener('input',draw);Object.keys(F).forEach(function(k){F[k].addEventListener('change',draw)});"
-    "el('cl-table').hidden=false;el('cl-noscript').hidden=true;draw()})();")
+    "el('cl-table').hidden=false;el('cl-noscript').hidden=true;draw()})();"
+)
 
 
 def case_list_html(grid: Grid) -> str:
     """The case list: one row per case, sortable by every column (click its head), filtered by
     agent, task, start, outcome, rule and integrity flag, searchable by case id, task and state.
     The rows are drawn by the page's own script from a JSON block (the CSP allows that script)."""
-    heads = "".join(f'<th data-k="{k}" role="button" title="sort">{esc(label)}</th>' for k, label in LIST_COLUMNS)
-    selects = "".join(f'<label>{esc(label)} <select id="cl-{k}"><option value="">all</option>{extra}</select></label>'
-                      for k, label, extra in (("agent", "agent", ""), ("task", "task", ""), ("start", "start", ""),
-                                              ("outcome", "outcome", ""), ("rule", "rule", ""),
-                                              ("flag", "flag", '<option value="*">any flag</option>')))
-    return ('<h2 id="case-list">Case list</h2>'
-            '<p class="mute small">Every case: click a column head to sort (again: reverse), pick filters, or search '
-            "case ids, tasks and states. <code>rule</code> is the error-table rule that decided the record "
-            "(docs/errors.md).</p>"
-            f'<div class="filters"><input id="cl-q" type="search" placeholder="search cases">{selects}'
-            '<span id="cl-n" class="mute"></span></div>'
-            '<p id="cl-noscript" class="mute">The list needs the page\'s script; the grid above links every case.</p>'
-            f'<div class="scroll"><table id="cl-table" class="cases" hidden><thead><tr>{heads}</tr></thead>'
-            '<tbody id="cl-body"></tbody></table></div>' + _json_block("case-data", case_list_data(grid)))
+    heads = "".join(
+        f'<th data-k="{k}" role="button" title="sort">{esc(label)}</th>' for k, label in LIST_COLUMNS
+    )
+    selects = "".join(
+        f'<label>{esc(label)} <select id="cl-{k}"><option value="">all</option>{extra}</select></label>'
+        for k, label, extra in (
+            ("agent", "agent", ""),
+            ("task", "task", ""),
+            ("start", "start", ""),
+            ("outcome", "outcome", ""),
+            ("rule", "rule", ""),
+            ("flag", "flag", '<option value="*">any flag</option>'),
+        )
+    )
+    return (
+        '<h2 id="case-list">Case list</h2>'
+        '<p class="mute small">Every case: click a column head to sort (again: reverse), pick filters, or search '
+        "case ids, tasks and states. <code>rule</code> is the error-table rule that decided the record "
+        "(docs/errors.md).</p>"
+        f'<div class="filters"><input id="cl-q" type="search" placeholder="search cases">{selects}'
+        '<span id="cl-n" class="mute"></span></div>'
+        '<p id="cl-noscript" class="mute">The list needs the page\'s script; the grid above links every case.</p>'
+        f'<div class="scroll"><table id="cl-table" class="cases" hidden><thead><tr>{heads}</tr></thead>'
+        '<tbody id="cl-body"></tbody></table></div>' + _json_block("case-data", case_list_data(grid))
+    )
 
 
 # -- the states that hurt most --------------------------------------------------------------------
+
 
 @dataclass
 class StateHarm:
@@ -456,8 +517,8 @@ class StateHarm:
     task: str
     state: str
     agents: list[str]
-    clean: float          # mean over agents of y(S_0) of the task (each agent's attempts averaged)
-    residual: float       # mean over agents of y(S) from this state
+    clean: float  # mean over agents of y(S_0) of the task (each agent's attempts averaged)
+    residual: float  # mean over agents of y(S) from this state
 
     @property
     def gap(self) -> float:
@@ -469,7 +530,9 @@ def state_harm(records: Iterable[Any]) -> list[StateHarm]:
     mean clean success, mean residual success and their difference (points), largest first."""
     from swe_residual.report.metrics import index_outcomes
 
-    plain = [r for r in records if r.start in ("clean", "residual")]   # handoff starts have tables of their own
+    plain = [
+        r for r in records if r.start in ("clean", "residual")
+    ]  # handoff starts have tables of their own
     per: dict[tuple[str, str, str], list[tuple[str, float, float]]] = {}
     for (track, agent), o in index_outcomes(plain).items():
         for task, states in o.state_means().items():
@@ -479,47 +542,75 @@ def state_harm(records: Iterable[Any]) -> list[StateHarm]:
             clean = sum(ys) / len(ys)
             for state, res in states.items():
                 per.setdefault((track, task, state), []).append((agent, clean, res))
-    out = [StateHarm(track, task, state, [a for a, _, _ in v], sum(c for _, c, _ in v) / len(v),
-                     sum(r for _, _, r in v) / len(v)) for (track, task, state), v in per.items()]
+    out = [
+        StateHarm(
+            track,
+            task,
+            state,
+            [a for a, _, _ in v],
+            sum(c for _, c, _ in v) / len(v),
+            sum(r for _, _, r in v) / len(v),
+        )
+        for (track, task, state), v in per.items()
+    ]
     return sorted(out, key=lambda h: (-h.gap, h.track, h.task, h.state))
 
 
 def harm_html(harm: list[StateHarm]) -> str:
     if not harm:
-        return ('<h2 id="hurt">States that hurt most</h2><p class="mute">No state has both a clean and a residual '
-                "run of the same agent.</p>")
+        return (
+            '<h2 id="hurt">States that hurt most</h2><p class="mute">No state has both a clean and a residual '
+            "run of the same agent.</p>"
+        )
     rows = []
     for h in harm[:LIST_LIMIT]:
         short = h.state.removeprefix(h.task + "--")
         gap = f"<b>{h.gap:.1f}</b>" if h.gap > 0 else f"{h.gap:.1f}"
-        rows.append(f"<tr><td><code>{esc(short)}</code></td><td>{esc(h.track)}/{esc(h.task)}</td>"
-                    f'<td class="num">{100 * h.clean:.1f}</td><td class="num">{100 * h.residual:.1f}</td>'
-                    f'<td class="num">{gap}</td><td>{esc(", ".join(sorted(h.agents)))}</td></tr>')
-    more = (f'<p class="mute small">... and {len(harm) - LIST_LIMIT} more states (smaller Gap).</p>'
-            if len(harm) > LIST_LIMIT else "")
-    return ('<h2 id="hurt">States that hurt most</h2><p class="mute small">Per Residual State, over the agents that ran '
-            "both its task's Clean Start and the state: their mean clean success on the task, their mean residual "
-            "success from the state, and the difference (Gap, points), largest first.</p>"
-            + table(["state", "task", "Clean (%)", "Residual (%)", "Gap (pts)", "agents"], rows, ' id="hurt-table"')
-            + more)
+        rows.append(
+            f"<tr><td><code>{esc(short)}</code></td><td>{esc(h.track)}/{esc(h.task)}</td>"
+            f'<td class="num">{100 * h.clean:.1f}</td><td class="num">{100 * h.residual:.1f}</td>'
+            f'<td class="num">{gap}</td><td>{esc(", ".join(sorted(h.agents)))}</td></tr>'
+        )
+    more = (
+        f'<p class="mute small">... and {len(harm) - LIST_LIMIT} more states (smaller Gap).</p>'
+        if len(harm) > LIST_LIMIT
+        else ""
+    )
+    return (
+        '<h2 id="hurt">States that hurt most</h2><p class="mute small">Per Residual State, over the agents that ran '
+        "both its task's Clean Start and the state: their mean clean success on the task, their mean residual "
+        "success from the state, and the difference (Gap, points), largest first.</p>"
+        + table(
+            ["state", "task", "Clean (%)", "Residual (%)", "Gap (pts)", "agents"], rows, ' id="hurt-table"'
+        )
+        + more
+    )
 
 
 # -- the run page ------------------------------------------------------------------------------------
 
+
 def _figures(report: dict) -> str:
     from swe_residual.report.figures import figure_conditional, figure_success
 
-    out = [figure(title, svg) for title, svg in (
-        ("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
-        ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report))) if svg]
+    out = [
+        figure(title, svg)
+        for title, svg in (
+            ("Figure 1 - Clean vs Residual success per agent", figure_success(report)),
+            ("Figure 2 - Residual outcomes on Clean Start successes", figure_conditional(report)),
+        )
+        if svg
+    ]
     return '<div class="figs">' + "".join(out) + "</div>" if out else ""
 
 
 def _case_list(title: str, anchor: str, cells: list[tuple[str, str]], prefix: str) -> str:
     if not cells:
         return ""
-    items = "".join(f'<li><a href="{prefix}{esc(page_name(cid))}">{esc(cid)}</a> <span class="mute">{esc(why)}</span></li>'
-                    for cid, why in cells[:LIST_LIMIT])
+    items = "".join(
+        f'<li><a href="{prefix}{esc(page_name(cid))}">{esc(cid)}</a> <span class="mute">{esc(why)}</span></li>'
+        for cid, why in cells[:LIST_LIMIT]
+    )
     more = f"<li>... and {len(cells) - LIST_LIMIT} more</li>" if len(cells) > LIST_LIMIT else ""
     return f'<h3 id="{anchor}">{esc(title)} ({len(cells)})</h3><ul>{items}{more}</ul>'
 
@@ -528,59 +619,114 @@ def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: st
     from swe_residual.report.tables import all_tables, figures_absent_reason, interrupted_lines
 
     n_records = sum(map(len, grid.by_case.values()))
-    infra = [(cid, recs[-1].rule or recs[-1].verdict) for cid, recs in sorted(grid.by_case.items())
-             if not any(r.valid for r in recs)]
-    flagged = [(cid, "; ".join(next(r for r in reversed(recs) if r.valid and r.integrity).integrity))
-               for cid, recs in sorted(grid.by_case.items()) if any(r.valid and r.integrity for r in recs)]
+    infra = [
+        (cid, recs[-1].rule or recs[-1].verdict)
+        for cid, recs in sorted(grid.by_case.items())
+        if not any(r.valid for r in recs)
+    ]
+    flagged = [
+        (cid, "; ".join(next(r for r in reversed(recs) if r.valid and r.integrity).integrity))
+        for cid, recs in sorted(grid.by_case.items())
+        if any(r.valid and r.integrity for r in recs)
+    ]
     cases = report.get("cases") or {}
     missing = cases.get("missing")
-    n_missing = len(missing) if isinstance(missing, list) else sum(
-        1 for row in grid.rows for clean, res in row.cells.values() for c in [clean, *res]
-        if c is not None and not c.records) + len(grid.unplaced)
-    kpis = [("records", n_records), ("cases with records", len(grid.by_case)), ("missing cases", n_missing),
-            ("no valid verdict", len(infra)), ("integrity-flagged", len(flagged)), ("tasks", len(grid.rows)),
-            ("agents", len(grid.agents))]
+    n_missing = (
+        len(missing)
+        if isinstance(missing, list)
+        else sum(
+            1
+            for row in grid.rows
+            for clean, res in row.cells.values()
+            for c in [clean, *res]
+            if c is not None and not c.records
+        )
+        + len(grid.unplaced)
+    )
+    kpis = [
+        ("records", n_records),
+        ("cases with records", len(grid.by_case)),
+        ("missing cases", n_missing),
+        ("no valid verdict", len(infra)),
+        ("integrity-flagged", len(flagged)),
+        ("tasks", len(grid.rows)),
+        ("agents", len(grid.agents)),
+    ]
     gates = report.get("gates")
     if isinstance(gates, dict):
         kpis.append(("gates", "passed" if not gates.get("status") else f"failed ({gates.get('status')})"))
     tables = all_tables(report)
-    nav = ('<nav class="top"><a href="#tables">Table 3</a><a href="#cases">grid</a><a href="#case-list">case list</a>'
-           '<a href="#hurt">states that hurt most</a><a href="#figures">figures</a><a href="#more-tables">more tables</a>'
-           '<a href="#problems">problems</a><a href="#environment">environment</a></nav>')
-    body = [nav, f"<h1>SWE-Residual run <code>{esc(title)}</code></h1>",
-            '<div class="kpis">' + "".join(f'<div class="kpi"><b>{esc(v)}</b>{esc(k)}</div>' for k, v in kpis) + "</div>"]
+    nav = (
+        '<nav class="top"><a href="#tables">Table 3</a><a href="#cases">grid</a><a href="#case-list">case list</a>'
+        '<a href="#hurt">states that hurt most</a><a href="#figures">figures</a><a href="#more-tables">more tables</a>'
+        '<a href="#problems">problems</a><a href="#environment">environment</a></nav>'
+    )
+    body = [
+        nav,
+        f"<h1>SWE-Residual run <code>{esc(title)}</code></h1>",
+        '<div class="kpis">'
+        + "".join(f'<div class="kpi"><b>{esc(v)}</b>{esc(k)}</div>' for k, v in kpis)
+        + "</div>",
+    ]
     if isinstance(gates, dict) and gates.get("violations"):
-        body.append('<div class="warn">' + "<br>".join(f"GATE: {esc(v)}" for v in gates["violations"]) + "</div>")
-    stopped = interrupted_lines(report)       # Ctrl-C: the counts and the command that completes the run
+        body.append(
+            '<div class="warn">' + "<br>".join(f"GATE: {esc(v)}" for v in gates["violations"]) + "</div>"
+        )
+    stopped = interrupted_lines(report)  # Ctrl-C: the counts and the command that completes the run
     if stopped:
-        body.append('<div class="warn" id="interrupted"><b>Interrupted run.</b> ' + "<br>".join(map(esc, stopped))
-                    + "</div>")
+        body.append(
+            '<div class="warn" id="interrupted"><b>Interrupted run.</b> '
+            + "<br>".join(map(esc, stopped))
+            + "</div>"
+        )
     # what a reader needs first: the headline table and every case; the rest below
-    body.append('<div class="swe-residual-report"><h2 id="tables">Success by agent</h2>' + report_table(tables[0]) + "</div>")
+    body.append(
+        '<div class="swe-residual-report"><h2 id="tables">Success by agent</h2>'
+        + report_table(tables[0])
+        + "</div>"
+    )
     body.append(grid_html(grid))
     body.append(case_list_html(grid))
     body.append(harm_html(state_harm(r for recs in grid.by_case.values() for r in recs)))
-    body.append('<div class="swe-residual-report"><h2 id="figures">Figures</h2>' + (
-        _figures(report) or f'<p class="mute">No figure: {esc(figures_absent_reason(report))}.</p>'))
-    body.append('<h2 id="more-tables">More tables</h2>' + "".join(report_table(t) for t in tables[1:]) + "</div>")
-    problems = (_case_list("Cases without a valid verdict", "infra", infra, PAGES + "/")
-                + _case_list("Runs with integrity flags", "flagged", flagged, PAGES + "/"))
+    body.append(
+        '<div class="swe-residual-report"><h2 id="figures">Figures</h2>'
+        + (_figures(report) or f'<p class="mute">No figure: {esc(figures_absent_reason(report))}.</p>')
+    )
+    body.append(
+        '<h2 id="more-tables">More tables</h2>' + "".join(report_table(t) for t in tables[1:]) + "</div>"
+    )
+    problems = _case_list("Cases without a valid verdict", "infra", infra, PAGES + "/") + _case_list(
+        "Runs with integrity flags", "flagged", flagged, PAGES + "/"
+    )
     missing_ids = missing if isinstance(missing, list) else grid.unplaced
     if missing_ids:
-        problems += (f'<h3 id="missing">Missing cases ({len(missing_ids)})</h3><p class="mute small">'
-                     + esc(", ".join(map(str, missing_ids[:LIST_LIMIT]))) + ("..." if len(missing_ids) > LIST_LIMIT else "")
-                     + "</p>")
-    body.append('<h2 id="problems">Problems</h2>' + (problems or '<p class="mute">None: every case has a valid '
-                                                     "verdict and no run is flagged.</p>"))
+        problems += (
+            f'<h3 id="missing">Missing cases ({len(missing_ids)})</h3><p class="mute small">'
+            + esc(", ".join(map(str, missing_ids[:LIST_LIMIT])))
+            + ("..." if len(missing_ids) > LIST_LIMIT else "")
+            + "</p>"
+        )
+    body.append(
+        '<h2 id="problems">Problems</h2>'
+        + (problems or '<p class="mute">None: every case has a valid verdict and no run is flagged.</p>')
+    )
     env_rows = [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in environment.items()]
-    body.append('<h2 id="environment">Environment</h2>' + (
-        table((), env_rows, ' class="env"') if env_rows else
-        '<p class="mute">Not recorded (run-info.json is written by suite runs).</p>'))
-    body.append(f'<p class="mute small">Generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))} by SWE-Residual.</p>')
+    body.append(
+        '<h2 id="environment">Environment</h2>'
+        + (
+            table((), env_rows, ' class="env"')
+            if env_rows
+            else '<p class="mute">Not recorded (run-info.json is written by suite runs).</p>'
+        )
+    )
+    body.append(
+        f'<p class="mute small">Generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))} by SWE-Residual.</p>'
+    )
     return page(f"SWE-Residual run {title}", "".join(body), script=GRID_SCRIPT + LIST_SCRIPT)
 
 
 # -- writing -----------------------------------------------------------------------------------------
+
 
 @dataclass
 class Written:
@@ -596,15 +742,21 @@ def _primary(recs: list[Any]) -> Any:
     return (valid or recs)[-1]
 
 
-def write_browser(out_dir: Path | str, report: dict, records: Iterable[Any], manifest: Manifest,
-                  run_dirs: Sequence[Path | str], info: RunInfo | None = None) -> Written:
+def write_browser(
+    out_dir: Path | str,
+    report: dict,
+    records: Iterable[Any],
+    manifest: Manifest,
+    run_dirs: Sequence[Path | str],
+    info: RunInfo | None = None,
+) -> Written:
     """Write <out_dir>/report.html and <out_dir>/pages/<case>.html for the records of run_dirs.
 
     records: load_runs' records (RunRecords rows are read as they are) with absolute artifact
     paths; manifest: load_runs' merged manifest (absolute patch paths); info: run-info.json
     contents (default: those of the run dirs, merged)."""
     t0 = time.perf_counter()
-    forget_paths()   # directories resolved by an earlier call may have changed since
+    forget_paths()  # directories resolved by an earlier call may have changed since
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = getattr(records, "rows", None)
@@ -631,8 +783,9 @@ def write_browser(out_dir: Path | str, report: dict, records: Iterable[Any], man
     return Written(path, pages, len(names), len(html_text.encode("utf-8")), time.perf_counter() - t0)
 
 
-def _write_cases(pages: Path, pages_dir: str, grid: Grid, manifest: Manifest, requests: Mapping[str, str],
-                 roots: list[str]) -> set[str]:
+def _write_cases(
+    pages: Path, pages_dir: str, grid: Grid, manifest: Manifest, requests: Mapping[str, str], roots: list[str]
+) -> set[str]:
     """One page per case with records, grouped by task (a state's patch and the task's row are
     built once per group)."""
     rows = {(row.track, row.task): row for row in grid.rows}
@@ -645,8 +798,16 @@ def _write_cases(pages: Path, pages_dir: str, grid: Grid, manifest: Manifest, re
     return {page_name(cid) for cid in grid.by_case}
 
 
-def _write_group(pages: Path, pages_dir: str, grid: Grid, row: TaskRow, cids: list[str], manifest: Manifest,
-                 requests: Mapping[str, str], roots: list[str]) -> None:
+def _write_group(
+    pages: Path,
+    pages_dir: str,
+    grid: Grid,
+    row: TaskRow,
+    cids: list[str],
+    manifest: Manifest,
+    requests: Mapping[str, str],
+    roots: list[str],
+) -> None:
     """The case pages of one task."""
     from swe_residual.report.html.case_page import PATCH_LIMIT
 
@@ -658,15 +819,26 @@ def _write_group(pages: Path, pages_dir: str, grid: Grid, row: TaskRow, cids: li
         recs = grid.by_case[cid]
         r = _primary(recs)
         clean = row.cells.get(r.agent, (None, []))[0]
-        clean_ref = _primary(clean.records) if r.start == "residual" and clean is not None and clean.records else None
+        clean_ref = (
+            _primary(clean.records) if r.start == "residual" and clean is not None and clean.records else None
+        )
         st = manifest.states.get(r.state) if r.start == "residual" and r.state else None
         if st is not None and r.state not in state_texts:
             state_texts[r.state] = read_text(st.patch, roots, PATCH_LIMIT)
         task = manifest.tasks.get(f"{r.track}/{r.task}")
-        c = CaseInputs(case_id=cid, records=recs, primary=r, task_row=table.html(cid),
-                       request=requests.get(f"{r.track}/{r.task}"), state=st,
-                       state_patch=state_texts.get(r.state) if st is not None else None,
-                       graded=list(task.tests) if task else [], clean_ref=clean_ref, roots=roots, pages_dir=pages_dir)
+        c = CaseInputs(
+            case_id=cid,
+            records=recs,
+            primary=r,
+            task_row=table.html(cid),
+            request=requests.get(f"{r.track}/{r.task}"),
+            state=st,
+            state_patch=state_texts.get(r.state) if st is not None else None,
+            graded=list(task.tests) if task else [],
+            clean_ref=clean_ref,
+            roots=roots,
+            pages_dir=pages_dir,
+        )
         _write_page(pages / page_name(cid), render_case(c), secrets)
 
 

@@ -28,7 +28,13 @@ parsing (Python into trees), capabilities (what qualified names do), resolve (wh
 expression may be), python (the checks on added code, conftest.py rules) and finalstate (assess).
 """
 
-from swe_residual.run.integrity.finalstate import ANALYSIS_BUDGET, assess, assess_or_flag, flags, hidden_test_names
+from swe_residual.run.integrity.finalstate import (
+    ANALYSIS_BUDGET,
+    assess,
+    assess_or_flag,
+    flags,
+    hidden_test_names,
+)
 from swe_residual.run.integrity.kinds import (
     ABSOLUTE_WRITE,
     BACKGROUND,
@@ -53,7 +59,31 @@ from swe_residual.run.integrity.kinds import (
     Flags,
 )
 
-__all__ = ["ABSOLUTE_WRITE", "ANALYSIS_BUDGET", "BACKGROUND", "COMPILED", "DYNAMIC_CODE", "DYNAMIC_IMPORT", "EXIT_HOOK",
-           "FRAMEWORK_PATCH", "FRAMEWORK_SHADOW", "HARD_EXIT", "HIDDEN_TEST_PATH", "IGNORED_CODE", "IGNORE_RULES",
-           "OPAQUE", "OUTSIDE_LINK", "PACKAGING", "REFLECTION", "RUNNER_REACH", "STDLIB_SHADOW", "TEST_INFRA", "UNPARSED", "Flags",
-           "assess", "assess_or_flag", "flags", "hidden_test_names"]
+__all__ = [
+    "ABSOLUTE_WRITE",
+    "ANALYSIS_BUDGET",
+    "BACKGROUND",
+    "COMPILED",
+    "DYNAMIC_CODE",
+    "DYNAMIC_IMPORT",
+    "EXIT_HOOK",
+    "FRAMEWORK_PATCH",
+    "FRAMEWORK_SHADOW",
+    "HARD_EXIT",
+    "HIDDEN_TEST_PATH",
+    "IGNORED_CODE",
+    "IGNORE_RULES",
+    "OPAQUE",
+    "OUTSIDE_LINK",
+    "PACKAGING",
+    "REFLECTION",
+    "RUNNER_REACH",
+    "STDLIB_SHADOW",
+    "TEST_INFRA",
+    "UNPARSED",
+    "Flags",
+    "assess",
+    "assess_or_flag",
+    "flags",
+    "hidden_test_names",
+]

@@ -19,21 +19,68 @@ from swe_residual.run.integrity.kinds import (
 from swe_residual.run.integrity.patchfiles import PatchFile
 
 # Files that configure or extend the test runner wherever they are (conftest.py: by its content).
-RUNNER_FILES = {"conftest.py", "pytest.ini", "sitecustomize.py", "usercustomize.py", ".pytest.ini",
-                "noxfile.py", "jest.config.js", "jest.config.ts", "vitest.config.ts", "karma.conf.js"}
+RUNNER_FILES = {
+    "conftest.py",
+    "pytest.ini",
+    "sitecustomize.py",
+    "usercustomize.py",
+    ".pytest.ini",
+    "noxfile.py",
+    "jest.config.js",
+    "jest.config.ts",
+    "vitest.config.ts",
+    "karma.conf.js",
+}
 # Other ecosystems' shared config files: flagged when a changed line configures the runner.
 RUNNER_SECTIONS = {"package.json"}
 RUNNER_LINE = re.compile(r"pytest|addopts|testpaths|python_files|\[tool:|jest|vitest|mocha", re.I)
 # Module or package names that shadow a test framework when they appear in the repository.
 FRAMEWORK_NAMES = {"pytest", "_pytest", "pluggy", "unittest", "py", "xdist", "junitparser", "coverage"}
-CODE_SUFFIXES = {".py", ".pyi", ".pth", ".js", ".ts", ".sh", ".cfg", ".ini", ".toml", ".json", ".rb", ".go", ".rs",
-                 ".java"}
+CODE_SUFFIXES = {
+    ".py",
+    ".pyi",
+    ".pth",
+    ".js",
+    ".ts",
+    ".sh",
+    ".cfg",
+    ".ini",
+    ".toml",
+    ".json",
+    ".rb",
+    ".go",
+    ".rs",
+    ".java",
+}
 PYTHON_SUFFIXES = {".py", ".pyw"}
-COMPILED_SUFFIXES = {".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib", ".o", ".a", ".exe", ".whl", ".egg", ".pyz",
-                     ".class", ".jar", ".wasm"}
+COMPILED_SUFFIXES = {
+    ".pyc",
+    ".pyo",
+    ".so",
+    ".pyd",
+    ".dll",
+    ".dylib",
+    ".o",
+    ".a",
+    ".exe",
+    ".whl",
+    ".egg",
+    ".pyz",
+    ".class",
+    ".jar",
+    ".wasm",
+}
 # Magic numbers of executables and compiled Python (a .pyc: two version bytes, then "\r\n").
-BINARY_MAGIC = (b"\x7fELF", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe",
-                b"\xca\xfe\xba\xbe", b"MZ", b"\0asm")
+BINARY_MAGIC = (
+    b"\x7fELF",
+    b"\xfe\xed\xfa\xce",
+    b"\xfe\xed\xfa\xcf",
+    b"\xce\xfa\xed\xfe",
+    b"\xcf\xfa\xed\xfe",
+    b"\xca\xfe\xba\xbe",
+    b"MZ",
+    b"\0asm",
+)
 # Standard library names a repository's scratch files often take and that no test run imports.
 STDLIB_ALLOWED = {"test", "tests", "this", "antigravity", "idlelib", "turtledemo", "__hello__", "__phello__"}
 STDLIB_NAMES = (set(sys.stdlib_module_names) | {"sitecustomize", "usercustomize"}) - STDLIB_ALLOWED
@@ -48,21 +95,31 @@ def check_path(f: PatchFile, hidden: frozenset[str], found: Found, paths: set[st
     dirs = [d.lower() for d in parts[:-1]]
     if name in hidden:
         found.note(HIDDEN_TEST_PATH, path)
-    if any(part in FRAMEWORK_NAMES or part.removesuffix(".py") in FRAMEWORK_NAMES for part in parts[:-1]) \
-            or name in {f"{n}.py" for n in FRAMEWORK_NAMES} or name.split(".")[0] in FRAMEWORK_NAMES \
-            and p.suffix in COMPILED_SUFFIXES | PYTHON_SUFFIXES:
+    if (
+        any(part in FRAMEWORK_NAMES or part.removesuffix(".py") in FRAMEWORK_NAMES for part in parts[:-1])
+        or name in {f"{n}.py" for n in FRAMEWORK_NAMES}
+        or name.split(".")[0] in FRAMEWORK_NAMES
+        and p.suffix in COMPILED_SUFFIXES | PYTHON_SUFFIXES
+    ):
         found.signal(FRAMEWORK_SHADOW, path)
     if not f.deleted and shadows_stdlib(p, paths):
         found.signal(STDLIB_SHADOW, path)
-    if not f.deleted and (p.suffix.lower() in COMPILED_SUFFIXES or "__pycache__" in parts
-                          or ".cpython-" in name or (f.literal is not None and is_executable(f.literal))):
+    if not f.deleted and (
+        p.suffix.lower() in COMPILED_SUFFIXES
+        or "__pycache__" in parts
+        or ".cpython-" in name
+        or (f.literal is not None and is_executable(f.literal))
+    ):
         if bytecode_cache(f):
             found.note(COMPILED, path)
         else:
             found.signal(COMPILED, path)
-    if not f.deleted and (any(d.endswith((".dist-info", ".egg-info", ".egg-link")) for d in dirs)
-                          or name.endswith((".egg-info", ".egg-link")) or name == "entry_points.txt"
-                          or p.suffix == ".pth"):
+    if not f.deleted and (
+        any(d.endswith((".dist-info", ".egg-info", ".egg-link")) for d in dirs)
+        or name.endswith((".egg-info", ".egg-link"))
+        or name == "entry_points.txt"
+        or p.suffix == ".pth"
+    ):
         found.signal(PACKAGING, path)
     if name == ".gitattributes":
         found.signal(IGNORE_RULES, path)
@@ -81,10 +138,16 @@ def bytecode_cache(f: PatchFile) -> bool:
     any source) - is not."""
     parts = PurePosixPath(f.path).parts
     h = f.head
-    if len(parts) < 2 or parts[-2] != "__pycache__" or not parts[-1].endswith(".pyc") \
-            or parts[-1].count(".") < 2 or h is None or len(h.known) < 8:
+    if (
+        len(parts) < 2
+        or parts[-2] != "__pycache__"
+        or not parts[-1].endswith(".pyc")
+        or parts[-1].count(".") < 2
+        or h is None
+        or len(h.known) < 8
+    ):
         return False
-    for i, want in ((2, 13), (3, 10)):         # the magic number ends in "\r\n"
+    for i, want in ((2, 13), (3, 10)):  # the magic number ends in "\r\n"
         if not (h.known[i] == "b" and not f.new or h.known[i] == "i" and h.data[i] == want):
             return False
     flags = h.known[4:8]
@@ -92,8 +155,9 @@ def bytecode_cache(f: PatchFile) -> bool:
 
 
 def is_executable(data: bytes) -> bool:
-    return data.startswith(BINARY_MAGIC) or (len(data) >= 16 and data[2:4] == b"\r\n" and data[4:8] in
-                                            (b"\0\0\0\0", b"\1\0\0\0", b"\3\0\0\0"))
+    return data.startswith(BINARY_MAGIC) or (
+        len(data) >= 16 and data[2:4] == b"\r\n" and data[4:8] in (b"\0\0\0\0", b"\1\0\0\0", b"\3\0\0\0")
+    )
 
 
 def shadows_stdlib(p: PurePosixPath, paths: set[str]) -> bool:
@@ -102,14 +166,17 @@ def shadows_stdlib(p: PurePosixPath, paths: set[str]) -> bool:
     creates there (its __init__.py is in the patch) under such a name."""
     parts = p.parts
     if p.suffix.lower() not in PYTHON_SUFFIXES | {".so", ".pyd", ".pyc"} or "__pycache__" in parts[:-1]:
-        return False            # a bytecode cache is never imported without its source
+        return False  # a bytecode cache is never imported without its source
     stem = p.name.split(".")[0]
     if stem in STDLIB_NAMES and p.name != "__init__.py":
         starts = [i for i, d in enumerate(parts[:-1]) if d == "src" or "test" in d.lower()]
         if len(parts) == 1 or starts:
             return True
     for i, d in enumerate(parts[:-1]):
-        if d in STDLIB_NAMES and "/".join(parts[:i + 1]) + "/__init__.py" in paths \
-                and (i == 0 or any(x == "src" or "test" in x.lower() for x in parts[:i])):
+        if (
+            d in STDLIB_NAMES
+            and "/".join(parts[: i + 1]) + "/__init__.py" in paths
+            and (i == 0 or any(x == "src" or "test" in x.lower() for x in parts[:i]))
+        ):
             return True
     return False

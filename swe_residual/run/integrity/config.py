@@ -12,21 +12,71 @@ from swe_residual.run.integrity.kinds import PACKAGING, TEST_INFRA, Found
 from swe_residual.run.integrity.patchfiles import PatchFile
 
 # pytest ini options that only select or describe tests (a note); any other option is a signal.
-NOTE_INI_KEYS = {"testpaths", "norecursedirs", "markers", "minversion", "console_output_style", "log_cli",
-                 "log_cli_level", "log_cli_format", "log_cli_date_format", "log_level", "log_format",
-                 "log_date_format", "log_file", "log_file_level", "log_file_format", "log_file_date_format",
-                 "asyncio_mode", "asyncio_default_fixture_loop_scope", "required_plugins", "cache_dir",
-                 "tmp_path_retention_count", "tmp_path_retention_policy", "verbosity_assertions",
-                 "verbosity_test_cases", "truncation_limit_lines", "truncation_limit_chars"}
+NOTE_INI_KEYS = {
+    "testpaths",
+    "norecursedirs",
+    "markers",
+    "minversion",
+    "console_output_style",
+    "log_cli",
+    "log_cli_level",
+    "log_cli_format",
+    "log_cli_date_format",
+    "log_level",
+    "log_format",
+    "log_date_format",
+    "log_file",
+    "log_file_level",
+    "log_file_format",
+    "log_file_date_format",
+    "asyncio_mode",
+    "asyncio_default_fixture_loop_scope",
+    "required_plugins",
+    "cache_dir",
+    "tmp_path_retention_count",
+    "tmp_path_retention_policy",
+    "verbosity_assertions",
+    "verbosity_test_cases",
+    "truncation_limit_lines",
+    "truncation_limit_chars",
+}
 # Options pytest knows (used where a changed line's table is not in the patch).
 PYTEST_INI_KEYS = NOTE_INI_KEYS | {
-    "addopts", "python_files", "python_classes", "python_functions", "pythonpath", "usefixtures", "filterwarnings",
-    "xfail_strict", "confcutdir", "doctest_optionflags", "doctest_encoding", "empty_parameter_set_mark",
-    "faulthandler_timeout", "junit_family", "junit_logging", "junit_log_passing_tests", "junit_duration_report",
-    "junit_suite_name", "consider_namespace_packages", "timeout", "timeout_method", "env", "strict",
-    "strict_markers", "strict_config", "strict_xfail", "strict_parametrization_ids", "enable_assertion_pass_hook",
-    "python_classes", "rootdir", "collect_imported_tests", "disable_test_id_escaping_and_forfeit_all_rights_to_"
-    "community_support", "DJANGO_SETTINGS_MODULE", "django_find_project", "mock_use_standalone_module"}
+    "addopts",
+    "python_files",
+    "python_classes",
+    "python_functions",
+    "pythonpath",
+    "usefixtures",
+    "filterwarnings",
+    "xfail_strict",
+    "confcutdir",
+    "doctest_optionflags",
+    "doctest_encoding",
+    "empty_parameter_set_mark",
+    "faulthandler_timeout",
+    "junit_family",
+    "junit_logging",
+    "junit_log_passing_tests",
+    "junit_duration_report",
+    "junit_suite_name",
+    "consider_namespace_packages",
+    "timeout",
+    "timeout_method",
+    "env",
+    "strict",
+    "strict_markers",
+    "strict_config",
+    "strict_xfail",
+    "strict_parametrization_ids",
+    "enable_assertion_pass_hook",
+    "rootdir",
+    "collect_imported_tests",
+    "disable_test_id_escaping_and_forfeit_all_rights_to_community_support",
+    "DJANGO_SETTINGS_MODULE",
+    "django_find_project",
+    "mock_use_standalone_module",
+}
 INI_SECTIONS = {"setup.cfg": {"tool:pytest", "pytest"}, "tox.ini": {"pytest"}}
 
 
@@ -40,8 +90,10 @@ def check_config(f: PatchFile, found: Found) -> None:
         if "pytest11" in low:
             found.signal(PACKAGING, path)
             continue
-        if any(k in ("entry-points", "entry_points", "options.entry_points", "scripts", "gui-scripts", "plugins")
-               for k in low[:3]):
+        if any(
+            k in ("entry-points", "entry_points", "options.entry_points", "scripts", "gui-scripts", "plugins")
+            for k in low[:3]
+        ):
             found.note(PACKAGING, path)
             continue
         key = _pytest_key(low, table_known, name)
@@ -94,7 +146,7 @@ def _toml_entries(f: PatchFile):
         sides = [[(line, True) for line in text.split("\n")]]
     else:
         sides = list(_config_sides(f))
-    budget = [4000]               # tomllib calls per file for the statement-by-statement reading
+    budget = [4000]  # tomllib calls per file for the statement-by-statement reading
     for lines in sides:
         table: list[str] | None = None
         i = 0
@@ -116,7 +168,7 @@ def _toml_entries(f: PatchFile):
             j = i
             while j < len(lines) and not lines[j][0].strip().startswith("["):
                 j += 1
-            k = i                # the changed runs of lines[i:j], each read on its own
+            k = i  # the changed runs of lines[i:j], each read on its own
             while k < j:
                 if not lines[k][1]:
                     k += 1
@@ -191,9 +243,14 @@ _INI = configparser.RawConfigParser()
 
 
 def _ini_parser() -> configparser.RawConfigParser:
-    return configparser.RawConfigParser(strict=False, allow_no_value=True, interpolation=None,
-                                        default_section="\0none", comment_prefixes=("#", ";"),
-                                        inline_comment_prefixes=None)
+    return configparser.RawConfigParser(
+        strict=False,
+        allow_no_value=True,
+        interpolation=None,
+        default_section="\0none",
+        comment_prefixes=("#", ";"),
+        inline_comment_prefixes=None,
+    )
 
 
 def _ini_entries(f: PatchFile, sections: set[str]):
@@ -231,15 +288,15 @@ def _ini_entries(f: PatchFile, sections: set[str]):
                 if changed and section in wanted:
                     yield [section], True
                 continue
-            if line[:1].isspace() and key is not None:      # a continuation of the option above
+            if line[:1].isspace() and key is not None:  # a continuation of the option above
                 if changed and (section in wanted or section is None and key in PYTEST_INI_KEYS):
                     yield ([section, key], True) if section is not None else ([key], False)
                 continue
-            if line[:1].isspace():   # a continuation of an option the hunk does not show
+            if line[:1].isspace():  # a continuation of an option the hunk does not show
                 if changed and (section in wanted or section is None and s.startswith("-")):
                     yield ([section or name, "addopts"], True)
                 continue
-            m = _INI.OPTCRE.match(s)          # configparser's own reading of an option line
+            m = _INI.OPTCRE.match(s)  # configparser's own reading of an option line
             key = _INI.optionxform(m.group("option").strip()) if m else None
             if key is None or not changed:
                 continue

@@ -31,7 +31,7 @@ from swe_residual.run.integrity.patchfiles import PatchFile, patch_files
 from swe_residual.run.integrity.python import check_python
 from swe_residual.tasks import Task
 
-ANALYSIS_BUDGET = 4 << 20        # characters of Python parsed per patch (the rest: opaque-code)
+ANALYSIS_BUDGET = 4 << 20  # characters of Python parsed per patch (the rest: opaque-code)
 
 
 @functools.lru_cache(maxsize=256)
@@ -62,14 +62,17 @@ def assess(patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"
     inherited = parse_patch(start_patch) if start_patch else {}
     budget = [ANALYSIS_BUDGET]
     collecting = gc.isenabled()
-    gc.disable()          # ASTs are many small objects: collections over them cost more than the parse
+    gc.disable()  # ASTs are many small objects: collections over them cost more than the parse
     try:
         files = patch_files(patch)
         paths = {f.path for f in files if not f.deleted}
         for f in files:
             before = inherited.get(f.path)
-            if before is not None and (before.added, before.deleted, before.binary) == (f.diff.added, f.diff.deleted,
-                                                                                      f.diff.binary):
+            if before is not None and (before.added, before.deleted, before.binary) == (
+                f.diff.added,
+                f.diff.deleted,
+                f.diff.binary,
+            ):
                 continue  # exactly as inherited
             try:
                 _check_file(f, hidden, found, budget, paths)
@@ -85,8 +88,9 @@ def assess(patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"
     return Flags(list(found.signals), [n for n in found.notes if n not in found.signals])
 
 
-def assess_or_flag(patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"",
-                   name: str = "final.patch") -> Flags:
+def assess_or_flag(
+    patch: bytes, ignored: list[str], task: Task, start_patch: bytes = b"", name: str = "final.patch"
+) -> Flags:
     """assess, failing closed: a final state whose check raised is an opaque-code signal naming
     the patch file, never an unflagged record (local runs and imported ones alike)."""
     try:
@@ -95,18 +99,21 @@ def assess_or_flag(patch: bytes, ignored: list[str], task: Task, start_patch: by
         return Flags([f"{OPAQUE}: {name} ({type(exc).__name__})"], [])
 
 
-def _check_file(f: PatchFile, hidden: frozenset[str], found: Found, budget: list[int], paths: set[str]) -> None:
+def _check_file(
+    f: PatchFile, hidden: frozenset[str], found: Found, budget: list[int], paths: set[str]
+) -> None:
     path = f.path
     p = PurePosixPath(path)
     name = p.name
     check_path(f, hidden, found, paths)
-    if f.mode == "120000" and not f.deleted:      # a symlink: its "content" is where it points
+    if f.mode == "120000" and not f.deleted:  # a symlink: its "content" is where it points
         target = "".join(f.added).strip()
-        if target.startswith("/") or posixpath.normpath(posixpath.join(posixpath.dirname(path), target)) \
-                .startswith(".."):
+        if target.startswith("/") or posixpath.normpath(
+            posixpath.join(posixpath.dirname(path), target)
+        ).startswith(".."):
             found.signal(OUTSIDE_LINK, path)
         if name in RUNNER_FILES or name == "pyproject.toml" or name in INI_SECTIONS:
-            found.signal(TEST_INFRA, path)      # runner config or a conftest.py whose text is elsewhere
+            found.signal(TEST_INFRA, path)  # runner config or a conftest.py whose text is elsewhere
         return
     if f.deleted:
         if name in RUNNER_FILES:

@@ -4,26 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TEST_INFRA = "test-infrastructure"        # runner config or plugin code (signal), fixtures-only (note)
-FRAMEWORK_SHADOW = "framework-shadow"     # a module or package named like a test framework
-STDLIB_SHADOW = "stdlib-shadow"           # a top-level module named like a standard library module
-HIDDEN_TEST_PATH = "hidden-test-path"     # note: a file named like a hidden test
-IGNORE_RULES = "ignore-rules"             # .gitattributes (signal), .gitignore (note)
-IGNORED_CODE = "ignored-code"             # code git ignores: not in the graded state
-RUNNER_REACH = "runner-reach"             # code that reaches the test runner or the verifier's outputs
-REFLECTION = "reflection"                 # frames, sys.modules, gc referrers, tracing, ctypes
-DYNAMIC_IMPORT = "dynamic-import"         # imports (or module attributes) by a name not written literally
-DYNAMIC_CODE = "dynamic-code"             # exec/eval/compile of a non-literal, code objects, marshal
-HARD_EXIT = "hard-exit"                   # os._exit, abort, kill, exec*: the interpreter ends early
-BACKGROUND = "background-process"         # fork, setsid, detached subprocesses: outlives the run
-EXIT_HOOK = "exit-hook"                   # atexit, finalizers, signal handlers
-ABSOLUTE_WRITE = "absolute-write"         # writes outside the repository, links
-FRAMEWORK_PATCH = "framework-patch"       # assigning attributes of pytest/_pytest/unittest/... objects
-COMPILED = "compiled-artifact"            # .pyc, __pycache__, .so, ELF/Mach-O/PE binaries
-PACKAGING = "packaging-metadata"          # *.dist-info, *.egg-info, entry_points.txt, .pth, pytest11
-OUTSIDE_LINK = "outside-link"             # a symlink in the repository pointing out of it
-OPAQUE = "opaque-code"                    # code the check cannot read (fails closed)
-UNPARSED = "unparsed-python"              # note: Python the host's parser does not accept (newer syntax)
+TEST_INFRA = "test-infrastructure"  # runner config or plugin code (signal), fixtures-only (note)
+FRAMEWORK_SHADOW = "framework-shadow"  # a module or package named like a test framework
+STDLIB_SHADOW = "stdlib-shadow"  # a top-level module named like a standard library module
+HIDDEN_TEST_PATH = "hidden-test-path"  # note: a file named like a hidden test
+IGNORE_RULES = "ignore-rules"  # .gitattributes (signal), .gitignore (note)
+IGNORED_CODE = "ignored-code"  # code git ignores: not in the graded state
+RUNNER_REACH = "runner-reach"  # code that reaches the test runner or the verifier's outputs
+REFLECTION = "reflection"  # frames, sys.modules, gc referrers, tracing, ctypes
+DYNAMIC_IMPORT = "dynamic-import"  # imports (or module attributes) by a name not written literally
+DYNAMIC_CODE = "dynamic-code"  # exec/eval/compile of a non-literal, code objects, marshal
+HARD_EXIT = "hard-exit"  # os._exit, abort, kill, exec*: the interpreter ends early
+BACKGROUND = "background-process"  # fork, setsid, detached subprocesses: outlives the run
+EXIT_HOOK = "exit-hook"  # atexit, finalizers, signal handlers
+ABSOLUTE_WRITE = "absolute-write"  # writes outside the repository, links
+FRAMEWORK_PATCH = "framework-patch"  # assigning attributes of pytest/_pytest/unittest/... objects
+COMPILED = "compiled-artifact"  # .pyc, __pycache__, .so, ELF/Mach-O/PE binaries
+PACKAGING = "packaging-metadata"  # *.dist-info, *.egg-info, entry_points.txt, .pth, pytest11
+OUTSIDE_LINK = "outside-link"  # a symlink in the repository pointing out of it
+OPAQUE = "opaque-code"  # code the check cannot read (fails closed)
+UNPARSED = "unparsed-python"  # note: Python the host's parser does not accept (newer syntax)
 
 
 @dataclass

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 @dataclass
 class Tree:
     module: ast.Module
-    added: list[int]          # AST line numbers of added lines, sorted
-    headers: int              # synthetic `if 1:` lines put in front for a fragment's indentation
-    whole: bool = False       # every line is added (a new file)
-    inner: bool = False       # all of it is inside a function or an expression the fragment does not show
+    added: list[int]  # AST line numbers of added lines, sorted
+    headers: int  # synthetic `if 1:` lines put in front for a fragment's indentation
+    whole: bool = False  # every line is added (a new file)
+    inner: bool = False  # all of it is inside a function or an expression the fragment does not show
 
     def touches(self, node: ast.AST) -> bool:
         if self.whole:
@@ -54,8 +54,10 @@ def _segment(lines: list[str], a: int, b: int) -> tuple[str, int, int] | None:
 
 # Syntax of Pythons newer than 3.11 (PEP 695 generics and `type`, PEP 701 f-strings, t-strings,
 # `except A, B:`): a hunk line that does not parse and shows it is newer code, not a cut context.
-NEWER_SYNTAX = re.compile(r"^\s*(?:async\s+)?def\s+\w+\s*\[|^\s*class\s+\w+\s*\[|^\s*type\s+\w+\s*[\[=]|"
-                          r"(?<![\w.'\"])[fFtT][rRbB]?['\"]|^\s*except\s*\*?\s*[\w.]+\s*,")
+NEWER_SYNTAX = re.compile(
+    r"^\s*(?:async\s+)?def\s+\w+\s*\[|^\s*class\s+\w+\s*\[|^\s*type\s+\w+\s*[\[=]|"
+    r"(?<![\w.'\"])[fFtT][rRbB]?['\"]|^\s*except\s*\*?\s*[\w.]+\s*,"
+)
 
 
 # A line read as the inside of a bracket: `"k": v,` (a dict entry), `a=b,` (an argument), `x)`.
@@ -75,8 +77,9 @@ def _wrapped(line: str) -> ast.Module | None:
     return None
 
 
-def parse(lines: list[str], added: list[bool] | None, budget: list[int], whole: bool,
-          in_function: bool = False) -> tuple[list[Tree], list[int]]:
+def parse(
+    lines: list[str], added: list[bool] | None, budget: list[int], whole: bool, in_function: bool = False
+) -> tuple[list[Tree], list[int]]:
     """Parse a file (whole) or a hunk's new side; what does not parse is split at the line the
     parser names and the parts parsed again. in_function: the hunk is inside a function (git's
     hunk header names a def), so a part indented as a whole is that function's body. Returns

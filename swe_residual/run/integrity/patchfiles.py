@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from swe_residual.patches import ADD, CTX, DEL, HEAD, HUNK, FileDiff, split_patch
 
-LITERAL_LIMIT = 4 << 20          # bytes of a binary literal decoded
-HEAD_BYTES = 16                  # bytes of a binary file's start read from a delta (a .pyc's header)
+LITERAL_LIMIT = 4 << 20  # bytes of a binary literal decoded
+HEAD_BYTES = 16  # bytes of a binary file's start read from a delta (a .pyc's header)
 
 
 @dataclass
@@ -30,11 +30,11 @@ class PatchFile:
     new: bool = False
     deleted: bool = False
     mode: str | None = None
-    hunks: list[list[tuple[str, str]]] = field(default_factory=list)   # (ADD|CTX|DEL, text) per hunk
+    hunks: list[list[tuple[str, str]]] = field(default_factory=list)  # (ADD|CTX|DEL, text) per hunk
     contexts: list[str] = field(default_factory=list)  # per hunk: the line git names it after (`def f():`)
-    literal: bytes | None = None      # a binary section's new content, where git wrote it whole
-    delta: bool = False               # a binary section git wrote as a delta (content unknown)
-    head: Head | None = None          # the first bytes of the new content, as far as the patch tells
+    literal: bytes | None = None  # a binary section's new content, where git wrote it whole
+    delta: bool = False  # a binary section git wrote as a delta (content unknown)
+    head: Head | None = None  # the first bytes of the new content, as far as the patch tells
 
     @property
     def added(self) -> list[str]:
@@ -77,7 +77,7 @@ def patch_files(patch: bytes) -> list[PatchFile]:
                     else:
                         f.literal = _git_literal(literal, size)
                     literal = None
-                    size = -1            # the reverse section follows: not read
+                    size = -1  # the reverse section follows: not read
                 elif line.startswith("new file mode "):
                     f.new, f.mode = True, line[14:].strip()
                 elif line.startswith("deleted file mode "):
@@ -125,7 +125,7 @@ def _delta_head(data: bytes | None) -> Head | None:
     if data is None:
         return None
     pos = 0
-    for _ in range(2):                 # the old and the new content's sizes (7-bit groups)
+    for _ in range(2):  # the old and the new content's sizes (7-bit groups)
         while pos < len(data) and data[pos] & 0x80:
             pos += 1
         pos += 1
@@ -133,7 +133,7 @@ def _delta_head(data: bytes | None) -> Head | None:
     while pos < len(data) and len(out) < HEAD_BYTES:
         op = data[pos]
         pos += 1
-        if op & 0x80:                   # copy: offset bytes (bits 0-3), size bytes (bits 4-6)
+        if op & 0x80:  # copy: offset bytes (bits 0-3), size bytes (bits 4-6)
             offset = size = 0
             for bit in range(7):
                 if op & (1 << bit):
@@ -149,8 +149,8 @@ def _delta_head(data: bytes | None) -> Head | None:
                     break
                 known.append("b" if offset + k == len(out) else "?")
                 out.append(0)
-        elif op:                        # insert: the next `op` bytes
-            chunk = data[pos:pos + op]
+        elif op:  # insert: the next `op` bytes
+            chunk = data[pos : pos + op]
             pos += op
             out += chunk
             known += "i" * len(chunk)

@@ -69,11 +69,11 @@ def check_python(f: PatchFile, found: Found, budget: list[int], conftest: bool =
         units = [(text.split("\n"), None, False)]
     elif not f.hunks:
         if conftest:
-            found.signal(TEST_INFRA, path)   # renamed or mode-changed: content not in the patch
+            found.signal(TEST_INFRA, path)  # renamed or mode-changed: content not in the patch
         return
     else:
         units = []
-        for hunk, context in itertools.zip_longest(f.hunks, f.contexts[:len(f.hunks)], fillvalue=""):
+        for hunk, context in itertools.zip_longest(f.hunks, f.contexts[: len(f.hunks)], fillvalue=""):
             lines = [(t, k == ADD) for k, t in hunk if k != DEL]
             if any(a for _, a in lines):
                 units.append(([t for t, _ in lines], [a for _, a in lines], bool(_DEF.match(context))))
@@ -129,7 +129,13 @@ class Analysis(Resolver):
         (each name read is checked once: its values are the same anywhere)."""
         stack: list[ast.AST] = [tree.module]
         events, touches, whole = self.events, tree.touches, tree.whole
-        push, pop, AST, seen_names, call_funcs = stack.append, stack.pop, ast.AST, self.seen_names, self.call_funcs
+        push, pop, AST, seen_names, call_funcs = (
+            stack.append,
+            stack.pop,
+            ast.AST,
+            self.seen_names,
+            self.call_funcs,
+        )
         Name, Constant, Call, Attribute, Load = ast.Name, ast.Constant, ast.Call, ast.Attribute, ast.Load
         handlers, leaves, checked, child_fields = self._handlers, _LEAVES, _CHECKED, _CHILD_FIELDS
         while stack:
@@ -152,7 +158,7 @@ class Analysis(Resolver):
                 if whole or touches(node):
                     events.append((node, tree))
             elif t is Attribute:
-                if id(node) not in call_funcs and (whole or touches(node)):   # a call's: checked with it
+                if id(node) not in call_funcs and (whole or touches(node)):  # a call's: checked with it
                     events.append((node, tree))
             else:
                 h = handlers.get(t)
@@ -183,6 +189,7 @@ class Analysis(Resolver):
         if t is ast.BinOp:
             return type(node.op) in _STRING_OPS
         return True
+
     # -- checks on the nodes of added lines
     def _flag(self, kind: str) -> None:
         self.kinds[kind] = None
@@ -252,7 +259,7 @@ class Analysis(Resolver):
             elif node.attr in RUNNER_ATTRS:
                 self._flag(RUNNER_REACH)
         if t in (ast.Name, ast.Attribute) and id(node) not in self.call_funcs:
-            for v in vals:   # an importer or exec handed on as a value: its calls are not seen
+            for v in vals:  # an importer or exec handed on as a value: its calls are not seen
                 q = canon(v[2:]) if v[:2] == "q:" else ""
                 if q in NAME_IMPORTERS:
                     self._flag(DYNAMIC_IMPORT)
@@ -275,7 +282,9 @@ class Analysis(Resolver):
 
     def _framework(self, vals: frozenset) -> bool:
         """Values that are a framework's (or the builtins') own objects - not what calling them made."""
-        return any(v[:2] == "q:" and "()" not in v and canon(v[2:]).split(".")[0] in PATCH_ROOTS for v in vals)
+        return any(
+            v[:2] == "q:" and "()" not in v and canon(v[2:]).split(".")[0] in PATCH_ROOTS for v in vals
+        )
 
     def _check_target(self, target: ast.AST) -> None:
         t = type(target)
@@ -294,7 +303,9 @@ class Analysis(Resolver):
                 self._flag(FRAMEWORK_PATCH)
             for v in base:
                 q = canon(v[2:]) if v[:2] == "q:" else ""
-                if q == "sys.modules" and any(k[:2] != "s:" or k[2:].split(".")[0] in PATCH_ROOTS for k in keys):
+                if q == "sys.modules" and any(
+                    k[:2] != "s:" or k[2:].split(".")[0] in PATCH_ROOTS for k in keys
+                ):
                     self._flag(FRAMEWORK_PATCH)
                 elif v == "G" and any(k[:2] != "s:" for k in keys):
                     self._flag(REFLECTION)
@@ -318,10 +329,14 @@ class Analysis(Resolver):
                 for n in self.strings(names):
                     self._check_q(n)
                 if any(n[:2] != "s:" for n in names) and any(o[:2] == "q:" for o in objs):
-                    self._flag(DYNAMIC_IMPORT)      # a module's attribute by a computed name
+                    self._flag(DYNAMIC_IMPORT)  # a module's attribute by a computed name
                 if q != "builtins.getattr" and q != "builtins.hasattr" and self._framework(objs):
                     self._flag(FRAMEWORK_PATCH)
-            elif q in ("builtins.object.__setattr__", "builtins.type.__setattr__", "builtins.object.__delattr__"):
+            elif q in (
+                "builtins.object.__setattr__",
+                "builtins.type.__setattr__",
+                "builtins.object.__delattr__",
+            ):
                 if arg0 is not None and self._framework(self.ev(arg0)):
                     self._flag(FRAMEWORK_PATCH)
             elif q in SPAWNERS:
@@ -338,17 +353,21 @@ class Analysis(Resolver):
                         self._flag(ABSOLUTE_WRITE)
             elif q in LINKERS:
                 self._flag(ABSOLUTE_WRITE)
-            if has_prefix(q, ("unittest.mock.patch", "mock.patch", "pytest.MonkeyPatch", "_pytest.monkeypatch")):
+            if has_prefix(
+                q, ("unittest.mock.patch", "mock.patch", "pytest.MonkeyPatch", "_pytest.monkeypatch")
+            ):
                 self._check_patch_target(node)
         if attr in ("setattr", "delattr", "setitem", "delitem", "patch", "object") and not funcs & {
-                "builtins.setattr", "builtins.delattr"}:
+            "builtins.setattr",
+            "builtins.delattr",
+        }:
             self._check_patch_target(node)
         if attr in PATH_WRITE_METHODS | PATH_LINK_METHODS and isinstance(node.func, ast.Attribute):
             receiver = self.ev(node.func.value)
             if attr in PATH_LINK_METHODS:
                 self._flag(ABSOLUTE_WRITE)
             elif attr in ("rename", "replace") and len(node.args) != 1:
-                pass   # str.replace, not a path's
+                pass  # str.replace, not a path's
             elif self._absolute(receiver):
                 if attr != "open" or self._write_mode(self._arg(node, 0, "mode")):
                     self._flag(ABSOLUTE_WRITE)
@@ -358,7 +377,9 @@ class Analysis(Resolver):
         if target is None:
             return
         vals = self.ev(target)
-        if self._framework(vals) or any(s.split(".")[0] in PATCH_ROOTS and "." in s for s in self.strings(vals)):
+        if self._framework(vals) or any(
+            s.split(".")[0] in PATCH_ROOTS and "." in s for s in self.strings(vals)
+        ):
             self._flag(FRAMEWORK_PATCH)
 
     def _check_exec(self, arg) -> None:
@@ -371,7 +392,7 @@ class Analysis(Resolver):
             self._flag(DYNAMIC_CODE)
             vals = self.ev(arg)
             sources = self.strings(vals)[:4]
-        for src in sources:   # the code it runs, read the same way
+        for src in sources:  # the code it runs, read the same way
             if self.depth >= 3:
                 self._flag(DYNAMIC_CODE)
                 return
@@ -417,7 +438,7 @@ class Analysis(Resolver):
 
     def _module_stmt(self, stmt: ast.stmt, tree: Tree, known: bool = True) -> bool:
         t = type(stmt)
-        if t is ast.If and known and stmt.lineno <= tree.headers:       # a synthetic header: unknown block
+        if t is ast.If and known and stmt.lineno <= tree.headers:  # a synthetic header: unknown block
             return all(self._module_stmt(s, tree, known=False) for s in stmt.body if tree.touches(s))
         if not known:
             return self._unknown_stmt(stmt)
@@ -428,23 +449,30 @@ class Analysis(Resolver):
         if t in (ast.FunctionDef, ast.AsyncFunctionDef):
             return self._function_ok(stmt)
         if t is ast.ClassDef:
-            return all(self._decorator_ok(d, None) for d in stmt.decorator_list) and self._pure_all(stmt.bases) \
+            return (
+                all(self._decorator_ok(d, None) for d in stmt.decorator_list)
+                and self._pure_all(stmt.bases)
                 and all(self._class_stmt(s) for s in stmt.body)
+            )
         if t in (ast.Assign, ast.AnnAssign):
             targets = stmt.targets if t is ast.Assign else [stmt.target]
-            return all(target_names(tg) and not set(target_names(tg)) & CONFTEST_VARS for tg in targets) \
-                and (stmt.value is None or self._pure(stmt.value))
+            return all(target_names(tg) and not set(target_names(tg)) & CONFTEST_VARS for tg in targets) and (
+                stmt.value is None or self._pure(stmt.value)
+            )
         if t is ast.If:
             return self._pure(stmt.test) and all(self._module_stmt(s, tree) for s in stmt.body + stmt.orelse)
         if t is ast.Try:
-            return all(self._module_stmt(s, tree) for s in stmt.body + stmt.orelse + stmt.finalbody) and \
-                all(self._module_stmt(s, tree) for h in stmt.handlers for s in h.body)
+            return all(self._module_stmt(s, tree) for s in stmt.body + stmt.orelse + stmt.finalbody) and all(
+                self._module_stmt(s, tree) for h in stmt.handlers for s in h.body
+            )
         return False
 
     def _class_stmt(self, stmt: ast.stmt) -> bool:
         t = type(stmt)
         if t in (ast.FunctionDef, ast.AsyncFunctionDef):
-            return not stmt.name.startswith("pytest_") and all(self._decorator_ok(d, None) for d in stmt.decorator_list)
+            return not stmt.name.startswith("pytest_") and all(
+                self._decorator_ok(d, None) for d in stmt.decorator_list
+            )
         if t in (ast.Assign, ast.AnnAssign):
             return stmt.value is None or self._pure(stmt.value)
         return t is ast.Pass or (t is ast.Expr and isinstance(stmt.value, ast.Constant))
@@ -466,8 +494,11 @@ class Analysis(Resolver):
             for kw in call.keywords if call is not None else ():
                 if kw.arg == "autouse" and not falsy(kw.value):
                     return False
-                if kw.arg is None or kw.arg == "name" and not set(self.strings(self.ev(kw.value))) \
-                        .isdisjoint(BUILTIN_FIXTURES):
+                if (
+                    kw.arg is None
+                    or kw.arg == "name"
+                    and not set(self.strings(self.ev(kw.value))).isdisjoint(BUILTIN_FIXTURES)
+                ):
                     return False
         return call is None or self._pure_all(call.args) and self._pure_all([k.value for k in call.keywords])
 
@@ -485,8 +516,10 @@ class Analysis(Resolver):
                 return False
             if isinstance(node, ast.Call):
                 vals = self.ev(node.func)
-                known = [v for v in vals if v != "?"]   # "?": what the patch does not show
-                ok = known and all(v[:2] == "m:" or v[:2] == "q:" and has_prefix(v[2:], PURE_CALLS) for v in known)
+                known = [v for v in vals if v != "?"]  # "?": what the patch does not show
+                ok = known and all(
+                    v[:2] == "m:" or v[:2] == "q:" and has_prefix(v[2:], PURE_CALLS) for v in known
+                )
                 if not ok:
                     return False
             stack.extend(ast.iter_child_nodes(node))
@@ -505,25 +538,59 @@ class Analysis(Resolver):
                     if set(target_names(tg) or ()) & CONFTEST_VARS:
                         return False
                     if isinstance(tg, (ast.Attribute, ast.Subscript)) and any(
-                            v[:2] == "q:" for v in self.ev(tg.value)):
+                        v[:2] == "q:" for v in self.ev(tg.value)
+                    ):
                         return False
         return True
 
+
 # statement and expression types checked where they touch an added line (besides calls and attributes)
-_CHECKED = {ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign, ast.AugAssign,
-            ast.AnnAssign, ast.Delete, ast.keyword, ast.Subscript, ast.BinOp, ast.JoinedStr}
+_CHECKED = {
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.Delete,
+    ast.keyword,
+    ast.Subscript,
+    ast.BinOp,
+    ast.JoinedStr,
+}
 
 
 # AST nodes without children worth a visit (contexts and operators)
-_LEAVES = frozenset(c for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
-                    for c in base.__subclasses__())
+_LEAVES = frozenset(
+    c
+    for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+    for c in base.__subclasses__()
+)
 _STRING_OPS = frozenset({ast.Add, ast.Mod, ast.Div})
-_SCALAR_FIELDS = frozenset({"id", "attr", "name", "arg", "module", "level", "kind", "asname", "conversion",
-                            "is_async", "type_comment", "type_ignores", "ctx", "op"})
+_SCALAR_FIELDS = frozenset(
+    {
+        "id",
+        "attr",
+        "name",
+        "arg",
+        "module",
+        "level",
+        "kind",
+        "asname",
+        "conversion",
+        "is_async",
+        "type_comment",
+        "type_ignores",
+        "ctx",
+        "op",
+    }
+)
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 # method names whose calls are looked at whatever the receiver (patchers, path writes)
-_CALL_ATTRS = frozenset({"setattr", "delattr", "setitem", "delitem", "patch", "object"} | PATH_WRITE_METHODS
-                        | PATH_LINK_METHODS)
+_CALL_ATTRS = frozenset(
+    {"setattr", "delattr", "setitem", "delitem", "patch", "object"} | PATH_WRITE_METHODS | PATH_LINK_METHODS
+)
 # calls whose result is looked at (a module, an attribute by name); other calls: their function and sinks
 _RESULT_FUNCS = NAME_IMPORTERS | {"builtins.getattr", "builtins.vars", "operator.attrgetter"}
 

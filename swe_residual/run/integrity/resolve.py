@@ -16,11 +16,20 @@ from collections import defaultdict
 
 from swe_residual.run.integrity.capabilities import canon
 
-CAP = 24                         # candidate values kept per expression
-TEXT_CAP = 4096                  # length of a folded string
+CAP = 24  # candidate values kept per expression
+TEXT_CAP = 4096  # length of a folded string
 UNKNOWN = frozenset({"?"})
-BUILTIN_NAMES = frozenset(dir(builtins)) - {"None", "True", "False", "Ellipsis", "NotImplemented", "__doc__",
-                                             "__name__", "__package__", "__spec__"}
+BUILTIN_NAMES = frozenset(dir(builtins)) - {
+    "None",
+    "True",
+    "False",
+    "Ellipsis",
+    "NotImplemented",
+    "__doc__",
+    "__name__",
+    "__package__",
+    "__spec__",
+}
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -57,12 +66,23 @@ class Resolver:
 
     @functools.cached_property
     def _handlers(self) -> dict:
-        return {ast.Import: self._on_import, ast.ImportFrom: self._on_import_from, ast.Assign: self._on_assign,
-                ast.AnnAssign: self._on_ann_assign, ast.AugAssign: self._on_aug_assign,
-                ast.NamedExpr: self._on_named, ast.For: self._on_for, ast.AsyncFor: self._on_for,
-                ast.comprehension: self._on_for, ast.With: self._on_with, ast.AsyncWith: self._on_with,
-                ast.FunctionDef: self._on_function, ast.AsyncFunctionDef: self._on_function,
-                ast.Lambda: self._on_function, ast.ClassDef: self._on_class}
+        return {
+            ast.Import: self._on_import,
+            ast.ImportFrom: self._on_import_from,
+            ast.Assign: self._on_assign,
+            ast.AnnAssign: self._on_ann_assign,
+            ast.AugAssign: self._on_aug_assign,
+            ast.NamedExpr: self._on_named,
+            ast.For: self._on_for,
+            ast.AsyncFor: self._on_for,
+            ast.comprehension: self._on_for,
+            ast.With: self._on_with,
+            ast.AsyncWith: self._on_with,
+            ast.FunctionDef: self._on_function,
+            ast.AsyncFunctionDef: self._on_function,
+            ast.Lambda: self._on_function,
+            ast.ClassDef: self._on_class,
+        }
 
     def _on_import(self, node, cls):
         for a in node.names:
@@ -78,8 +98,11 @@ class Resolver:
             if a.name == "*":
                 self.star.append(mod)
             else:
-                self._bind(a.asname or a.name, ("q", f"{mod}.{a.name}" if mod and mod[-1] != "." else mod + a.name),
-                           cls)
+                self._bind(
+                    a.asname or a.name,
+                    ("q", f"{mod}.{a.name}" if mod and mod[-1] != "." else mod + a.name),
+                    cls,
+                )
 
     def _on_assign(self, node, cls):
         for target in node.targets:
@@ -91,7 +114,9 @@ class Resolver:
 
     def _on_aug_assign(self, node, cls):
         if dotted(node.target) is not None:
-            self._bind_target(node.target, ast.BinOp(left=load_of(node.target), op=node.op, right=node.value), cls)
+            self._bind_target(
+                node.target, ast.BinOp(left=load_of(node.target), op=node.op, right=node.value), cls
+            )
 
     def _on_named(self, node, cls):
         self._bind(node.target.id, node.value, None)
@@ -110,7 +135,7 @@ class Resolver:
             self._bind(node.name, ("F", node), cls)
         args = node.args
         positional = args.posonlyargs + args.args
-        for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
             self._bind(arg.arg, default, None)
         for arg, default in zip(args.kwonlyargs, args.kw_defaults):
             if default is not None:
@@ -118,7 +143,7 @@ class Resolver:
 
     def _on_class(self, node, cls):
         self._bind(node.name, ("C", node.name), cls)
-        for stmt in node.body:       # class attributes, also as "<class>.<name>"
+        for stmt in node.body:  # class attributes, also as "<class>.<name>"
             h = self._handlers.get(type(stmt))
             if h is not None and type(stmt) is not ast.ClassDef:
                 h(stmt, node.name)
@@ -155,8 +180,11 @@ class Resolver:
             if key is not None:
                 self.bind[key].append(value)
         elif t in (ast.Tuple, ast.List):
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
-                    and not any(isinstance(e, ast.Starred) for e in value.elts + target.elts):
+            if (
+                isinstance(value, (ast.Tuple, ast.List))
+                and len(value.elts) == len(target.elts)
+                and not any(isinstance(e, ast.Starred) for e in value.elts + target.elts)
+            ):
                 for tt, vv in zip(target.elts, value.elts):
                     self._bind_target(tt, vv, cls)
             else:
@@ -249,7 +277,7 @@ class Resolver:
             elif self.star:
                 res = frozenset({f"q:{m}.{name}" for m in self.star} | {"?"})
             elif self.fragment and name not in ("self", "cls"):
-                res = frozenset({"q:" + name, "?"})   # imported outside what the patch shows
+                res = frozenset({"q:" + name, "?"})  # imported outside what the patch shows
             else:
                 res = UNKNOWN
         finally:
@@ -337,8 +365,9 @@ class Resolver:
         for v in base:
             q = canon(v[2:]) if v[:2] == "q:" else None
             if q == "sys.modules":
-                out |= {"q:" + k[2:] for k in keys if k[:2] == "s:"} | ({"?"} if any(k[:2] != "s:" for k in keys)
-                                                                          else set())
+                out |= {"q:" + k[2:] for k in keys if k[:2] == "s:"} | (
+                    {"?"} if any(k[:2] != "s:" for k in keys) else set()
+                )
             elif q is not None and q.endswith(".__dict__"):
                 out |= {f"q:{q[:-9]}.{k[2:]}" for k in keys if k[:2] == "s:"}
             elif q in ("builtins", "builtins.__builtins__"):
@@ -422,7 +451,11 @@ class Resolver:
         return out
 
     def _comprehension(self, node) -> list[str] | None:
-        if len(node.generators) != 1 or node.generators[0].ifs or not isinstance(node.generators[0].target, ast.Name):
+        if (
+            len(node.generators) != 1
+            or node.generators[0].ifs
+            or not isinstance(node.generators[0].target, ast.Name)
+        ):
             return None
         gen = node.generators[0]
         iterable = self.ev(gen.iter)
@@ -457,7 +490,7 @@ class Resolver:
         for a, b in itertools.islice(itertools.product(left, right), CAP):
             ta, tb = a[:2], b[:2]
             if op is ast.Add and ta == tb == "s:":
-                out.add(("s:" + a[2:] + b[2:])[:TEXT_CAP + 2])
+                out.add(("s:" + a[2:] + b[2:])[: TEXT_CAP + 2])
             elif op is ast.Add and ta == tb == "i:":
                 out.add(f"i:{int(a[2:]) + int(b[2:])}")
             elif op is ast.Add and ta == tb == "T:":
@@ -530,14 +563,19 @@ class Resolver:
             for kw in node.keywords:
                 if kw.arg == name:
                     return kw.value
-        if index < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[:index + 1]):
+        if index < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[: index + 1]):
             return node.args[index]
         return None
 
     def _call_q(self, q: str, node: ast.Call) -> frozenset:
         arg0 = self._arg(node, 0)
-        if q in ("builtins.__import__", "importlib.__import__", "importlib.import_module", "pkgutil.resolve_name",
-                 "pydoc.locate"):
+        if q in (
+            "builtins.__import__",
+            "importlib.__import__",
+            "importlib.import_module",
+            "pkgutil.resolve_name",
+            "pydoc.locate",
+        ):
             if arg0 is None:
                 arg0 = self._arg(node, 0, "name")
             names = self.ev(arg0) if arg0 is not None else UNKNOWN
@@ -548,8 +586,9 @@ class Resolver:
                     out.add("?")
                     continue
                 name = v[2:].replace(":", ".")
-                if q.endswith("__import__") and (fromlist is None or (isinstance(fromlist, ast.Constant)
-                                                                     and not fromlist.value)):
+                if q.endswith("__import__") and (
+                    fromlist is None or (isinstance(fromlist, ast.Constant) and not fromlist.value)
+                ):
                     name = name.split(".")[0]
                 out.add("q:" + name)
             return frozenset(out)
@@ -581,11 +620,24 @@ class Resolver:
         if q in ("builtins.globals", "builtins.locals"):
             return frozenset({"G"})
         if q == "builtins.chr" and arg0 is not None:
-            return frozenset("s:" + chr(int(v[2:])) if v[:2] == "i:" and 0 <= int(v[2:]) < 0x110000 else "?"
-                             for v in self.ev(arg0))
-        if q in ("builtins.str", "os.fspath", "pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath",
-                 "pathlib.PurePosixPath", "os.path.join", "os.path.normpath", "os.path.abspath",
-                 "os.path.realpath", "builtins.bytes", "builtins.bytearray"):
+            return frozenset(
+                "s:" + chr(int(v[2:])) if v[:2] == "i:" and 0 <= int(v[2:]) < 0x110000 else "?"
+                for v in self.ev(arg0)
+            )
+        if q in (
+            "builtins.str",
+            "os.fspath",
+            "pathlib.Path",
+            "pathlib.PurePath",
+            "pathlib.PosixPath",
+            "pathlib.PurePosixPath",
+            "os.path.join",
+            "os.path.normpath",
+            "os.path.abspath",
+            "os.path.realpath",
+            "builtins.bytes",
+            "builtins.bytearray",
+        ):
             marker = {f"q:{q}()"} if q.startswith("pathlib") else set()
             if not node.args:
                 return frozenset(marker | ({"s:"} if q in ("builtins.str", "builtins.bytes") else {"?"}))
@@ -625,12 +677,28 @@ class Resolver:
                 if seqs:
                     return frozenset("T:" + "\0".join(s) for s in seqs)
             return UNKNOWN
-        if q in ("builtins.bytes.fromhex", "binascii.unhexlify", "binascii.a2b_hex", "base64.b16decode",
-                 "base64.b64decode", "base64.standard_b64decode", "base64.urlsafe_b64decode", "base64.b32decode",
-                 "base64.b85decode", "base64.a85decode", "binascii.a2b_base64", "codecs.decode", "zlib.decompress",
-                 "builtins.bytearray.fromhex"):
+        if q in (
+            "builtins.bytes.fromhex",
+            "binascii.unhexlify",
+            "binascii.a2b_hex",
+            "base64.b16decode",
+            "base64.b64decode",
+            "base64.standard_b64decode",
+            "base64.urlsafe_b64decode",
+            "base64.b32decode",
+            "base64.b85decode",
+            "base64.a85decode",
+            "binascii.a2b_base64",
+            "codecs.decode",
+            "zlib.decompress",
+            "builtins.bytearray.fromhex",
+        ):
             out = set()
-            enc = self.strings(self.ev(self._arg(node, 1, "encoding"))) if self._arg(node, 1, "encoding") else []
+            enc = (
+                self.strings(self.ev(self._arg(node, 1, "encoding")))
+                if self._arg(node, 1, "encoding")
+                else []
+            )
             for v in self.ev(arg0) if arg0 is not None else UNKNOWN:
                 if v[:2] != "s:":
                     out.add("?")
@@ -638,8 +706,18 @@ class Resolver:
                 decoded = decode_literal(q, v[2:], enc[0] if enc else None)
                 out.add("s:" + decoded if decoded is not None else "?")
             return frozenset(out)
-        if q in ("builtins.type", "builtins.id", "builtins.len", "builtins.isinstance", "builtins.hasattr",
-                 "builtins.print", "builtins.repr", "builtins.int", "builtins.open", "builtins.super"):
+        if q in (
+            "builtins.type",
+            "builtins.id",
+            "builtins.len",
+            "builtins.isinstance",
+            "builtins.hasattr",
+            "builtins.print",
+            "builtins.repr",
+            "builtins.int",
+            "builtins.open",
+            "builtins.super",
+        ):
             return UNKNOWN
         return frozenset({f"q:{q}()"})
 
@@ -667,9 +745,27 @@ class Resolver:
             return frozenset("s:" + base.join(s)[:TEXT_CAP] for s in seqs) or UNKNOWN
         if method in ("decode", "encode"):
             return frozenset({"s:" + base})
-        if method in ("upper", "lower", "strip", "lstrip", "rstrip", "title", "capitalize", "swapcase", "casefold",
-                      "removeprefix", "removesuffix", "replace", "format", "zfill", "center", "ljust", "rjust",
-                      "expandtabs", "translate"):
+        if method in (
+            "upper",
+            "lower",
+            "strip",
+            "lstrip",
+            "rstrip",
+            "title",
+            "capitalize",
+            "swapcase",
+            "casefold",
+            "removeprefix",
+            "removesuffix",
+            "replace",
+            "format",
+            "zfill",
+            "center",
+            "ljust",
+            "rjust",
+            "expandtabs",
+            "translate",
+        ):
             options = [self.strings(a) or ([str(int(x[2:])) for x in a if x[:2] == "i:"]) for a in args]
             if not all(options):
                 return UNKNOWN
@@ -687,8 +783,10 @@ class Resolver:
             if not all(options):
                 return UNKNOWN
             try:
-                return frozenset("T:" + "\0".join(getattr(base, method)(*combo)) for combo in
-                                 itertools.islice(itertools.product(*options), 4))
+                return frozenset(
+                    "T:" + "\0".join(getattr(base, method)(*combo))
+                    for combo in itertools.islice(itertools.product(*options), 4)
+                )
             except (TypeError, ValueError):
                 return UNKNOWN
         return UNKNOWN
@@ -714,15 +812,21 @@ def decode_literal(q: str, text: str, encoding: str | None) -> str | None:
             return text
         if q == "zlib.decompress":
             return zlib.decompressobj().decompress(data, TEXT_CAP).decode("latin-1")
-        fn = {"builtins.bytes.fromhex": bytes.fromhex, "builtins.bytearray.fromhex": bytes.fromhex,
-              "binascii.unhexlify": binascii.unhexlify, "binascii.a2b_hex": binascii.a2b_hex,
-              "base64.b16decode": base64.b16decode, "base64.b64decode": base64.b64decode,
-              "base64.standard_b64decode": base64.standard_b64decode,
-              "base64.urlsafe_b64decode": base64.urlsafe_b64decode, "base64.b32decode": base64.b32decode,
-              "base64.b85decode": base64.b85decode, "base64.a85decode": base64.a85decode,
-              "binascii.a2b_base64": binascii.a2b_base64}[q]
+        fn = {
+            "builtins.bytes.fromhex": bytes.fromhex,
+            "builtins.bytearray.fromhex": bytes.fromhex,
+            "binascii.unhexlify": binascii.unhexlify,
+            "binascii.a2b_hex": binascii.a2b_hex,
+            "base64.b16decode": base64.b16decode,
+            "base64.b64decode": base64.b64decode,
+            "base64.standard_b64decode": base64.standard_b64decode,
+            "base64.urlsafe_b64decode": base64.urlsafe_b64decode,
+            "base64.b32decode": base64.b32decode,
+            "base64.b85decode": base64.b85decode,
+            "base64.a85decode": base64.a85decode,
+            "binascii.a2b_base64": binascii.a2b_base64,
+        }[q]
         arg = text if fn is bytes.fromhex else data
         return fn(arg)[:TEXT_CAP].decode("latin-1")
     except (ValueError, TypeError, binascii.Error, zlib.error, LookupError, KeyError):
         return None
-
