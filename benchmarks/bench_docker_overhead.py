@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 from swe_residual.agents import Agent, AgentContext, AgentRegistry, AgentResult  # noqa: E402
 from swe_residual.backends.docker.backend import DockerBackend  # noqa: E402
-from swe_residual.run.runner import Case, run_case  # noqa: E402
+from swe_residual.run.attempt import Case, run_case  # noqa: E402
 from swe_residual.run.verification import ReferenceChecks  # noqa: E402
 from swe_residual.states import load_states  # noqa: E402
 from swe_residual.tasks import load_tasks  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 from swe_residual.agents import AgentRegistry
 from swe_residual.backends import repo
 from swe_residual.backends.local import LocalBackend
-from swe_residual.run.runner import Case, run_case
+from swe_residual.run.attempt import Case, run_case
 from swe_residual.run.verification import ReferenceChecks
 from swe_residual.states import load_states
 from swe_residual.tasks import load_tasks

@@ -71,7 +71,7 @@ from bench_docker_overhead import floor_run  # noqa: E402
 
 from swe_residual.agents import AgentRegistry  # noqa: E402
 from swe_residual.backends.docker.backend import DockerBackend  # noqa: E402
-from swe_residual.run.runner import Case, run_case  # noqa: E402
+from swe_residual.run.attempt import Case, run_case  # noqa: E402
 from swe_residual.run.verification import ReferenceChecks, regrade_mode  # noqa: E402
 from swe_residual.tasks import load_tasks  # noqa: E402
 

@@ -81,12 +81,12 @@ class Record(BaseModel):
     )
     verdict_note: str | None = None
     integrity: list[str] = Field(
-        default_factory=list, description="integrity signals of the final state (swe_residual/run/integrity/)"
+        default_factory=list, description="integrity signals of the final state (swe_residual/integrity/)"
     )
     integrity_notes: list[str] = Field(
         default_factory=list,
         description="integrity notes of the final state: "
-        "honest-looking test infrastructure, not counted (run/integrity/)",
+        "honest-looking test infrastructure, not counted (integrity/)",
     )
     artifacts: dict[str, str] = Field(default_factory=dict, description="paths relative to the run dir")
     finished_at: float = Field(default_factory=time.time)

@@ -210,7 +210,7 @@ def docker_task(root: Path, **kw) -> Path:
 
 def run_one(case, agent, backend, run_dir: Path, **kw):
     """One attempt of a case through the engine's runner, as a session runs it."""
-    from swe_residual.run.runner import run_case
+    from swe_residual.run.attempt import run_case
     from swe_residual.run.verification import ReferenceChecks
 
     return run_case(

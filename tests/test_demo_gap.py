@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swe_residual.agents.trusting import new_versions, write_command
+from swe_residual.agents.scripted_harness import new_versions, write_command
 from swe_residual.patches import parse_patch
 
 from .taskfactory import make_patch, make_task, state_entry, write_states

@@ -221,7 +221,7 @@ def test_an_agent_that_ends_its_containers_pid_1_is_graded(tmp_path):
         assert "+# touched" in patch  # its change was graded
 
 
-# -- the report channel and the hardened re-grade (swe_residual/run/report_channel.py) ----------------
+# -- the report channel and the hardened re-grade (swe_residual/run/grading_channel.py) ----------------
 # Each attack below defines sub and div wrongly (both return 0), so the three fail-to-pass tests
 # fail when they run; then it makes the written report say they passed: outcome 1 by the report.
 

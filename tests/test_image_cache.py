@@ -18,7 +18,7 @@ from swe_residual.agents import AgentRegistry
 from swe_residual.backends.docker.backend import DockerBackend
 from swe_residual.backends.docker.images import PROBE_TIMEOUT_ENV
 from swe_residual.errors import HarnessError, InputError
-from swe_residual.run.runner import Case
+from swe_residual.run.attempt import Case
 from swe_residual.states import load_states
 from swe_residual.tasks import load_tasks
 

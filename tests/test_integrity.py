@@ -346,7 +346,7 @@ def test_a_final_state_too_large_to_grade_is_a_failure_with_a_note(tmp_path, mon
     import swe_residual.backends.workspace as workspace
     from swe_residual.agents import AgentRegistry
     from swe_residual.backends.local import LocalBackend
-    from swe_residual.run.runner import Case
+    from swe_residual.run.attempt import Case
     from swe_residual.tasks import load_task
 
     from .taskfactory import run_one

@@ -260,7 +260,7 @@ def test_an_infra_record_with_a_final_state_gets_its_flags(tmp_path):
     from swe_residual.agents import AgentRegistry
     from swe_residual.backends.local import LocalBackend
     from swe_residual.errors import InfraError
-    from swe_residual.run.runner import Case
+    from swe_residual.run.attempt import Case
     from swe_residual.tasks import load_task
 
     from .taskfactory import run_one
@@ -318,7 +318,7 @@ def _patch(tmp_path: Path, edit) -> bytes:
 
 
 def _assess(tmp_path: Path, edit):
-    from swe_residual.run import integrity
+    from swe_residual import integrity
     from swe_residual.tasks import load_task
 
     patch = _patch(tmp_path, edit)
@@ -710,8 +710,8 @@ def test_a_bytecode_cache_the_base_committed_is_a_note_when_rewritten_honestly(t
     note; rewritten as an unchecked-hash .pyc (used whatever the source says), a signal."""
     import py_compile
 
+    from swe_residual import integrity
     from swe_residual.backends.repo import BASE_IDENTITY, git
-    from swe_residual.run import integrity
     from swe_residual.tasks import load_task
 
     task = load_task(make_task(tmp_path / "t"), "demo")
@@ -743,7 +743,7 @@ def test_a_bytecode_cache_the_base_committed_is_a_note_when_rewritten_honestly(t
 
 
 def test_a_file_exactly_as_inherited_is_not_the_agents(tmp_path):
-    from swe_residual.run import integrity
+    from swe_residual import integrity
     from swe_residual.tasks import load_task
 
     patch = _patch(tmp_path, _write("conftest.py", "def pytest_configure(config):\n    pass\n"))
@@ -754,7 +754,7 @@ def test_a_file_exactly_as_inherited_is_not_the_agents(tmp_path):
 
 def test_a_1mb_patch_is_read_fast(tmp_path):
     """A patch of 1 MB (code, data, docs), and one of 1 MB of nothing but Python, in CPU time."""
-    from swe_residual.run import integrity
+    from swe_residual import integrity
     from swe_residual.tasks import load_task
 
     code = (ROOT / "swe_residual" / "report" / "tables.py").read_text()

@@ -66,7 +66,7 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
 
 
 def test_no_import_cycle_between_modules():
-    graph = grimp.build_graph("swe_residual", "plugins", cache_dir=None, exclude_type_checking_imports=True)
+    graph = grimp.build_graph("swe_residual", "plugins", cache_dir=None, exclude_type_checking_imports=False)
     assert _cycles(graph) == []
 
 

@@ -13,7 +13,7 @@ from swe_residual.backends.local import LocalBackend
 from swe_residual.backends.workspace import final_state
 from swe_residual.errors import InfraError, InputError
 from swe_residual.results import iter_records
-from swe_residual.run.runner import Case
+from swe_residual.run.attempt import Case
 from swe_residual.states import load_states
 from swe_residual.tasks import load_task, load_tasks
 

@@ -17,7 +17,7 @@ import pytest
 
 from swe_residual.backends.docker.environment import split_channel
 from swe_residual.backends.workspace import script
-from swe_residual.run.report_channel import (
+from swe_residual.run.grading_channel import (
     MISMATCH,
     UNAVAILABLE,
     Channel,
@@ -120,7 +120,7 @@ def _run_pytest(
     channel = channel or Channel()
     plugin_dir = proj.parent / "plugin"
     plugin_dir.mkdir(exist_ok=True)
-    (plugin_dir / f"{channel.module}.py").write_text(script("report_channel.py"))
+    (plugin_dir / f"{channel.module}.py").write_text(script("channel_plugin.py"))
     fifo = proj.parent / "channel"
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
+from swe_residual.agents.model_server import ScriptedModelServer, load_script
 from swe_residual.errors import InputError
 from swe_residual.residualize.packets import MAX_DIFF_BYTES
 from swe_residual.residualize.records import FilterDecision, PredecessorRun

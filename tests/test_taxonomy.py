@@ -23,7 +23,7 @@ from swe_residual.agents.msa import MiniSweAgent
 from swe_residual.backends.local import LocalBackend
 from swe_residual.errors import InfraError
 from swe_residual.results import iter_records
-from swe_residual.run.runner import Case
+from swe_residual.run.attempt import Case
 from swe_residual.tasks import load_task, load_tasks
 
 from .taskfactory import docker_task, make_task, partial_state_patch, run_one, state_entry, write_states

@@ -5,7 +5,7 @@ Every (agent, task, start, state) is one case; see plugins/residual.py for the o
 
 import pytest
 
-from swe_residual.run.runner import explain_failure
+from swe_residual.run.attempt import explain_failure
 
 TRACK = "demo"
 

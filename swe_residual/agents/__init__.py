@@ -114,9 +114,9 @@ class AgentRegistry:
 
             return TerminusAgent(name, spec)
         if spec.harness == "scripted":
-            from swe_residual.agents.trusting import TrustingAgent
+            from swe_residual.agents.scripted_harness import ScriptedAgent
 
-            return TrustingAgent(name, spec)
+            return ScriptedAgent(name, spec)
         from swe_residual.agents.msa import MiniSweAgent
 
         return MiniSweAgent(name, spec)

@@ -177,7 +177,7 @@ class MiniSweAgent(ModelAgent):
         with contextlib.ExitStack() as stack:
             model_kwargs = dict(spec.model_kwargs)
             if spec.scripted_server:
-                from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
+                from swe_residual.agents.model_server import ScriptedModelServer, load_script
 
                 server = stack.enter_context(ScriptedModelServer(load_script(spec.scripted_server)))
                 model_kwargs["api_base"] = server.url

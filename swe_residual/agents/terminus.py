@@ -159,7 +159,7 @@ class TerminusAgent(ModelAgent):
         with contextlib.ExitStack() as stack:
             kwargs = dict(self.spec.model_kwargs)
             if self.spec.scripted_server:
-                from swe_residual.agents.scripted_model import ScriptedModelServer, load_script
+                from swe_residual.agents.model_server import ScriptedModelServer, load_script
 
                 server = stack.enter_context(ScriptedModelServer(load_script(self.spec.scripted_server)))
                 kwargs["api_base"] = server.url

@@ -123,7 +123,7 @@ class Environment(ABC):
         """execute, with a report channel: a fifo, its path in $SWE_RESIDUAL_CHANNEL, that the host
         reads while the command runs (at most `limit` bytes), so nothing in the environment can
         take back what was written there, and nothing written once the command ended counts. The
-        bytes, or None where this backend has no channel (swe_residual/run/report_channel.py)."""
+        bytes, or None where this backend has no channel (swe_residual/run/grading_channel.py)."""
         return self.execute(command, timeout=timeout, env=env), None
 
     @abstractmethod

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from swe_residual import integrity
 from swe_residual.errors import RULES, InputError
 from swe_residual.harbor.export import EXPORT_FORMAT, METADATA_KEY, PATCH_LIMIT, STATE_DIR
 from swe_residual.redact import redact
@@ -50,8 +51,7 @@ from swe_residual.results import (
     append_record,
     iter_records,
 )
-from swe_residual.run import integrity
-from swe_residual.run.runner import Case
+from swe_residual.run.attempt import Case
 from swe_residual.safe_read import Unsafe, list_dir, read_bytes, read_json
 from swe_residual.sources.endings import (
     SUBMITTED,
@@ -385,7 +385,7 @@ def convert(t: HarborTrial, p: Planned, attempt: int) -> Converted:
                 notes.append(f"{where}: not an ATIF or mini-swe-agent trajectory; not imported")
         except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
             notes.append(f"{where}: trajectory not imported ({type(exc).__name__}: {str(exc)[:100]})")
-    # the same cheat signals and notes as a local run's (run/runner.py flag), failing closed
+    # the same cheat signals and notes as a local run's (run/attempt.py flag), failing closed
     found = (
         integrity.assess_or_flag(t.patch, [], ex.task, ex.patch or b"", name=t.patch_file or "patch")
         if t.patch is not None

@@ -47,9 +47,9 @@ from swe_residual.residualize.records import BuildOutcome, PredecessorRun
 from swe_residual.residualize.status import write_construction
 from swe_residual.residualize.workdir import STAGE4, WorkDir
 from swe_residual.results import RESULTS
+from swe_residual.run.attempt import Case
 from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan, Track
-from swe_residual.run.runner import Case
 from swe_residual.run.session import RunSession
 from swe_residual.safe_read import read_yaml
 from swe_residual.states import (

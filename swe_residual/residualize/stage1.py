@@ -19,8 +19,8 @@ from swe_residual.residualize.records import PredecessorRun
 from swe_residual.residualize.status import write_construction
 from swe_residual.residualize.workdir import STAGE1, WorkDir
 from swe_residual.results import RESULTS, Record
+from swe_residual.run.attempt import Case
 from swe_residual.run.plan import Plan, Track
-from swe_residual.run.runner import Case
 from swe_residual.run.session import RunSession
 from swe_residual.sources.endings import model_family
 from swe_residual.trajectory import Trajectory

@@ -13,7 +13,7 @@ from swe_residual.agents import AgentRegistry
 from swe_residual.backends import backend_class
 from swe_residual.backends.base import machine_refusal
 from swe_residual.errors import InputError, names_list
-from swe_residual.run.runner import Case, build_cases
+from swe_residual.run.attempt import Case, build_cases
 from swe_residual.states import LoadedState, ResidualState, read_states
 from swe_residual.tasks import Task, load_tasks
 from swe_residual.tracks import BUNDLED_STATES, SUITES_ROOT, known_tracks, load_track_config, tasks_dir_for

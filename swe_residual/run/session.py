@@ -31,9 +31,9 @@ from swe_residual.results import (
     append_record,
     iter_records,
 )
+from swe_residual.run.attempt import Case, run_case
 from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan
-from swe_residual.run.runner import Case, run_case
 from swe_residual.run.verification import ReferenceChecks
 
 if TYPE_CHECKING:  # the report code is imported by finish() only

@@ -22,7 +22,7 @@ from pathlib import Path
 from swe_residual.errors import InfraError
 from swe_residual.progress import Progress
 from swe_residual.results import Record
-from swe_residual.run.runner import Case
+from swe_residual.run.attempt import Case
 from swe_residual.run.session import RunSession
 
 

@@ -19,7 +19,7 @@ reference solution's state (once per task, cached in the run dir). If it works t
 code broke the tests: a valid failing verdict with a note. Otherwise it is an infra error.
 
 Every verification carries a report channel where the verifier is pytest, and a passing grade is
-re-graded in a hardened mode (swe_residual/run/report_channel.py): what either finds that the
+re-graded in a hardened mode (swe_residual/run/grading_channel.py): what either finds that the
 written report does not say becomes a cheat signal of the record, unless the same check also
 disagrees on the reference solution's state (ReferenceChecks.grading). Where the machine has a CPU
 to spare, the re-grade runs beside the normal grade and is dropped unless that grade passes
@@ -41,8 +41,8 @@ from pathlib import Path
 from swe_residual.backends.base import ARTIFACTS_DIR, TESTS_DIR, Backend, Environment, ExecResult
 from swe_residual.backends.workspace import PATCH_IN_ENV, final_state, last_line, script
 from swe_residual.errors import HarnessError, InfraError, InputError, VerifierError
-from swe_residual.run import report_channel as rc
-from swe_residual.run.report_channel import Channel, Stream
+from swe_residual.run import grading_channel as rc
+from swe_residual.run.grading_channel import Channel, Stream
 from swe_residual.tasks import Task
 from swe_residual.verdicts import Verdict, grade
 
@@ -65,7 +65,7 @@ class Verification:
     stream: Stream | None = None  # what the report channel carried (None: this verification had none)
     channel_note: str | None = None  # why it had none
     signals: list[str] = field(default_factory=list)  # the grading channels' cheat signals
-    notes: list[str] = field(default_factory=list)  # ... and notes (report_channel.py)
+    notes: list[str] = field(default_factory=list)  # ... and notes (grading_channel.py)
     hardened_s: float | None = None  # seconds of the hardened re-grade, where it ran
 
 
@@ -269,7 +269,7 @@ def run_verifier(
     grade_uncommitted: grade that diff instead of the collected model.patch (separate mode) - how
     an uncommitted residual state itself is graded, since the published hook sees only commits.
     In in_place mode there is no patch: the tests run in env itself. channel: with the report
-    channel (where the task's pytest can import it; report_channel.py). regrade: told when the
+    channel (where the task's pytest can import it; grading_channel.py). regrade: told when the
     final state is written (HardenedRegrade.begin).
     """
     use = channel and _task_key(task) not in _NO_CHANNEL
@@ -478,7 +478,7 @@ def hardened_regrade(
     backend: Backend, task: Task, artifacts_dir: Path, venv: Environment | None = None
 ) -> Verification:
     """The final state graded again on a fresh instance (`venv`, else a new one) in the hardened
-    mode (report_channel.py): final.patch (or the collected model.patch) without its runner files,
+    mode (grading_channel.py): final.patch (or the collected model.patch) without its runner files,
     written next to it as final.hardened.patch; outputs in verifier-hardened/. A VerifierError
     when it gives no verdict."""
     started = time.monotonic()
@@ -942,7 +942,7 @@ def check_grading(
     v: Verification,
     regrade: HardenedRegrade | None = None,
 ) -> None:
-    """The grading channels' signals and notes on v (report_channel.py): the channel against the
+    """The grading channels' signals and notes on v (grading_channel.py): the channel against the
     written report; for a passing grade, the hardened re-grade (its seconds in v.hardened_s); a
     signal is checked against the reference solution's state before it stands."""
     if v.stream is None:

@@ -54,7 +54,7 @@ class DockerBackend(Backend):
         self.engine = Engine(run_id, cache_dir, work_root, sweep, base_url=host)
         self.images = TaskImages(self.engine)
         self.host = self.engine.base_url
-        self.machine = MachineStates(self)
+        self.machine = MachineStates(self.engine, self.images, self.container_limits)
 
     def check(self) -> None:
         check_engine(base_url=self.host)
@@ -111,7 +111,7 @@ class DockerBackend(Backend):
         inbox: Path | None = None,
         quota: bool = False,
     ) -> DockerEnvironment:
-        limits = self._limits(task, role)
+        limits = self.container_limits(task, role)
         if quota and (limit := storage_limit(task)) is not None:
             # the engine's hard stop, where the storage driver has one, above the measured limit
             # (what the harness does in the container afterwards needs room too)
@@ -178,7 +178,8 @@ class DockerBackend(Backend):
         # "allowlist" needs a filtering proxy Harbor brings and we do not: no network is the safe side.
         return "none" if mode in ("no-network", "allowlist") else "bridge"
 
-    def _limits(self, task: Task, role: str) -> dict[str, Any]:
+    def container_limits(self, task: Task, role: str) -> dict[str, Any]:
+        """The engine's limits and network for a container of `task` in `role` (agent or verifier)."""
         env = task.config.environment
         cpus, mem = env.cpus, env.memory_mb
         if role == "verifier":

@@ -23,14 +23,15 @@ import os
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from swe_residual.backends.docker import criu
-from swe_residual.backends.docker.engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK
+from swe_residual.backends.docker.engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK, Engine
 from swe_residual.backends.docker.environment import DockerEnvironment, _Reader
-from swe_residual.backends.docker.images import ImageInfo, slug
+from swe_residual.backends.docker.images import ImageInfo, TaskImages, slug
 from swe_residual.backends.machine.replay import replay
 from swe_residual.backends.machine.snapshot import (
     DEFAULT_VOLATILE,
@@ -51,9 +52,6 @@ from swe_residual.backends.workspace import script
 from swe_residual.errors import HarnessError, RestoreError
 from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
-
-if TYPE_CHECKING:
-    from swe_residual.backends.docker.backend import DockerBackend
 
 SNAPSHOT_VERSION = "machine-v3"
 RESTORE_TIMEOUT_S = 30.0  # per process: running (and listening) again
@@ -111,9 +109,11 @@ class MachineEnvironment(DockerEnvironment):
 class MachineStates:
     """Snapshots (built once per engine) and restored instances of one Docker backend's machine states."""
 
-    def __init__(self, backend: DockerBackend):
-        self.backend = backend
-        self.engine = backend.engine
+    def __init__(self, engine: Engine, images: TaskImages, limits: Callable[[Task, str], dict[str, Any]]):
+        """limits: the backend's container limits for (task, role), shared with its other containers."""
+        self.engine = engine
+        self.images = images
+        self.limits = limits
         self._lock = threading.Lock()
         self._snapshots: dict[str, Snapshot] = {}
         self._key_locks: dict[str, threading.Lock] = {}
@@ -128,7 +128,7 @@ class MachineStates:
     def new_environment(
         self, task: Task, image: ImageInfo, what: str, *, role: str = "agent"
     ) -> MachineEnvironment:
-        limits = self.backend._limits(task, role)
+        limits = self.limits(task, role)
         workdir = self.workdir(task, image)
         cid = self.engine.create(
             image.id, case=what, what=f"task {task.id} ({what})", working_dir=workdir, **limits
@@ -153,7 +153,7 @@ class MachineStates:
 
     def fresh(self, task: Task) -> MachineEnvironment:
         """The clean machine: a running container of the task's image."""
-        env = self.new_environment(task, self.backend.images.clean(task), f"{task.id}/clean")
+        env = self.new_environment(task, self.images.clean(task), f"{task.id}/clean")
         try:
             env.ready()
             self._give_request(env, task)
@@ -164,7 +164,7 @@ class MachineStates:
 
     # -- snapshots ------------------------------------------------------------------------------------
     def snapshot(self, task: Task, state: LoadedState) -> Snapshot:
-        clean = self.backend.images.clean(task)
+        clean = self.images.clean(task)
         method, found = criu.choose_method(self.engine, clean.id)
         volatile = sorted(set(DEFAULT_VOLATILE) | set(state.artifact.volatile_paths))
         scripts = _code_version()
@@ -309,7 +309,7 @@ class MachineStates:
             IMG_RUN: self.engine.run_id,
             "swe-residual.image.state": state.id,
         }
-        conf = self.backend.images.commit_conf(clean, labels)
+        conf = self.images.commit_conf(clean, labels)
         stages = (
             _Stages(self, volatile, self.engine.cache_dir / "snapshots" / key[:24], repo, f"{tg}-base", conf)
             if method == "commit-restart"
@@ -359,7 +359,7 @@ class MachineStates:
         finally:
             for e in envs:
                 e.close()
-        self.backend.images.built.append(tag)
+        self.images.built.append(tag)
         return Snapshot(
             key=key,
             state=state.id,

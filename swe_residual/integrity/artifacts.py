@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import PurePosixPath
 
-from swe_residual.run.integrity.kinds import (
+from swe_residual.integrity.kinds import (
     COMPILED,
     FRAMEWORK_SHADOW,
     HIDDEN_TEST_PATH,
@@ -16,7 +16,7 @@ from swe_residual.run.integrity.kinds import (
     STDLIB_SHADOW,
     Found,
 )
-from swe_residual.run.integrity.patchfiles import PatchFile
+from swe_residual.integrity.patchfiles import PatchFile
 
 # Files that configure or extend the test runner wherever they are (conftest.py: by its content).
 RUNNER_FILES = {

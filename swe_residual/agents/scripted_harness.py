@@ -39,7 +39,7 @@ TEXT_SUFFIXES = (".md", ".txt", ".rst", ".py", ".toml", ".cfg", ".ini", ".json",
 PASSED = (0, 5)
 
 
-class TrustingAgent(Agent):
+class ScriptedAgent(Agent):
     harness = "scripted"
 
     def __init__(self, name: str, spec: AgentSpec | None = None):

@@ -3,7 +3,7 @@ the agent stopped, under a module name drawn per verification, and loads with `-
 its directory on PYTHONPATH); the task's test command is not changed.
 
 It writes one JSON line per test phase to the fifo named by $SWE_RESIDUAL_CHANNEL, which the host
-reads while the tests run (swe_residual/run/report_channel.py reads the lines):
+reads while the tests run (swe_residual/run/grading_channel.py reads the lines):
 
   {"hello": pid, "pytest": version, "plugins": [...]}       once per pytest process
   {"id": nodeid, "when": setup|call|teardown, "outcome": passed|failed|skipped}

@@ -7,9 +7,9 @@ import configparser
 import tomllib
 from pathlib import PurePosixPath
 
+from swe_residual.integrity.kinds import PACKAGING, TEST_INFRA, Found
+from swe_residual.integrity.patchfiles import PatchFile
 from swe_residual.patches import ADD, CTX, DEL
-from swe_residual.run.integrity.kinds import PACKAGING, TEST_INFRA, Found
-from swe_residual.run.integrity.patchfiles import PatchFile
 
 # pytest ini options that only select or describe tests (a note); any other option is a signal.
 NOTE_INI_KEYS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 
-from swe_residual.run.integrity.kinds import (
+from swe_residual.integrity.kinds import (
     BACKGROUND,
     DYNAMIC_CODE,
     DYNAMIC_IMPORT,

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swe_residual import integrity
 from swe_residual.agents import Agent, AgentContext, AgentResult, Budget
 from swe_residual.agents.config import agent_label
 from swe_residual.backends.base import Backend, Environment
@@ -25,7 +26,6 @@ from swe_residual.errors import BudgetExhausted, ContextExhausted, HarnessError,
 from swe_residual.interactions import FILE_NAME, dumps
 from swe_residual.redact import redact
 from swe_residual.results import Record, append_record
-from swe_residual.run import integrity
 from swe_residual.run.verification import (
     HardenedRegrade,
     ReferenceChecks,
@@ -326,7 +326,7 @@ class Attempt:
     def flag(self) -> None:
         """Integrity flags, whatever verdict the attempt got (infra too): cheat signals (`integrity`)
         and notes (`integrity_notes`) of the final state, then those of the grading channels (a
-        written report the channel or the hardened re-grade contradicts; run/report_channel.py).
+        written report the channel or the hardened re-grade contradicts; run/grading_channel.py).
         Never raises: a check that fails is itself a signal."""
         self._flag_final_state()
         v = self.verification

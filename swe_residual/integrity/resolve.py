@@ -14,7 +14,7 @@ import posixpath
 import zlib
 from collections import defaultdict
 
-from swe_residual.run.integrity.capabilities import canon
+from swe_residual.integrity.capabilities import canon
 
 CAP = 24  # candidate values kept per expression
 TEXT_CAP = 4096  # length of a folded string

@@ -28,14 +28,14 @@ parsing (Python into trees), capabilities (what qualified names do), resolve (wh
 expression may be), python (the checks on added code, conftest.py rules) and finalstate (assess).
 """
 
-from swe_residual.run.integrity.finalstate import (
+from swe_residual.integrity.finalstate import (
     ANALYSIS_BUDGET,
     assess,
     assess_or_flag,
     flags,
     hidden_test_names,
 )
-from swe_residual.run.integrity.kinds import (
+from swe_residual.integrity.kinds import (
     ABSOLUTE_WRITE,
     BACKGROUND,
     COMPILED,

@@ -8,8 +8,7 @@ import itertools
 import posixpath
 import re
 
-from swe_residual.patches import ADD, DEL
-from swe_residual.run.integrity.capabilities import (
+from swe_residual.integrity.capabilities import (
     BACKGROUND_CMD,
     BUILTIN_FIXTURES,
     CONFTEST_DECORATORS,
@@ -36,7 +35,7 @@ from swe_residual.run.integrity.capabilities import (
     has_prefix,
     q_kinds,
 )
-from swe_residual.run.integrity.kinds import (
+from swe_residual.integrity.kinds import (
     ABSOLUTE_WRITE,
     BACKGROUND,
     DYNAMIC_CODE,
@@ -50,9 +49,10 @@ from swe_residual.run.integrity.kinds import (
     UNPARSED,
     Found,
 )
-from swe_residual.run.integrity.parsing import NEWER_SYNTAX, Tree, parse
-from swe_residual.run.integrity.patchfiles import PatchFile
-from swe_residual.run.integrity.resolve import UNKNOWN, Resolver
+from swe_residual.integrity.parsing import NEWER_SYNTAX, Tree, parse
+from swe_residual.integrity.patchfiles import PatchFile
+from swe_residual.integrity.resolve import UNKNOWN, Resolver
+from swe_residual.patches import ADD, DEL
 
 
 def check_python(f: PatchFile, found: Found, budget: list[int], conftest: bool = False) -> None:

@@ -2,7 +2,7 @@
 re-grade; what either finds that the written report does not say (docs/errors.md#grading-channels).
 
 **The report channel.** After the agent stopped, the harness copies a pytest plugin
-(backends/scripts/report_channel.py) into the verifier's environment under a module name drawn
+(backends/scripts/channel_plugin.py) into the verifier's environment under a module name drawn
 for this verification, at /tests/.swe-residual/ (read-only to the tests on the local backend), and
 loads it into every pytest the task's test command starts: `-p <module>` appended to
 PYTEST_ADDOPTS and the directory put in front of PYTHONPATH, exported by the harness's command
@@ -92,7 +92,7 @@ class Channel:
         CHANNEL_DIR/<module>.py): the file is written in scratch, for the caller to copy in and
         then remove."""
         path = scratch / f".{self.module}.py"
-        path.write_text(script("report_channel.py"), encoding="utf-8")
+        path.write_text(script("channel_plugin.py"), encoding="utf-8")
         return path, f"{CHANNEL_DIR}/{self.module}.py"
 
     def prelude(self, plugin_dir: str) -> str:

@@ -7,8 +7,7 @@ import gc
 import posixpath
 from pathlib import PurePosixPath
 
-from swe_residual.patches import parse_patch
-from swe_residual.run.integrity.artifacts import (
+from swe_residual.integrity.artifacts import (
     CODE_SUFFIXES,
     PYTHON_SUFFIXES,
     RUNNER_FILES,
@@ -16,9 +15,9 @@ from swe_residual.run.integrity.artifacts import (
     RUNNER_SECTIONS,
     check_path,
 )
-from swe_residual.run.integrity.capabilities import REACH
-from swe_residual.run.integrity.config import INI_SECTIONS, check_config
-from swe_residual.run.integrity.kinds import (
+from swe_residual.integrity.capabilities import REACH
+from swe_residual.integrity.config import INI_SECTIONS, check_config
+from swe_residual.integrity.kinds import (
     IGNORED_CODE,
     OPAQUE,
     OUTSIDE_LINK,
@@ -27,8 +26,9 @@ from swe_residual.run.integrity.kinds import (
     Flags,
     Found,
 )
-from swe_residual.run.integrity.patchfiles import PatchFile, patch_files
-from swe_residual.run.integrity.python import check_python
+from swe_residual.integrity.patchfiles import PatchFile, patch_files
+from swe_residual.integrity.python import check_python
+from swe_residual.patches import parse_patch
 from swe_residual.tasks import Task
 
 ANALYSIS_BUDGET = 4 << 20  # characters of Python parsed per patch (the rest: opaque-code)
