@@ -233,7 +233,7 @@ SERVICE_ERRORS = {
 }
 
 
-def classify_model_error(exc: BaseException) -> str | None:
+def classify_model_error(exc: BaseException | None) -> str | None:
     """ "context" for a context-window overflow, "service" for a model-service failure, else None."""
     seen = 0
     while exc is not None and seen < 10:

@@ -157,9 +157,9 @@ def from_atif(data: dict) -> list[Interaction]:
     for step in steps if isinstance(steps, list) else []:
         if not isinstance(step, dict) or step.get("source") != "agent":
             continue
-        calls = step.get("tool_calls") if isinstance(step.get("tool_calls"), list) else []
-        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
-        results = observation.get("results") if isinstance(observation.get("results"), list) else []
+        calls = c if isinstance(c := step.get("tool_calls"), list) else []
+        observation = o if isinstance(o := step.get("observation"), dict) else {}
+        results = r if isinstance(r := observation.get("results"), list) else []
         mine: list[Interaction] = []
         for call in calls:
             args = call.get("arguments") if isinstance(call, dict) else None
@@ -182,9 +182,7 @@ def from_atif(data: dict) -> list[Interaction]:
                 cmd = args.get("command", args.get("cmd"))
                 if isinstance(cmd, str) and cmd.strip():
                     mine.append(Interaction(kind="command", input=_input(cmd)))
-        contents = [
-            r.get("content") for r in results if isinstance(r, dict) and isinstance(r.get("content"), str)
-        ]
+        contents = [t for r in results if isinstance(r, dict) and isinstance(t := r.get("content"), str)]
         if mine and contents:
             mine[-1].output_sha256 = output_digest(contents[-1])
         out.extend(mine)

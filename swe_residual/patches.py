@@ -103,7 +103,7 @@ def _read(patch: bytes | str, keep: bool) -> tuple[dict[str, FileDiff], list[Fil
         lines.pop()
     for line in lines:
         kind = HEAD
-        if old_left > 0 or new_left > 0:
+        if (old_left > 0 or new_left > 0) and cur is not None:  # (a hunk is counted only in a file)
             tag = line[:1]
             if tag == "+":
                 cur.added.append(line[1:])
@@ -134,11 +134,11 @@ def _read(patch: bytes | str, keep: bool) -> tuple[dict[str, FileDiff], list[Fil
                     cur.old_path = old_path
             elif line.startswith("+++ ") and cur is not None:
                 new = line[4:]
-                path = cur.old_path if new.startswith("/dev/null") else strip_prefix(new)
-                if path and path != cur.path:
+                new_path = cur.old_path if new.startswith("/dev/null") else strip_prefix(new)
+                if new_path and new_path != cur.path:
                     files.pop(cur.path, None)
-                    cur.path = path
-                    files[path] = cur
+                    cur.path = new_path
+                    files[new_path] = cur
             elif line.startswith("rename to ") and cur is not None:
                 files.pop(cur.path, None)
                 cur.path = _unquote(line[len("rename to ") :])

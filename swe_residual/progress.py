@@ -460,7 +460,7 @@ class RunDisplay:
         self.write_line = write_line or (lambda text: (self.stream.write(text + "\n"), self.stream.flush()))
         self.interval = max(0.1, interval)
         self.poll = poll
-        self._live = None
+        self._live: Any = None  # a rich Live while the display runs on a terminal
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.started = False
@@ -485,7 +485,7 @@ class RunDisplay:
                 return self.start()
 
             console = Console(file=self.stream, force_terminal=True)
-            self._live = Live(
+            live = Live(
                 console=console,
                 refresh_per_second=4,
                 transient=True,
@@ -493,7 +493,8 @@ class RunDisplay:
                 redirect_stderr=False,
                 get_renderable=self._render,
             )
-            self._live.start()
+            live.start()
+            self._live = live
         else:
             self._thread = threading.Thread(target=self._plain, name="swe-residual-progress", daemon=True)
             self._thread.start()

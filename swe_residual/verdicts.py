@@ -154,8 +154,8 @@ def grade(task: Task, logs_dir: Path, exit_code: int | None = None) -> Verdict:
         if statuses is None and reward is not None:
             # e.g. DeepSWE: the model patch did not apply, so only reward.json was written
             outcome = int(reward >= 1.0)
-            tests = {} if outcome else {t: "failed" for t in grading.required}
-            return Verdict(outcome=outcome, tests=tests, missing=list(tests), reward=reward)
+            unmet = {} if outcome else {t: "failed" for t in grading.required}
+            return Verdict(outcome=outcome, tests=unmet, missing=list(unmet), reward=reward)
         if statuses is None:
             raise VerifierError(
                 f"verifier of task {task.id} wrote no test report (junit xml or ctrf.json) "
