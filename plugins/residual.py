@@ -28,8 +28,8 @@ from swe_residual.progress import EventChannel, RunDisplay, RunProgress, on_ci
 from swe_residual.registry import BACKENDS
 from swe_residual.results import RESULTS, RUN_PAGE, STARTS
 from swe_residual.run.plan import Plan, build_plan, check_backend, run_backend, tracks_in
+from swe_residual.run.regrade import regrade_mode
 from swe_residual.run.session import RunSession
-from swe_residual.run.verification import regrade_mode
 from swe_residual.tracks import fetched_states_file, states_path_for
 
 # report code (tables, gates, pages) is imported where the end of a run needs it: `pytest --help` and

@@ -14,6 +14,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,10 +32,10 @@ from swe_residual.results import (
     append_record,
     iter_records,
 )
-from swe_residual.run.attempt import Case, run_case
+from swe_residual.run.attempt import Case, RunSettings, run_case
 from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan
-from swe_residual.run.verification import ReferenceChecks
+from swe_residual.run.reference import ReferenceChecks
 
 if TYPE_CHECKING:  # the report code is imported by finish() only
     from swe_residual.report.gates import GateConfig, GateResult
@@ -82,11 +83,15 @@ class RunSession:
         self.hosts: list[str | None] = backend_class(backend).hosts(docker_hosts)
         self.host_index = host_index % len(self.hosts)
         self._down: dict[str | None, float] = {}
-        self.agent_timeout = agent_timeout
         self.infra_retries = max(0, infra_retries)
-        self.regrade_mode = regrade_mode  # where the hardened re-grade runs (verification.regrade_mode)
         self.run_id = run_id or self.run_dir.name
-        self.references = ReferenceChecks(self.run_dir)
+        # what every attempt shares: the reference checks, the agent's time, where the re-grade runs
+        self.settings = RunSettings(
+            self.run_dir,
+            ReferenceChecks(self.run_dir),
+            agent_timeout=agent_timeout,
+            regrade_mode=regrade_mode,
+        )
         self._backends: dict[str | None, Backend] = {}
         self._agents: dict[str, Agent] = {}
         # (host, task, state) -> None when ready, else (when it failed, why): a failure is kept for a
@@ -351,14 +356,10 @@ class RunSession:
                     raise
                 rec = run_case(
                     case,
+                    replace(self.settings, grade_uncommitted=True) if grade_uncommitted else self.settings,
                     agent=agent or self.agent(case.agent),
                     backend=backend,
-                    run_dir=self.run_dir,
-                    references=self.references,
                     attempt=attempt,
-                    agent_timeout=self.agent_timeout,
-                    grade_uncommitted=grade_uncommitted,
-                    regrade_mode=self.regrade_mode,
                 )
                 self._record_event(rec)
                 return rec
