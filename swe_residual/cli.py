@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from swe_residual.run.plan import build_plan, check_backend, default_backend
-    from swe_residual.run.session import RunSession
+    from swe_residual.run.session import RunSession, SessionOptions
     from swe_residual.run.validate import validate_track
     from swe_residual.tracks import suite_dir
 
@@ -39,7 +39,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     check_backend(plan, backend)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="swe-residual-validate-")) / "validate"
     session = RunSession.open(
-        plan, run_dir, backend=backend, infra_retries=1, run_id=f"validate-{int(time.time())}"
+        plan, run_dir, SessionOptions(backend=backend, infra_retries=1, run_id=f"validate-{int(time.time())}")
     )
     print(
         f"validating {len(plan.states)} states of {len(track.tasks)} tasks on the {backend} backend "
