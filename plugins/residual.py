@@ -28,7 +28,7 @@ from swe_residual.errors import InfraError, InputError, RunDirError
 from swe_residual.progress import EventChannel, RunDisplay, RunProgress, on_ci
 from swe_residual.registry import BACKENDS
 from swe_residual.results import RESULTS, RUN_PAGE, STARTS
-from swe_residual.run.plan import Plan, build_plan, check_backend, run_backend, tracks_in
+from swe_residual.run.plan import Plan, PlanRequest, build_plan, check_backend, run_backend, tracks_in
 from swe_residual.run.regrade import regrade_mode
 from swe_residual.run.session import RunSession, SessionOptions
 from swe_residual.tracks import fetched_states_file, states_path_for
@@ -230,13 +230,15 @@ def _plan(suite_dirs: list[Path], opt) -> Plan:
     plans = [
         build_plan(
             suites,
-            agents=opt("swe_agents") or ["oracle", "nop"],
-            start=opt("swe_start"),
-            states_path=path,
-            tasks_dir=opt("swe_tasks_dir"),
-            agent_configs=opt("swe_agent_configs"),
-            handoff_views=opt("swe_handoff_views"),
-            states_explicit=True if opt("swe_states") else None,
+            PlanRequest(
+                agents=opt("swe_agents") or ["oracle", "nop"],
+                start=opt("swe_start"),
+                states_path=path,
+                tasks_dir=opt("swe_tasks_dir"),
+                agent_configs=opt("swe_agent_configs"),
+                handoff_views=opt("swe_handoff_views"),
+                states_explicit=True if opt("swe_states") else None,
+            ),
         )
         for path, suites in groups.items()
     ]

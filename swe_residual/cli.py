@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from swe_residual.run.plan import build_plan, check_backend, default_backend
+    from swe_residual.run.plan import PlanRequest, build_plan, check_backend, default_backend
     from swe_residual.run.session import RunSession, SessionOptions
     from swe_residual.run.validate import validate_track
     from swe_residual.tracks import suite_dir
@@ -25,10 +25,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     suite = suite_dir(args.track)
     plan = build_plan(
         [suite],
-        agents=["oracle", "nop"],
-        start="both",
-        states_path=Path(args.states),
-        tasks_dir=args.tasks_dir,
+        PlanRequest(
+            agents=["oracle", "nop"], start="both", states_path=Path(args.states), tasks_dir=args.tasks_dir
+        ),
     )
     track = plan.tracks[args.track]
     if track.skip_reason:
