@@ -36,8 +36,8 @@ if str(ROOT) not in sys.path:
 
 from swe_residual.agents import Agent, AgentContext, AgentRegistry, AgentResult  # noqa: E402
 from swe_residual.backends.docker.backend import DockerBackend  # noqa: E402
-from swe_residual.run.attempt import Case, run_case  # noqa: E402
-from swe_residual.run.verification import ReferenceChecks  # noqa: E402
+from swe_residual.run.attempt import Case, RunSettings, run_case  # noqa: E402
+from swe_residual.run.reference import ReferenceChecks  # noqa: E402
 from swe_residual.states import load_states  # noqa: E402
 from swe_residual.tasks import load_tasks  # noqa: E402
 
@@ -128,10 +128,9 @@ def measure(task_id: str = "date-range-merge", runs: int = 10, warmup: int = 2, 
                     t0 = time.monotonic()
                     rec = run_case(
                         Case(name, task, start, state),
+                        RunSettings(run_dir, ReferenceChecks(run_dir)),
                         agent=agent,
                         backend=backend,
-                        run_dir=run_dir,
-                        references=ReferenceChecks(run_dir),
                     )
                     row[name] = time.monotonic() - t0
                     if rec.verdict != "fail":

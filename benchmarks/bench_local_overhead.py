@@ -18,8 +18,8 @@ import pytest
 from swe_residual.agents import AgentRegistry
 from swe_residual.backends import repo
 from swe_residual.backends.local import LocalBackend
-from swe_residual.run.attempt import Case, run_case
-from swe_residual.run.verification import ReferenceChecks
+from swe_residual.run.attempt import Case, RunSettings, run_case
+from swe_residual.run.reference import ReferenceChecks
 from swe_residual.states import load_states
 from swe_residual.tasks import load_tasks
 
@@ -71,10 +71,9 @@ def test_nop_case_local_backend(benchmark, demo, tmp_path):
     def case():
         rec = run_case(
             Case("nop", task, "residual", state),
+            RunSettings(run_dir, ReferenceChecks(run_dir)),
             agent=AgentRegistry().get("nop"),
             backend=backend,
-            run_dir=run_dir,
-            references=ReferenceChecks(run_dir),
             attempt=next(counter),
         )
         assert rec.verdict == "fail"

@@ -16,7 +16,7 @@ In process (warm: imports done, images built, one long-lived process per side):
 * ours: ``run_case`` with the built-in ``nop``, the inline ``command:true`` and the built-in
   ``oracle`` on a DockerBackend; the figure is the record's ``duration_s`` (the wall time around
   ``run_case`` is kept too); the hardened re-grade placed as a one-case run places it
-  (verification.regrade_mode: beside the grade with two CPUs or more; SWE_RESIDUAL_REGRADE=after
+  (regrade.regrade_mode: beside the grade with two CPUs or more; SWE_RESIDUAL_REGRADE=after
   to measure the other place)
 * Harbor: ``Trial.create`` + ``Trial.run`` with Harbor's ``nop`` and ``oracle`` agents, timed
   inside a Harbor venv process (tests/harbor_driver.py ``--serve``, the Compose-free
@@ -71,8 +71,9 @@ from bench_docker_overhead import floor_run  # noqa: E402
 
 from swe_residual.agents import AgentRegistry  # noqa: E402
 from swe_residual.backends.docker.backend import DockerBackend  # noqa: E402
-from swe_residual.run.attempt import Case, run_case  # noqa: E402
-from swe_residual.run.verification import ReferenceChecks, regrade_mode  # noqa: E402
+from swe_residual.run.attempt import Case, RunSettings, run_case  # noqa: E402
+from swe_residual.run.reference import ReferenceChecks  # noqa: E402
+from swe_residual.run.regrade import regrade_mode  # noqa: E402
 from swe_residual.tasks import load_tasks  # noqa: E402
 
 ONE_CMD_TARGET = 1.2  # one-command case in process / two-run floor
@@ -195,11 +196,9 @@ class Ours:
         t0 = time.monotonic()
         rec = run_case(
             Case(OURS[label], self.task, "clean"),
+            RunSettings(run_dir, ReferenceChecks(run_dir), regrade_mode=self.regrade),
             agent=self.agents[label],
             backend=self.backend,
-            run_dir=run_dir,
-            references=ReferenceChecks(run_dir),
-            regrade_mode=self.regrade,
         )
         wall = time.monotonic() - t0
         if rec.verdict != EXPECT[label][1]:

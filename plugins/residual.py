@@ -18,6 +18,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,9 @@ from swe_residual.errors import InfraError, InputError, RunDirError
 from swe_residual.progress import EventChannel, RunDisplay, RunProgress, on_ci
 from swe_residual.registry import BACKENDS
 from swe_residual.results import RESULTS, RUN_PAGE, STARTS
-from swe_residual.run.plan import Plan, build_plan, check_backend, run_backend, tracks_in
-from swe_residual.run.session import RunSession
-from swe_residual.run.verification import regrade_mode
+from swe_residual.run.plan import Plan, PlanRequest, build_plan, check_backend, run_backend, tracks_in
+from swe_residual.run.regrade import regrade_mode
+from swe_residual.run.session import RunSession, SessionOptions
 from swe_residual.tracks import fetched_states_file, states_path_for
 
 # report code (tables, gates, pages) is imported where the end of a run needs it: `pytest --help` and
@@ -229,13 +230,15 @@ def _plan(suite_dirs: list[Path], opt) -> Plan:
     plans = [
         build_plan(
             suites,
-            agents=opt("swe_agents") or ["oracle", "nop"],
-            start=opt("swe_start"),
-            states_path=path,
-            tasks_dir=opt("swe_tasks_dir"),
-            agent_configs=opt("swe_agent_configs"),
-            handoff_views=opt("swe_handoff_views"),
-            states_explicit=True if opt("swe_states") else None,
+            PlanRequest(
+                agents=opt("swe_agents") or ["oracle", "nop"],
+                start=opt("swe_start"),
+                states_path=path,
+                tasks_dir=opt("swe_tasks_dir"),
+                agent_configs=opt("swe_agent_configs"),
+                handoff_views=opt("swe_handoff_views"),
+                states_explicit=True if opt("swe_states") else None,
+            ),
         )
         for path, suites in groups.items()
     ]
@@ -293,24 +296,23 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         plan = _plan(suite_dirs, opt)
         backend = run_backend(plan, opt("swe_backend"))
-        options = {
-            "backend": backend,
-            "agent_timeout": opt("swe_agent_timeout"),
-            "infra_retries": opt("swe_infra_retries"),
-            "docker_hosts": opt("swe_docker_hosts"),
+        options = SessionOptions(
+            backend=backend,
+            agent_timeout=opt("swe_agent_timeout"),
+            infra_retries=opt("swe_infra_retries"),
+            docker_hosts=opt("swe_docker_hosts"),
             # this process runs one case at a time, beside its fellow workers
-            "regrade_mode": regrade_mode(
+            regrade_mode=regrade_mode(
                 int(getattr(config, "workerinput", {}).get("workercount", 1)),
                 backend_class(backend).interruptible,
             ),
-        }
+        )
         if _is_worker(config):
             worker = config.workerinput.get("workerid", "gw0")
             session = RunSession(
                 plan,
                 Path(config.workerinput["swe_residual_run_dir"]),
-                **options,
-                host_index=int(worker[2:]) if worker[2:].isdigit() else 0,
+                replace(options, host_index=int(worker[2:]) if worker[2:].isdigit() else 0),
             )
             session.worker = worker
             channel = config.workerinput.get("swe_residual_progress")
@@ -320,12 +322,12 @@ def pytest_configure(config: pytest.Config) -> None:
             resume = opt("swe_resume")
             run_dir = Path(resume or opt("swe_run_dir") or ROOT / "reports" / time.strftime("%Y%m%d-%H%M%S"))
             _check_something_to_run(config, plan)
-            check_backend(plan, options["backend"], opt("swe_docker_hosts"))
+            check_backend(plan, options.backend, opt("swe_docker_hosts"))
             # without xdist the selection (-k, node ids) is known after collection: only the states
             # of the selected cases are checked then (Controller._collected); xdist's controller
             # never collects, so it checks them all now (a check that passed is cached)
             defer = getattr(config.option, "dist", "no") == "no"
-            session = RunSession.open(plan, run_dir, resume=bool(resume), check_states=not defer, **options)
+            session = RunSession.open(plan, run_dir, options, resume=bool(resume), check_states=not defer)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     html_path = opt("htmlpath", None)  # pytest-html's own report, only where --html asks for it

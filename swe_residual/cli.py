@@ -17,18 +17,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from swe_residual.run.plan import build_plan, check_backend, default_backend
-    from swe_residual.run.session import RunSession
+    from swe_residual.run.plan import PlanRequest, build_plan, check_backend, default_backend
+    from swe_residual.run.session import RunSession, SessionOptions
     from swe_residual.run.validate import validate_track
     from swe_residual.tracks import suite_dir
 
     suite = suite_dir(args.track)
     plan = build_plan(
         [suite],
-        agents=["oracle", "nop"],
-        start="both",
-        states_path=Path(args.states),
-        tasks_dir=args.tasks_dir,
+        PlanRequest(
+            agents=["oracle", "nop"], start="both", states_path=Path(args.states), tasks_dir=args.tasks_dir
+        ),
     )
     track = plan.tracks[args.track]
     if track.skip_reason:
@@ -39,7 +38,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     check_backend(plan, backend)
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="swe-residual-validate-")) / "validate"
     session = RunSession.open(
-        plan, run_dir, backend=backend, infra_retries=1, run_id=f"validate-{int(time.time())}"
+        plan, run_dir, SessionOptions(backend=backend, infra_retries=1, run_id=f"validate-{int(time.time())}")
     )
     print(
         f"validating {len(plan.states)} states of {len(track.tasks)} tasks on the {backend} backend "

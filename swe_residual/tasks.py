@@ -5,7 +5,7 @@ own), so a task round-trips unchanged. Errors name the file and the field in one
 
 A task's `kind` comes from its track (suites/<track>/track.toml): a repository task's state is
 its repository, a machine task's state is the whole container. `verify_mode` is the one place
-that decides where its verifier runs (swe_residual/run/verification.py).
+that decides where its verifier runs (swe_residual/run/verifier.py).
 """
 
 from __future__ import annotations

@@ -210,9 +210,7 @@ def docker_task(root: Path, **kw) -> Path:
 
 def run_one(case, agent, backend, run_dir: Path, **kw):
     """One attempt of a case through the engine's runner, as a session runs it."""
-    from swe_residual.run.attempt import run_case
-    from swe_residual.run.verification import ReferenceChecks
+    from swe_residual.run.attempt import RunSettings, run_case
+    from swe_residual.run.reference import ReferenceChecks
 
-    return run_case(
-        case, agent=agent, backend=backend, run_dir=run_dir, references=ReferenceChecks(run_dir), **kw
-    )
+    return run_case(case, RunSettings(run_dir, ReferenceChecks(run_dir), **kw), agent=agent, backend=backend)

@@ -25,7 +25,7 @@ from swe_residual.backends.workspace import final_state
 from swe_residual.errors import InfraError
 from swe_residual.results import iter_records
 from swe_residual.run.attempt import Case
-from swe_residual.run.verification import run_verifier
+from swe_residual.run.verifier import Verifier
 from swe_residual.states import load_states
 from swe_residual.tasks import load_task, load_tasks
 
@@ -149,7 +149,7 @@ def test_agent_container_has_no_hidden_tests_no_network_and_its_limits(
         assert labels[LABEL_RUN] == backend.engine.run_id and labels[LABEL_PID] == str(os.getpid())
         # verification happens elsewhere: the tests never enter this container, even afterwards
         env.stop()
-        run_verifier(backend, task, env, tmp_path)
+        Verifier(backend, task, tmp_path).once(env)
         again = [line for line in sh(env, search, 120).splitlines() if line.strip()]
         assert again == found
 
@@ -384,7 +384,7 @@ def test_deepswe_fixture_outcomes(backend, deepswe, tmp_path, docker_client):
         )
         env.stop()
         (tmp_path / "uncommitted").mkdir()
-        verdict = run_verifier(backend, task, env, tmp_path / "uncommitted", grade_uncommitted=True).verdict
+        verdict = Verifier(backend, task, tmp_path / "uncommitted", grade_uncommitted=True).once(env).verdict
     assert verdict.outcome == 0 and verdict.failing == state.initial_verdict.failing_tests
     assert (tmp_path / "uncommitted" / "artifacts" / "model.patch").read_bytes() == state.patch
     # the clean image also answers to the task's public image name (tests/Dockerfile's FROM)

@@ -462,22 +462,24 @@ def test_a_reference_check_that_failed_is_tried_again_after_a_pause(tmp_path):
     """The reference solution's verifier fails (its test.sh is broken), then is repaired: within the
     pause the failure is the answer, after it the next case checks again and finds it working."""
     from swe_residual.backends.local import LocalBackend
-    from swe_residual.run.verification import ReferenceChecks
+    from swe_residual.run.reference import ReferenceChecks
+    from swe_residual.run.verifier import Verifier
     from swe_residual.tasks import load_task
 
     task_dir = make_task(tmp_path, test_sh="#!/bin/bash\necho 'no report today' >&2\nexit 3\n")
     task = load_task(task_dir, "demo")
     backend = LocalBackend(work_root=tmp_path / "work")
     checks = ReferenceChecks(tmp_path / "run", retry_s=3.0)
+    verifier = Verifier(backend, task, tmp_path / "attempt")
     try:
-        works, why = checks.works(backend, task)
+        works, why = checks.works(verifier)
         assert not works and "fails on the reference solution's state too" in why, why
         (task_dir / "tests" / "test.sh").write_text(TEST_SH)  # repaired
         started = time.monotonic()
-        assert checks.works(backend, task) == (False, why)  # within the pause: the same answer
+        assert checks.works(verifier) == (False, why)  # within the pause: the same answer
         assert time.monotonic() - started < 1.0  # ... at once, nothing ran
         time.sleep(3.0 - (time.monotonic() - started) + 0.1)
-        assert checks.works(backend, task) == (
+        assert checks.works(verifier) == (
             True,
             "the verifier works on the reference solution's state (outcome 1)",
         )
@@ -561,7 +563,8 @@ def test_a_regrade_begun_beside_a_grade_that_does_not_pass_ends_at_once(tmp_path
 
     from swe_residual.backends.docker.backend import DockerBackend
     from swe_residual.backends.docker.engine import LABEL_RUN
-    from swe_residual.run.verification import HardenedRegrade
+    from swe_residual.run.grader import Grader
+    from swe_residual.run.regrade import HardenedRegrade
     from swe_residual.tasks import load_task
 
     from .docker_helpers import require_docker
@@ -579,7 +582,7 @@ def test_a_regrade_begun_beside_a_grade_that_does_not_pass_ends_at_once(tmp_path
         artifacts = tmp_path / "run" / "cases" / "c" / "attempt-1"
         artifacts.mkdir(parents=True)
         (artifacts / "final.patch").write_bytes(b"")  # the clean state: no patch to apply
-        regrade = HardenedRegrade(backend, task, artifacts, "beside")
+        regrade = HardenedRegrade(Grader(backend, task), artifacts, "beside")
         regrade.begin()
         deadline = time.monotonic() + 60
         while not any(
@@ -611,7 +614,7 @@ def test_where_the_regrade_runs_follows_the_cpus_per_worker_unless_chosen(tmp_pa
         "import os, sys\n"
         "cpus = sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]\n"
         "os.sched_setaffinity(0, cpus)\n"
-        "from swe_residual.run.verification import regrade_mode\n"
+        "from swe_residual.run.regrade import regrade_mode\n"
         "print(regrade_mode(int(sys.argv[2]), sys.argv[3] == 'docker'))\n"
     )
 

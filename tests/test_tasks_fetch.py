@@ -124,13 +124,14 @@ def test_fetch_clones_the_default_branch_shallow_and_records_the_commit(tmp_path
 
 
 def test_the_track_finds_fetched_tasks_without_tasks_dir(tmp_path, fetched, monkeypatch):
-    from swe_residual.run.plan import build_plan
+    from swe_residual.run.plan import PlanRequest, build_plan
     from swe_residual.tracks import suite_dir, tasks_dir_for
 
     monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "cache"))
     assert tasks_dir_for(suite_dir("deepswe"), None) == (clone(tmp_path) / "tasks").resolve()
     plan = build_plan(
-        [suite_dir("deepswe")], agents=["oracle", "nop"], start="both", states_path=FIXTURE_STATES
+        [suite_dir("deepswe")],
+        PlanRequest(agents=["oracle", "nop"], start="both", states_path=FIXTURE_STATES),
     )
     # 2 agents x (clean + 1 state) = 4 cases
     assert plan.tracks["deepswe"].skip_reason is None and len(plan.cases) == 4
@@ -309,7 +310,7 @@ def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp
 
 
 def test_default_backends_per_track(tmp_path, monkeypatch):
-    from swe_residual.run.plan import build_plan, default_backend, run_backend
+    from swe_residual.run.plan import PlanRequest, build_plan, default_backend, run_backend
     from swe_residual.tracks import load_track_config, suite_dir
 
     assert default_backend("deepswe") == "docker" and default_backend("demo") == "local"
@@ -328,9 +329,7 @@ def test_default_backends_per_track(tmp_path, monkeypatch):
     (tmp_path / "both" / "states.yaml").write_text(yaml.safe_dump({"states": [project, fixture]}))
     both = build_plan(
         [suite_dir("demo"), suite_dir("deepswe")],
-        agents=["nop"],
-        start="both",
-        states_path=tmp_path / "both" / "states.yaml",
+        PlanRequest(agents=["nop"], start="both", states_path=tmp_path / "both" / "states.yaml"),
     )
     with pytest.raises(
         InputError, match=r"different backends by default \(deepswe \(docker\), demo \(local\)\)"
@@ -339,9 +338,7 @@ def test_default_backends_per_track(tmp_path, monkeypatch):
     assert run_backend(both, "docker") == "docker"
     demo_only = build_plan(
         [suite_dir("demo"), suite_dir("deepswe")],
-        agents=["nop"],
-        start="both",
-        states_path=ROOT / "states.yaml",
+        PlanRequest(agents=["nop"], start="both", states_path=ROOT / "states.yaml"),
     )
     assert demo_only.cases_of("deepswe") == [] and run_backend(demo_only, None) == "local"
 

@@ -5,7 +5,7 @@ repository at /app, the reference solution at /solution (only when the oracle as
 hidden tests at /tests (only in verifier environments), logs under /logs/{agent,verifier,
 artifacts}. Everything else (applying a state, running agents, collecting artifacts, the final
 patch, verification) is written once on top of these few operations (swe_residual/backends/workspace.py,
-swe_residual/run/verification.py).
+swe_residual/run/verifier.py and grader.py).
 
 Everything an environment produces is untrusted: copy_out copies regular files and directories
 only (never a symlink, device or path outside the destination) and stops at a size limit.
@@ -212,7 +212,7 @@ class Backend(ABC):
     the plan (run/plan.py check_backend), before any case runs."""
 
     # its environments' interrupt() ends what runs in them (a re-grade beside the grade can be
-    # stopped when the grade fails: verification.regrade_mode)
+    # stopped when the grade fails: run/regrade.py regrade_mode)
     interruptible: bool = False
 
     name: str

@@ -50,7 +50,7 @@ from swe_residual.results import RESULTS
 from swe_residual.run.attempt import Case
 from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan, Track
-from swe_residual.run.session import RunSession
+from swe_residual.run.session import RunSession, SessionOptions
 from swe_residual.safe_read import read_yaml
 from swe_residual.states import (
     Artifact,
@@ -504,10 +504,8 @@ def build_track(
     session = RunSession.open(
         plan,
         run_dir,
+        SessionOptions(backend=backend, infra_retries=1, run_id=f"residualize-{run_dir.name}"),
         resume=(run_dir / RESULTS).is_file(),
-        backend=backend,
-        infra_retries=1,
-        run_id=f"residualize-{run_dir.name}",
     )
     by_task: dict[str, list[str]] = {}
     for run_id, (run, _) in loaded.items():

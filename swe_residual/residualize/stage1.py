@@ -21,7 +21,7 @@ from swe_residual.residualize.workdir import STAGE1, WorkDir
 from swe_residual.results import RESULTS, Record
 from swe_residual.run.attempt import Case
 from swe_residual.run.plan import Plan, Track
-from swe_residual.run.session import RunSession
+from swe_residual.run.session import RunSession, SessionOptions
 from swe_residual.sources.endings import model_family
 from swe_residual.trajectory import Trajectory
 
@@ -125,10 +125,10 @@ def run_predecessors(wd: WorkDir, args: argparse.Namespace) -> int:
         session = RunSession.open(
             plan,
             run_dir,
+            SessionOptions(
+                backend=backend, agent_timeout=args.agent_timeout, run_id=f"residualize-{run_dir.name}"
+            ),
             resume=(run_dir / RESULTS).is_file(),
-            backend=backend,
-            agent_timeout=args.agent_timeout,
-            run_id=f"residualize-{run_dir.name}",
         )
         print(
             f"attempt {k}: {len(cases)} predecessor runs of {predecessor['agent']} on the {backend} backend "

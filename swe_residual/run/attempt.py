@@ -26,14 +26,9 @@ from swe_residual.errors import BudgetExhausted, ContextExhausted, HarnessError,
 from swe_residual.interactions import FILE_NAME, dumps
 from swe_residual.redact import redact
 from swe_residual.results import Record, append_record
-from swe_residual.run.verification import (
-    HardenedRegrade,
-    ReferenceChecks,
-    Verification,
-    VerifierStandby,
-    agent_stopped,
-    verify_with_policy,
-)
+from swe_residual.run.grader import Verification
+from swe_residual.run.reference import ReferenceChecks
+from swe_residual.run.verifier import Verifier
 from swe_residual.states import LoadedState
 from swe_residual.tasks import Task
 from swe_residual.trajectory import Trajectory
@@ -151,45 +146,45 @@ def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
         )
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What every attempt of a run shares (RunSession keeps one): where records go, the reference
+    checks of its tasks' verifiers, and how its attempts are timed and graded."""
+
+    run_dir: Path
+    references: ReferenceChecks
+    agent_timeout: float | None = None  # --agent-timeout: before the agent config's and the task's
+    # grade the whole final tree even where the task's verifier collects only commits (DeepSWE):
+    # how `validate` grades a residual state itself, whose work is uncommitted
+    grade_uncommitted: bool = False
+    regrade_mode: str = "after"  # where the hardened re-grade runs (regrade.regrade_mode)
+
+
 class Attempt:
     """One attempt of one case, one method per phase: materialize the start, run the agent, collect
     what it left, verify (with the re-verify policy), flag, record. `timings` holds each phase's
     seconds. Reruns after an infra error are the session's (RunSession.run), not the attempt's.
-
-    grade_uncommitted: grade the whole final tree even where the task's verifier collects only
-    commits (DeepSWE) - how `validate` grades a residual state itself, whose work is uncommitted.
-    regrade_mode: where the hardened re-grade runs (verification.regrade_mode).
     """
 
     def __init__(
-        self,
-        case: Case,
-        *,
-        agent: Agent,
-        backend: Backend,
-        run_dir: Path,
-        references: ReferenceChecks,
-        attempt: int = 1,
-        agent_timeout: float | None = None,
-        grade_uncommitted: bool = False,
-        regrade_mode: str = "after",
+        self, case: Case, settings: RunSettings, *, agent: Agent, backend: Backend, attempt: int = 1
     ):
-        self.case, self.agent, self.backend, self.run_dir = case, agent, backend, run_dir
-        self.references, self.agent_timeout, self.grade_uncommitted = (
-            references,
-            agent_timeout,
-            grade_uncommitted,
-        )
-        self.regrade_mode = regrade_mode
-        self.artifacts = run_dir / "cases" / case.dir_name / f"attempt-{attempt}"
+        self.case, self.settings, self.agent, self.backend = case, settings, agent, backend
+        self.run_dir = settings.run_dir
+        self.artifacts = settings.run_dir / "cases" / case.dir_name / f"attempt-{attempt}"
         self.record = case.record(
             harness=agent.harness, attempt=attempt, backend=backend.name, host=backend.host
         )
         self.trajectory = Trajectory(agent=case.agent_label, harness=agent.harness)
         self.timings: dict[str, float] = {}
         self.env: Environment | None = None
-        self.standby: VerifierStandby | None = None
-        self.regrade: HardenedRegrade | None = None
+        self.verifier = Verifier(
+            backend,
+            case.task,
+            self.artifacts,
+            settings.references,
+            grade_uncommitted=settings.grade_uncommitted,
+        )
         self.verification: Verification | None = None
 
     def _rel(self, path: Path) -> str:
@@ -236,11 +231,7 @@ class Attempt:
             raise
         except Exception as exc:  # an engine or host failure while building the starting state
             raise HarnessError(f"materializing the {case.start} start: {type(exc).__name__}: {exc}") from exc
-        if case.task.verify_mode != "in_place":
-            self.standby = VerifierStandby(self.backend, case.task)
-            self.regrade = HardenedRegrade(
-                self.backend, case.task, self.artifacts, self.regrade_mode, after=self.standby
-            )
+        self.verifier.get_ready(self.settings.regrade_mode)
         if self.env.report:  # how a machine state was restored (method, times, processes)
             path = self.artifacts / "snapshot.json"
             path.write_text(json.dumps(self.env.report, indent=1, sort_keys=True), encoding="utf-8")
@@ -255,7 +246,7 @@ class Attempt:
             request=self.request,
             env=self.env,
             task=task,
-            budget=budget_for(task, self.agent, self.agent_timeout),
+            budget=budget_for(task, self.agent, self.settings.agent_timeout),
             trajectory=trajectory,
             artifacts_dir=self.artifacts,
         )
@@ -270,7 +261,7 @@ class Attempt:
                 steps=result.steps,
                 message=self.env.limit_hit,
             )
-        agent_stopped(task, self.env)
+        self.verifier.agent_stopped(self.env)
         record.agent_duration_s = round(self._timed("agent", t0), 3)
         record.declared_complete = result.declared_complete
         record.termination = result.termination
@@ -288,16 +279,7 @@ class Attempt:
         """The final state graded by the hidden tests (final patch on a fresh instance, or in place)."""
         t0 = time.monotonic()
         try:
-            self.verification = verify_with_policy(
-                self.backend,
-                self.case.task,
-                self.env,
-                self.artifacts,
-                self.references,
-                grade_uncommitted=self.grade_uncommitted,
-                standby=self.standby,
-                regrade=self.regrade,
-            )
+            self.verification = self.verifier.verify(self.env)
         finally:
             for name, key in (("final.patch", "patch"), ("final.changes", "changes")):
                 if (self.artifacts / name).is_file():
@@ -318,10 +300,7 @@ class Attempt:
         """Remove the environments of this attempt (whatever phase it ended in)."""
         if self.env is not None:
             self.env.close()
-        if self.standby is not None:
-            self.standby.close()
-        if self.regrade is not None:
-            self.regrade.close()
+        self.verifier.close()
 
     def flag(self) -> None:
         """Integrity flags, whatever verdict the attempt got (infra too): cheat signals (`integrity`)
@@ -413,10 +392,12 @@ class Attempt:
         return exc
 
 
-def run_case(case: Case, **options) -> Record:
+def run_case(
+    case: Case, settings: RunSettings, *, agent: Agent, backend: Backend, attempt: int = 1
+) -> Record:
     """Run one attempt of a case and append its record (Attempt); re-raises InfraError after
     recording it."""
-    return Attempt(case, **options).run()
+    return Attempt(case, settings, agent=agent, backend=backend, attempt=attempt).run()
 
 
 def explain_failure(record: Record) -> str:

@@ -172,23 +172,40 @@ def left_out_note(states_path: Path, tasks_dir: str, left_out: list[ResidualStat
     )
 
 
-def build_plan(
-    suite_dirs: list[Path],
-    *,
-    agents: list[str],
-    start: str,
-    states_path: Path,
-    tasks_dir: str | None = None,
-    agent_configs: list[str] | None = None,
-    handoff_views: list[str] | None = None,
-    states_explicit: bool | None = None,
-) -> Plan:
-    """The cases of a run. A states file given explicitly (--states, a fetched pack: anything but
-    the project's own states.yaml unless `states_explicit` says so) must name only known tracks
-    and tasks; the project's states whose tasks a --tasks-dir does not hold are left out with one
-    note. `--start clean` runs every task of a track, whether it has states or not (a clean-only
-    baseline); the other starts run the tasks that have states."""
-    registry = AgentRegistry([Path(p) for p in agent_configs or []])
+@dataclass(frozen=True)
+class PlanRequest:
+    """What a run asks for besides its tracks: agents (--agent), starts (--start), the states file,
+    --tasks-dir, --agent-config files, --handoff-view views. A states file given explicitly
+    (--states, a fetched pack: anything but the project's own states.yaml unless `states_explicit`
+    says so) must name only known tracks and tasks."""
+
+    agents: list[str]
+    start: str
+    states_path: Path
+    tasks_dir: str | None = None
+    agent_configs: list[str] | None = None
+    handoff_views: list[str] | None = None
+    states_explicit: bool | None = None
+
+    @property
+    def explicit_states(self) -> bool:
+        if self.states_explicit is not None:
+            return self.states_explicit
+        return not is_default_states(self.states_path)
+
+
+def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
+    """The cases of a run. An explicit states file must name only known tracks and tasks
+    (PlanRequest); the project's states whose tasks a --tasks-dir does not hold are left out with
+    one note. `--start clean` runs every task of a track, whether it has states or not (a
+    clean-only baseline); the other starts run the tasks that have states."""
+    agents, start, states_path, tasks_dir = (
+        request.agents,
+        request.start,
+        request.states_path,
+        request.tasks_dir,
+    )
+    registry = AgentRegistry([Path(p) for p in request.agent_configs or []])
     for name in agents:
         registry.get(name)  # unknown or misconfigured agents fail before anything runs
     tracks: dict[str, Track] = {}
@@ -201,7 +218,7 @@ def build_plan(
         else:
             track.tasks = load_tasks(tdir, suite.name)
         tracks[suite.name] = track
-    explicit = states_explicit if states_explicit is not None else not is_default_states(states_path)
+    explicit = request.explicit_states
     states: list[LoadedState] = []
     left_out: list[ResidualState] = []
     notes: list[str] = []
@@ -216,7 +233,7 @@ def build_plan(
         states, left_out = got.states, got.left_out
         if left_out:
             notes.append(left_out_note(states_path, tasks_dir or "", left_out))
-    views = list(dict.fromkeys(handoff_views or []))
+    views = list(dict.fromkeys(request.handoff_views or []))
     if views and start != "clean":
         from swe_residual.run.handoff import read_trajectory
 

@@ -14,6 +14,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,10 +32,10 @@ from swe_residual.results import (
     append_record,
     iter_records,
 )
-from swe_residual.run.attempt import Case, run_case
+from swe_residual.run.attempt import Case, RunSettings, run_case
 from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan
-from swe_residual.run.verification import ReferenceChecks
+from swe_residual.run.reference import ReferenceChecks
 
 if TYPE_CHECKING:  # the report code is imported by finish() only
     from swe_residual.report.gates import GateConfig, GateResult
@@ -60,33 +61,39 @@ def check_state_patches(plan: Plan, case_ids: Iterable[str] | None = None) -> No
         raise InputError(f"state {state_id}: {why}")
 
 
+@dataclass(frozen=True)
+class SessionOptions:
+    """How a session runs its cases: the backend (on which Docker hosts: this process prefers
+    hosts[host_index % n] and fails over to the others when its engine stops answering), the
+    agent's time, reruns after an infra error, the run's id, where the hardened re-grade runs."""
+
+    backend: str = "local"
+    agent_timeout: float | None = None
+    infra_retries: int = 2
+    run_id: str | None = None
+    docker_hosts: list[str] | None = None
+    host_index: int = 0
+    regrade_mode: str = "after"  # regrade.regrade_mode
+
+
 class RunSession:
-    def __init__(
-        self,
-        plan: Plan,
-        run_dir: Path,
-        *,
-        backend: str = "local",
-        agent_timeout: float | None = None,
-        infra_retries: int = 2,
-        run_id: str | None = None,
-        docker_hosts: list[str] | None = None,
-        host_index: int = 0,
-        regrade_mode: str = "after",
-    ):
+    def __init__(self, plan: Plan, run_dir: Path, options: SessionOptions | None = None):
+        options = options or SessionOptions()
         self.plan = plan
         self.run_dir = Path(run_dir).resolve()
-        self.backend_name = backend
-        # several Docker engines: this process prefers hosts[host_index % n] and fails over to the
-        # others when its engine stops answering
-        self.hosts: list[str | None] = backend_class(backend).hosts(docker_hosts)
-        self.host_index = host_index % len(self.hosts)
+        self.backend_name = options.backend
+        self.hosts: list[str | None] = backend_class(options.backend).hosts(options.docker_hosts)
+        self.host_index = options.host_index % len(self.hosts)
         self._down: dict[str | None, float] = {}
-        self.agent_timeout = agent_timeout
-        self.infra_retries = max(0, infra_retries)
-        self.regrade_mode = regrade_mode  # where the hardened re-grade runs (verification.regrade_mode)
-        self.run_id = run_id or self.run_dir.name
-        self.references = ReferenceChecks(self.run_dir)
+        self.infra_retries = max(0, options.infra_retries)
+        self.run_id = options.run_id or self.run_dir.name
+        # what every attempt shares: the reference checks, the agent's time, where the re-grade runs
+        self.settings = RunSettings(
+            self.run_dir,
+            ReferenceChecks(self.run_dir),
+            agent_timeout=options.agent_timeout,
+            regrade_mode=options.regrade_mode,
+        )
         self._backends: dict[str | None, Backend] = {}
         self._agents: dict[str, Agent] = {}
         # (host, task, state) -> None when ready, else (when it failed, why): a failure is kept for a
@@ -106,7 +113,13 @@ class RunSession:
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
     def open(
-        cls, plan: Plan, run_dir: Path, *, resume: bool = False, check_states: bool = True, **options
+        cls,
+        plan: Plan,
+        run_dir: Path,
+        options: SessionOptions | None = None,
+        *,
+        resume: bool = False,
+        check_states: bool = True,
     ) -> RunSession:
         """Controller side: check the configuration, then create (or resume) the run dir. With
         `check_states=False` the states' patches are left to `check_selected` (once the selection
@@ -119,7 +132,7 @@ class RunSession:
                 f"--run-dir {run_dir}: already holds a run; continue it with --resume {run_dir} "
                 "or choose a new --run-dir"
             )
-        session = cls(plan, run_dir, **options)
+        session = cls(plan, run_dir, options)
         session.check(states=check_states)
         session.created, session.fresh = not run_dir.exists(), not resume
         try:
@@ -286,16 +299,16 @@ class RunSession:
         """Build what this case's runs share, once per process and host: the task's environment
         (its images, its base repository), then its state's (a state image, a machine snapshot).
         A failure fails the cases that need it only, and is tried again after PREPARE_RETRY_S."""
-        task_key = f"{case.track}/{case.task.id}"
-        backend = self._prepare_one(host, case, task_key, None, "images", task_key)
+        backend = self._prepare_one(host, case, None)
         if case.state is not None:
-            phase = "snapshots" if case.state.kind == "machine" else "images"
-            self._prepare_one(host, case, task_key, case.state, phase, f"{task_key}/{case.state.id}")
+            self._prepare_one(host, case, case.state)
         return backend
 
-    def _prepare_one(
-        self, host: str | None, case: Case, task_key: str, state, phase: str, label: str
-    ) -> Backend:
+    def _prepare_one(self, host: str | None, case: Case, state) -> Backend:
+        """The task's environment (state None), or its state's: a state image, a machine snapshot."""
+        task_key = f"{case.track}/{case.task.id}"
+        phase = "snapshots" if state is not None and state.kind == "machine" else "images"
+        label = f"{task_key}/{state.id}" if state is not None else task_key
         key = (host, task_key, state.id if state is not None else None)
         known = self._prepared.get(key, ())
         if known is None:
@@ -351,14 +364,10 @@ class RunSession:
                     raise
                 rec = run_case(
                     case,
+                    replace(self.settings, grade_uncommitted=True) if grade_uncommitted else self.settings,
                     agent=agent or self.agent(case.agent),
                     backend=backend,
-                    run_dir=self.run_dir,
-                    references=self.references,
                     attempt=attempt,
-                    agent_timeout=self.agent_timeout,
-                    grade_uncommitted=grade_uncommitted,
-                    regrade_mode=self.regrade_mode,
                 )
                 self._record_event(rec)
                 return rec
