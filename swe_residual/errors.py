@@ -64,6 +64,8 @@ class InfraError(Exception):
     """No verdict could be obtained for a reason outside the agent's control; never an outcome."""
 
     rule = "infra_harness"
+    # the infra record (a results.Record) the attempt appended before raising this, once it did
+    record: Any = None
 
 
 class HarnessError(InfraError):

@@ -17,6 +17,7 @@ from typing import ClassVar
 from swe_residual.backends.base import Environment, ExecResult
 from swe_residual.errors import BudgetExhausted, HarnessError, InfraError
 from swe_residual.interactions import Interaction, output_digest
+from swe_residual.results import Termination
 from swe_residual.tasks import Task
 from swe_residual.trajectory import Action, Trajectory, clip
 
@@ -35,7 +36,7 @@ class Budget:
 @dataclass
 class AgentResult:
     declared_complete: bool
-    termination: str  # submitted | budget | context_exhausted | agent_error
+    termination: Termination  # submitted | budget | context_exhausted | storage_limit | agent_error
     steps: int
     message: str | None = None
 

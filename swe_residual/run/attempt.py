@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from swe_residual import integrity
 from swe_residual.agents import Agent, AgentContext, AgentResult, Budget
@@ -25,7 +26,7 @@ from swe_residual.backends.base import Backend, Environment
 from swe_residual.errors import BudgetExhausted, ContextExhausted, HarnessError, InfraError, RunDirError
 from swe_residual.interactions import FILE_NAME, dumps
 from swe_residual.redact import redact
-from swe_residual.results import Record, append_record
+from swe_residual.results import Record, Start, TestStatus, append_record
 from swe_residual.run.grader import Verification
 from swe_residual.run.reference import ReferenceChecks
 from swe_residual.run.verifier import Verifier
@@ -70,7 +71,7 @@ class Case:
             agent=self.agent_label,
             track=self.track,
             task=self.task.id,
-            start=f"{self.start}+{self.view}" if self.view else self.start,
+            start=cast(Start, f"{self.start}+{self.view}" if self.view else self.start),
             state=s.id if s else None,
             predecessor=s.predecessor.model_dump() if s else None,
             **{"verdict": "infra_error", **fields},
@@ -241,27 +242,27 @@ class Attempt:
     def run_agent(self) -> None:
         """The agent in the environment, within the budget; then what it left: the trajectory, its
         terminal interactions, how it ended and what it used."""
-        task, record, trajectory = self.case.task, self.record, self.trajectory
+        task, record, trajectory, env = self.case.task, self.record, self.trajectory, self._environment()
         ctx = AgentContext(
             request=self.request,
-            env=self.env,
+            env=env,
             task=task,
             budget=budget_for(task, self.agent, self.settings.agent_timeout),
             trajectory=trajectory,
             artifacts_dir=self.artifacts,
         )
         t0 = time.monotonic()
-        with self.env.agent_limits():  # the limits the backend measures (storage_mb) stop its commands
+        with env.agent_limits():  # the limits the backend measures (storage_mb) stop its commands
             result = _run_agent(self.agent, ctx)
-        if self.env.limit_hit:  # the agent went over a limit its task declares: its limit, outcome 0
+        if env.limit_hit:  # the agent went over a limit its task declares: its limit, outcome 0
             trajectory.exit_status = "storage_limit"
             result = AgentResult(
                 declared_complete=False,
                 termination="storage_limit",
                 steps=result.steps,
-                message=self.env.limit_hit,
+                message=env.limit_hit,
             )
-        self.verifier.agent_stopped(self.env)
+        self.verifier.agent_stopped(env)
         record.agent_duration_s = round(self._timed("agent", t0), 3)
         record.declared_complete = result.declared_complete
         record.termination = result.termination
@@ -279,22 +280,29 @@ class Attempt:
         """The final state graded by the hidden tests (final patch on a fresh instance, or in place)."""
         t0 = time.monotonic()
         try:
-            self.verification = self.verifier.verify(self.env)
+            self.verification = self.verifier.verify(self._environment())
         finally:
             for name, key in (("final.patch", "patch"), ("final.changes", "changes")):
                 if (self.artifacts / name).is_file():
                     self.record.artifacts[key] = self._rel(self.artifacts / name)
             self._timed("verify", t0)
-        self.record.verify_duration_s = round(self.verification.duration_s, 3)
-        self.record.artifacts["verifier_log"] = self._rel(self.verification.log_path)
-        if self.verification.hardened_s is not None:  # the hardened re-grade, within "verify"
-            self.timings["verify_hardened"] = self.verification.hardened_s
+        v = self.verification
+        self.record.verify_duration_s = round(v.duration_s, 3)
+        self.record.artifacts["verifier_log"] = self._rel(v.log_path)
+        if v.hardened_s is not None:  # the hardened re-grade, within "verify"
+            self.timings["verify_hardened"] = v.hardened_s
         for name, key in (
             ("verifier-channel.jsonl", "report_channel"),
             ("verifier-hardened.log", "hardened_log"),
         ):
             if (self.artifacts / name).is_file():
                 self.record.artifacts[key] = self._rel(self.artifacts / name)
+
+    def _environment(self) -> Environment:
+        """The environment `materialize` made (the phases after it run only once it did)."""
+        if self.env is None:
+            raise HarnessError("no environment: the materialize phase did not end")
+        return self.env
 
     def release(self) -> None:
         """Remove the environments of this attempt (whatever phase it ended in)."""
@@ -337,12 +345,14 @@ class Attempt:
         """Outcome and rule by the taxonomy (docs/errors.md): an exhausted budget or context is a
         task failure whatever the final state; otherwise the verifier's verdict."""
         v, record = self.verification, self.record
+        if v is None:
+            raise HarnessError("no verification to grade: the verify phase did not end")
         notes = [n for n in (self.env.limit_hit if self.env else None, v.note, v.patch_problem) if n]
         record.verdict_note = redact("; ".join(notes))[:2000] or None
         if record.termination in ("budget", "context_exhausted", "storage_limit"):
             record.outcome, record.rule = 0, record.termination
         else:
-            record.outcome = v.verdict.outcome
+            record.outcome = 1 if v.verdict.outcome == 1 else 0
             record.rule = (
                 "verifier_agent_caused"
                 if v.agent_caused
@@ -351,7 +361,7 @@ class Attempt:
                 else "verdict"
             )
         record.verdict = "pass" if record.outcome == 1 else "fail"
-        record.tests = v.verdict.tests
+        record.tests = cast(dict[str, TestStatus], v.verdict.tests)  # statuses read_statuses wrote
         record.missing_tests = v.verdict.missing
 
     def append(self, started: float) -> Record:

@@ -222,7 +222,7 @@ class Grader:
         started = time.monotonic()
         changes = env.changes()
         if changes is not None:
-            kinds = {0: "C", 1: "A", 2: "D"}
+            kinds: dict[object, str] = {0: "C", 1: "A", 2: "D"}  # the engine's change kinds
             lines = sorted(f"{kinds.get(c.get('Kind'), '?')} {c.get('Path')}" for c in changes)
             (artifacts_dir / "final.changes").write_text(
                 "\n".join(lines[:CHANGES_LIMIT]) + ("\n" if lines else ""), encoding="utf-8"

@@ -111,7 +111,7 @@ def state_patch_problems(states: Iterable, task_of: Callable) -> dict[str, str]:
                 continue
             digest = files_digest(task.repository_dir)
             keys = {s.id: _key(digest, Path(s.patch_path)) for s in group}
-            todo = [s for s in group if keys[s.id] is None or not (known / keys[s.id]).is_file()]
+            todo = [s for s in group if (k := keys[s.id]) is None or not (known / k).is_file()]
             if not todo:
                 continue
             base = Path(tmp) / key.replace("/", "--")
@@ -134,6 +134,6 @@ def state_patch_problems(states: Iterable, task_of: Callable) -> dict[str, str]:
                         f"patch {s.patch_path} does not apply at the base commit of task {s.task}: "
                         f"{why.removeprefix('error: ')}"
                     )
-                elif keys[s.id] is not None:
-                    _remember(keys[s.id])
+                elif (k := keys[s.id]) is not None:
+                    _remember(k)
     return problems

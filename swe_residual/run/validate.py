@@ -127,7 +127,7 @@ def _validate(
 ) -> list[StateCheck]:
     plan = session.plan
     clean_cases = {c.task.id: c for c in plan.cases if c.agent == "oracle" and c.start == "clean"}
-    by_state = {}
+    by_state: dict[str, dict[str, Case]] = {}
     for c in plan.cases:
         if c.state is not None:
             by_state.setdefault(c.state.id, {})[c.agent] = c
@@ -150,11 +150,13 @@ def _validate(
             if s.id in machines:
                 check.machine, problems = machines[s.id].result()
                 check.problems.extend(problems)
-            c, o, n = clean[s.task].result(), oracle_f.result(), nop_f.result()
+            from_clean = clean[s.task].result()
+            o: Record | str | None = oracle_f.result()
+            n: Record | str | None = nop_f.result()
             if s.id in machines and problems:
                 o = o if not isinstance(o, str) else None  # the restore problem is said once
                 n = n if not isinstance(n, str) else None
-            for label, r in (("oracle from clean", c), ("oracle from state", o)):
+            for label, r in (("oracle from clean", from_clean), ("oracle from state", o)):
                 if r is None:
                     continue
                 if isinstance(r, str):
