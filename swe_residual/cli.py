@@ -455,8 +455,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
     a.set_defaults(func=cmd_agents)
-    s = _command(sub, "states-schema", "print the JSON Schema of states.yaml (= states schema)", "0")
-    s.set_defaults(func=cmd_schema)
     st = _command(
         sub,
         "states",
