@@ -380,10 +380,9 @@ def _freeze_heap() -> None:
     """What exists now (modules, models, the plan) lives until the process ends: out of the
     garbage collector's sight (gc.freeze), so its full collections during a large collection and
     pytest's collection at exit scan only what came after."""
-    if os.environ.get("SWE_RESIDUAL_NO_GC_FREEZE") != "1":
-        import gc
+    import gc
 
-        gc.freeze()
+    gc.freeze()
 
 
 def progress_mode(config: pytest.Config) -> str:
