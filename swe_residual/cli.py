@@ -318,7 +318,7 @@ def _n(n: int, noun: str) -> str:
 
 
 def cmd_states_pack(args: argparse.Namespace) -> int:
-    from swe_residual.packs import pack_states
+    from swe_residual.packs.pack import pack_states
 
     res = pack_states(args.states, args.out, track=args.track, tasks_dir=args.tasks_dir)
     commit = res.tasks.get("commit", "unknown")
@@ -332,7 +332,7 @@ def cmd_states_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_states_fetch(args: argparse.Namespace) -> int:
-    from swe_residual.packs import fetch_states
+    from swe_residual.packs.fetch import fetch_states
     from swe_residual.tracks import states_path_for
 
     got = fetch_states(args.source, track=args.track, ref=args.ref)
@@ -348,7 +348,7 @@ def cmd_states_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_states_list(args: argparse.Namespace) -> int:
-    from swe_residual.packs import installed_packs
+    from swe_residual.packs.installed import installed_packs
     from swe_residual.tracks import cache_root
 
     packs = installed_packs()
