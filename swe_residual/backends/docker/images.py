@@ -435,7 +435,7 @@ class TaskImages:
             limit = float(os.environ.get(PULL_TIMEOUT_ENV) or task.config.environment.build_timeout_sec)
         except ValueError:
             limit = task.config.environment.build_timeout_sec
-        repo, tag = base_images._split_name(ref)
+        repo, tag = base_images.split_name(ref)
         log = lambda m: print(f"pull {ref}: {m}", file=sys.stderr, flush=True)
         started = time.monotonic()
         deadline = started + limit
@@ -486,7 +486,7 @@ class TaskImages:
 
     # -- building -------------------------------------------------------------------------------
     def _tag(self, image_id: str, ref: str) -> None:
-        repo, tag = base_images._split_name(ref)
+        repo, tag = base_images.split_name(ref)
         try:
             self.engine.api.tag(image_id, repo, tag, force=True)
         except ENGINE_ERRORS as exc:
