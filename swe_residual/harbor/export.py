@@ -758,7 +758,7 @@ def export_track(
     tasks = load_tasks(tdir, track)
     states = load_states(Path(states_path), {track: tasks}, tracks={track}) if start != "clean" else []
     if start == "residual" and not [s for s in states if s.track == track]:
-        raise InputError(no_states_reason(suite, Path(states_path)))
+        raise InputError(no_states_reason(suite, Path(states_path), []))  # load_states left none out
     n = (len(tasks) if start != "residual" else 0) + sum(
         1 for s in states if s.track == track and s.task in tasks
     )
