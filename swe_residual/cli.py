@@ -317,7 +317,7 @@ def _n(n: int, noun: str) -> str:
 
 
 def cmd_states_pack(args: argparse.Namespace) -> int:
-    from swe_residual.packs import pack_states
+    from swe_residual.packs.pack import pack_states
 
     res = pack_states(args.states, args.out, track=args.track, tasks_dir=args.tasks_dir)
     commit = res.tasks.get("commit", "unknown")
@@ -331,7 +331,7 @@ def cmd_states_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_states_fetch(args: argparse.Namespace) -> int:
-    from swe_residual.packs import fetch_states
+    from swe_residual.packs.fetch import fetch_states
     from swe_residual.tracks import states_path_for
 
     got = fetch_states(args.source, track=args.track, ref=args.ref)
@@ -347,7 +347,7 @@ def cmd_states_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_states_list(args: argparse.Namespace) -> int:
-    from swe_residual.packs import installed_packs
+    from swe_residual.packs.installed import installed_packs
     from swe_residual.tracks import cache_root
 
     packs = installed_packs()
@@ -454,8 +454,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
     a.set_defaults(func=cmd_agents)
-    s = _command(sub, "states-schema", "print the JSON Schema of states.yaml (= states schema)", "0")
-    s.set_defaults(func=cmd_schema)
     st = _command(
         sub,
         "states",

@@ -13,7 +13,7 @@ else the clone in the cache. Tracks such as DeepSWE do not ship their tasks: the
 dir: nothing in it is executed, and a symlink that leaves the clone fails the fetch.
 
 Where the states are is resolved the same way (states_path_for): --states, else the states pack
-`swe-residual states fetch` installed for the track in the same cache (swe_residual/packs.py),
+`swe-residual states fetch` installed for the track in the same cache (swe_residual/packs/),
 else the project's states.yaml.
 """
 

@@ -238,7 +238,7 @@ def test_build_writes_the_work_dirs_states_file_by_default(tmp_path: Path):
     states = work / "states" / "states.yaml"
     assert f"states file: {states} (2 added)" in out
     text = states.read_text()
-    assert text.startswith("# Residual States (swe-residual states-schema prints the schema)")
+    assert text.startswith("# Residual States (swe-residual states schema prints the schema)")
     # in the order they were decided (-j 2: either may finish first)
     assert sorted(e["id"] for e in yaml.safe_load(text)["states"]) == [
         "gen-ttl-cache-001",

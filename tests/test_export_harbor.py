@@ -252,6 +252,30 @@ def test_out_must_be_new_or_empty(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no half-written temp dir left
 
 
+def test_a_residual_export_without_states_is_one_error_line(tmp_path):
+    states = tmp_path / "states.yaml"
+    states.write_text("states: []\n")
+    out = tmp_path / "out"
+    res = cli(
+        "export",
+        "harbor",
+        "--track",
+        "demo",
+        "--start",
+        "residual",
+        "--states",
+        str(states),
+        "--out",
+        str(out),
+    )
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"error: states file {states} lists no states for track 'demo': "
+    )
+    assert not out.exists()
+
+
 def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
     index = json.loads((deepswe_export / "export.json").read_text())
     by_start = {e["start"]: e for e in index["tasks"]}

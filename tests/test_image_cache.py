@@ -16,7 +16,7 @@ import pytest
 
 from swe_residual.agents import AgentRegistry
 from swe_residual.backends.docker.backend import DockerBackend
-from swe_residual.backends.docker.images import PROBE_TIMEOUT_ENV
+from swe_residual.backends.docker.images import PROBE_TIMEOUT_S
 from swe_residual.errors import HarnessError, InputError
 from swe_residual.run.attempt import Case
 from swe_residual.states import load_states
@@ -99,21 +99,19 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_probe_that_times_out_caches_nothing_and_the_next_case_probes_again(
-    tmp_path, bookworm_image, monkeypatch
-):
+def test_a_probe_that_times_out_caches_nothing_and_the_next_case_probes_again(tmp_path, bookworm_image):
     task, _ = _task(tmp_path)
     cache = tmp_path / "cache"
     backend = _backend(tmp_path, cache, "a")
     try:
         # a probe deadline shorter than any probe (create + start + exec of git takes ~0.1 s and more)
-        monkeypatch.setenv(PROBE_TIMEOUT_ENV, "0.001")
+        backend.images.probe_timeout_s = 0.001
         t0 = time.monotonic()
         with pytest.raises(HarnessError, match="no answer within 0.001s; nothing cached"):
             backend.prepare(task, [])  # builds the image, then its probe times out
         failed_s = time.monotonic() - t0
         assert not (cache / "meta").exists() or list((cache / "meta").iterdir()) == []
-        monkeypatch.delenv(PROBE_TIMEOUT_ENV)
+        backend.images.probe_timeout_s = PROBE_TIMEOUT_S
         t0 = time.monotonic()
         info = backend.images.clean(task)  # the image is there: this is the probe alone
         probe_s = time.monotonic() - t0

@@ -155,7 +155,7 @@ def test_committed_json_schema_is_current():
     from pathlib import Path
 
     committed = json.loads((Path(__file__).resolve().parent.parent / "states.schema.json").read_text())
-    assert committed == json_schema(), "regenerate: swe-residual states-schema > states.schema.json"
+    assert committed == json_schema(), "regenerate: swe-residual states schema > states.schema.json"
 
 
 def test_artifact_outside_the_states_dir_and_garbage_patches_are_rejected(tmp_path):

@@ -333,7 +333,7 @@ def test_hostile_tarballs_are_refused_by_member_and_write_nothing_outside_the_ca
     elif case == "fifo":
         _tar(tb, [_special("pipe", tarfile.FIFOTYPE), *base])
         want = "member 'pipe': a fifo; a states pack holds only files"
-    elif case == "oversize":  # 200 MiB declared: over the 128 MiB a member may have (packs.Limits)
+    elif case == "oversize":  # 200 MiB declared: over the 128 MiB a member may have (safecopy.Limits)
         _declared(tb, "artifacts/huge.patch", 200 << 20)
         want = (
             f"member 'artifacts/huge.patch': {200 << 20} bytes, over the {128 << 20} bytes a member may have"
@@ -350,7 +350,7 @@ def test_hostile_tarballs_are_refused_by_member_and_write_nothing_outside_the_ca
 
 
 def test_too_many_members_and_too_many_bytes_are_refused(tmp_path):
-    from swe_residual.packs import Limits, extract_tarball
+    from swe_residual.packs.safecopy import Limits, extract_tarball
 
     tb = _tar(tmp_path / "many.tar.gz", [_file(f"f{i:02d}") for i in range(12)])
     with pytest.raises(InputError) as exc:
@@ -556,7 +556,7 @@ def test_a_state_of_a_misspelt_track_is_an_error_not_left_out_of_the_pack(tmp_pa
     import yaml
 
     from swe_residual.errors import InputError
-    from swe_residual.packs import pack_states
+    from swe_residual.packs.pack import pack_states
 
     data = yaml.safe_load(FIXTURE_STATES.read_text())
     bad = dict(data["states"][0], id="typo-state", track="deepsew")

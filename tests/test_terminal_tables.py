@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from plugins.residual import fold
+from plugins.controller import fold
 from swe_residual.agents.config import agent_label
 from swe_residual.report.tables import (
     BEST_NOTE,

@@ -3,7 +3,7 @@ Residual States. Neither ships here: `swe-residual tasks fetch deepswe` and `swe
 fetch SOURCE` put them in the cache, where runs find them (README.md); without either, naming this
 suite is a usage error (exit 4), not a skip.
 
-Every (agent, task, start, state) is one case; see plugins/residual.py for the options.
+Every (agent, task, start, state) is one case; see plugins/options.py for the options.
 """
 
 import pytest

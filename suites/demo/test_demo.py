@@ -1,6 +1,6 @@
 """Demo track: small Python repositories with handwritten Residual States.
 
-Every (agent, task, start, state) is one case; see plugins/residual.py for the options.
+Every (agent, task, start, state) is one case; see plugins/options.py for the options.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """Terminal-Bench track: machine tasks in Terminal-Bench 2's Harbor layout and their Residual
 States (whole containers: files, installed software, configuration, live processes).
 
-Every (agent, task, start, state) is one case; see plugins/residual.py for the options. Docker only
+Every (agent, task, start, state) is one case; see plugins/options.py for the options. Docker only
 (docs/machine-track.md).
 """
 

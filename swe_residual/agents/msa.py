@@ -51,7 +51,7 @@ _ENV_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def _library_env(extra: dict[str, str] | None = None):
+def library_env(extra: dict[str, str] | None = None):
     """Set what the libraries read for the duration of the block, then restore os.environ."""
     with _ENV_LOCK, tempfile.TemporaryDirectory(prefix="mswea-config-") as config_dir:
         wanted = {**_LIBRARY_ENV, "MSWEA_GLOBAL_CONFIG_DIR": config_dir, **(extra or {})}
@@ -97,7 +97,7 @@ class MiniSweAgent(ModelAgent):
 
     def check(self) -> None:
         """Before the first case: the package is installed and every API key variable is set."""
-        with _library_env():
+        with library_env():
             try:
                 import minisweagent.agents.default  # noqa: F401
                 import minisweagent.models.litellm_model  # noqa: F401
@@ -113,7 +113,7 @@ class MiniSweAgent(ModelAgent):
             if self.spec.scripted_server
             else None
         )  # the local scripted server ignores the key
-        with _library_env(extra):
+        with library_env(extra):
             return self._run(ctx)
 
     def _run(self, ctx: AgentContext) -> AgentResult:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from swe_residual.agents.base import AgentContext, AgentResult, BudgetExhausted
 from swe_residual.agents.extras import extra_missing, quiet_litellm
-from swe_residual.agents.msa import ModelAgent, _library_env
+from swe_residual.agents.msa import ModelAgent, library_env
 from swe_residual.backends.machine.terminal import TmuxTerminal
 from swe_residual.errors import ContextExhausted, InputError, raise_model_error
 from swe_residual.redact import redact
@@ -141,7 +141,7 @@ class TerminusAgent(ModelAgent):
 
     def check(self) -> None:
         try:
-            with _library_env():
+            with library_env():
                 quiet_litellm()
         except ImportError as exc:
             raise InputError(extra_missing(self.option, self.name, self.harness, exc)) from None
@@ -184,7 +184,7 @@ class TerminusAgent(ModelAgent):
                 )
 
     def _complete(self, ctx: AgentContext, messages: list[dict], kwargs: dict) -> str:
-        with _library_env():  # LiteLLM reads its settings when it is imported
+        with library_env():  # LiteLLM reads its settings when it is imported
             litellm = quiet_litellm()
         try:
             resp = litellm.completion(

@@ -748,17 +748,17 @@ def export_track(
     track: str, out: Path, *, states_path: Path, tasks_dir: str | None = None, start: str = "both"
 ) -> list[ExportedTask]:
     """Export a track's tasks (resolved like a run: --tasks-dir, bundled, fetched) and its states."""
-    from swe_residual.run.plan import _no_states_reason, _no_tasks_reason
+    from swe_residual.run.plan import no_states_reason, no_tasks_reason
     from swe_residual.tracks import suite_dir, tasks_dir_for
 
     suite = suite_dir(track)
     tdir = tasks_dir_for(suite, tasks_dir)
     if tdir is None:
-        raise InputError(_no_tasks_reason(suite))
+        raise InputError(no_tasks_reason(suite))
     tasks = load_tasks(tdir, track)
     states = load_states(Path(states_path), {track: tasks}, tracks={track}) if start != "clean" else []
     if start == "residual" and not [s for s in states if s.track == track]:
-        raise InputError(_no_states_reason(suite, Path(states_path)))
+        raise InputError(no_states_reason(suite, Path(states_path), []))  # load_states left none out
     n = (len(tasks) if start != "residual" else 0) + sum(
         1 for s in states if s.track == track and s.task in tasks
     )

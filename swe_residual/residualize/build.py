@@ -66,7 +66,7 @@ from swe_residual.tasks import Task
 USABLE_PROBE = 'cd "$SWE_APP" && git status --porcelain >/dev/null && echo swe-residual-usable'
 PENDING_TESTS = ["(not validated yet)"]
 HEADER = (
-    "# Residual States (swe-residual states-schema prints the schema); paths are relative to this file.\n"
+    "# Residual States (swe-residual states schema prints the schema); paths are relative to this file.\n"
 )
 DEFAULT_STATES = Path("states") / "states.yaml"  # in the work dir, unless --states says otherwise
 STAGES = ("state", "probe", "verify")  # per candidate, after its task's images

@@ -118,7 +118,7 @@ class Context:
 # -- the verdict of a run ---------------------------------------------------------------------------
 
 
-def _steps_and_message(traj: Trajectory | None) -> tuple[int | None, str | None]:
+def steps_and_message(traj: Trajectory | None) -> tuple[int | None, str | None]:
     if traj is None:
         return None, None
     message = next((s.message for s in reversed(traj.steps) if s.message and s.message.strip()), None)
@@ -131,7 +131,7 @@ def run_id(label: str, key: str) -> str:
     return f"{safe}-{hashlib.sha256(key.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
 
 
-def _error(*parts: str | None) -> str | None:
+def error_text(*parts: str | None) -> str | None:
     text = "; ".join(p for p in parts if p)
     return text[:2000] or None
 
@@ -165,7 +165,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
     if not t.agent_name:
         raise InputError(f"{where}: agent_info.name: missing")
     family = ctx.family(t.model_name, f"{where}: agent_info.model_info")
-    traj, raw_traj = _trajectory(t.trajectory, t.agent_name, t.path / (t.trajectory_file or ""), t.notes)
+    traj, raw_traj = own_trajectory(t.trajectory, t.agent_name, t.path / (t.trajectory_file or ""), t.notes)
     ending = harbor_ending(t.exception_type)
     if ending is None or ending.rule == "infra_verifier":
         # the agent finished normally, unless its own record says it stopped otherwise
@@ -184,7 +184,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
     )
     tests, tests_note = graded_tests(task, t.tests)
     exc = f"{t.exception_type}: {_first_line(t.exception_message)}" if t.exception_type else None
-    steps, message = _steps_and_message(traj)
+    steps, message = steps_and_message(traj)
     notes = t.notes + ([tests_note] if tests_note else [])
     source = {
         "format": "harbor",
@@ -209,7 +209,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
         source={k: v for k, v in source.items() if v is not None},
         termination=ending.termination,
         tests=tests,
-        error=_error(exc, no_verdict),
+        error=error_text(exc, no_verdict),
         steps=steps,
         duration_s=t.agent_duration_s,
         final_message=message,
@@ -220,7 +220,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
     )
 
 
-def _trajectory(
+def own_trajectory(
     data: dict | None, agent: str, path: Path, notes: list[str]
 ) -> tuple[Trajectory | None, dict | None]:
     """The normalized trajectory of a run's own (and the raw one, for its interactions); a
@@ -317,7 +317,7 @@ def from_prediction(pred: Prediction, src: Sources, ctx: Context) -> Imported:
     patch = pred.patch.encode("utf-8", "surrogateescape") if pred.patch is not None else None
     msa = sibling_trajectory(pred)
     shape: list[str] = []
-    traj, _ = _trajectory(
+    traj, _ = own_trajectory(
         msa.data if msa is not None else None, pred.model, msa.path if msa else Path(), shape
     )
     if shape:
@@ -331,7 +331,7 @@ def from_prediction(pred: Prediction, src: Sources, ctx: Context) -> Imported:
         # SWE-bench does not evaluate empty patches: the FAIL_TO_PASS tests fail on the base commit
         outcome, why, note = 0, None, "empty model_patch: not resolved by definition (SWE-bench skips it)"
     verdict, no_verdict = settle(ending, outcome, None, why)
-    steps, message = _steps_and_message(traj)
+    steps, message = steps_and_message(traj)
     evidence = {
         **evidence,
         "prediction.json": _json_bytes(
@@ -361,7 +361,7 @@ def from_prediction(pred: Prediction, src: Sources, ctx: Context) -> Imported:
         source={k: v for k, v in source.items() if v is not None},
         termination=ending.termination,
         tests=tests or {},
-        error=_error(no_verdict),
+        error=error_text(no_verdict),
         steps=steps,
         final_message=message,
         duration_s=_msa_facts(msa.data)[3] if msa is not None else None,
@@ -403,7 +403,7 @@ def from_msa(m: MsaTrajectory, src: Sources, ctx: Context) -> Imported:
     ending = msa_ending(status)
     outcome, tests, evidence, note = _report_verdict(src, iid, model, task)
     verdict, no_verdict = settle(ending, outcome, None, NO_VERDICT_MSA)
-    steps, message = _steps_and_message(traj)
+    steps, message = steps_and_message(traj)
     source = {
         "format": "mini-swe-agent",
         "path": str(m.path),
@@ -421,7 +421,7 @@ def from_msa(m: MsaTrajectory, src: Sources, ctx: Context) -> Imported:
         source={k: v for k, v in source.items() if v is not None},
         termination=ending.termination,
         tests=tests or {},
-        error=_error(no_verdict),
+        error=error_text(no_verdict),
         steps=steps,
         duration_s=duration,
         final_message=message,
@@ -528,7 +528,7 @@ def from_tb1(t: TB1Trial, ctx: Context) -> Imported:
         source={k: v for k, v in source.items() if v is not None},
         termination=ending.termination,
         tests=tests,
-        error=_error(no_verdict),
+        error=error_text(no_verdict),
         duration_s=t.agent_duration_s,
         **verdict,
     )

@@ -11,7 +11,6 @@ from swe_residual.results import Termination, TestStatus, VerdictName
 from swe_residual.states import Predecessor
 
 RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-SourceFormat = Literal["run", "harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1", "deepswe-release"]
 
 #: Stage II exclusion reasons (Table 5 vocabulary, swe_residual.report.metrics.STAGE_RESULTS); `not_selected`:
 #: a candidate left out by the per-task selection (`filter --per-task N`)

@@ -33,12 +33,12 @@ from swe_residual.progress import Progress, duration
 from swe_residual.residualize.importers import (
     Context,
     Imported,
-    _error,
-    _steps_and_message,
-    _trajectory,
     describe,
+    error_text,
     machine_interactions,
+    own_trajectory,
     run_id,
+    steps_and_message,
     write_files,
 )
 from swe_residual.residualize.records import PredecessorRun
@@ -226,7 +226,7 @@ def from_release_trial(
         if data is not None and not isinstance(data, dict):
             notes.append(f"trial {trial}: {TRAJECTORY}: not a JSON object; not read")
         elif isinstance(data, dict):
-            traj, raw_traj = _trajectory(data, agent, where / TRAJECTORY, notes)
+            traj, raw_traj = own_trajectory(data, agent, where / TRAJECTORY, notes)
             if str(data.get("schema_version", "")).startswith("ATIF"):
                 declared = atif_declared_complete(data)
             elif str(data.get("trajectory_format", "")).startswith("mini-swe-agent"):
@@ -291,7 +291,7 @@ def from_release_trial(
         if statuses is None:
             tests_note = "no per-test report (verifier/ctrf.json, test-stdout.txt): per-test statuses unknown"
 
-    steps, message = _steps_and_message(traj)
+    steps, message = steps_and_message(traj)
     if steps is None and _num(row, "n_agent_steps") is not None:
         steps = int(_num(row, "n_agent_steps"))
     absent = "; ".join(f"{rel} ({why})" for rel, why in sorted(files.absent.items()))
@@ -324,7 +324,7 @@ def from_release_trial(
         source={k: v for k, v in source.items() if v is not None},
         termination=ending.termination,
         tests=tests,
-        error=_error(failure, no_verdict),
+        error=error_text(failure, no_verdict),
         steps=steps,
         duration_s=_num(row, "agent_duration_seconds"),
         final_message=message,

@@ -120,7 +120,7 @@ def check_backend(plan: Plan, backend: str, hosts: list[str] | None = None) -> N
             )
 
 
-def _no_tasks_reason(suite: Path) -> str:
+def no_tasks_reason(suite: Path) -> str:
     cfg = load_track_config(suite)
     track = suite.name
     if cfg.tasks_url:
@@ -133,7 +133,7 @@ def _no_tasks_reason(suite: Path) -> str:
     )
 
 
-def _no_states_reason(suite: Path, states_path: Path, left_out: list[ResidualState]) -> str:
+def no_states_reason(suite: Path, states_path: Path, left_out: list[ResidualState]) -> str:
     track = suite.name
     others = [s for s in left_out if s.track == track]
     what = (
@@ -214,7 +214,7 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
         tdir = tasks_dir_for(suite, tasks_dir)
         track = Track(name=suite.name, tasks_dir=tdir)
         if tdir is None:
-            track.skip_reason = _no_tasks_reason(suite)
+            track.skip_reason = no_tasks_reason(suite)
         else:
             track.tasks = load_tasks(tdir, suite.name)
         tracks[suite.name] = track
@@ -248,6 +248,6 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
             continue
         t_states = [s for s in states if s.track == t.name]
         if t.tasks and not t_states and t.skip_reason is None:
-            t.skip_reason = _no_states_reason(suites[t.name], states_path, left_out)
+            t.skip_reason = no_states_reason(suites[t.name], states_path, left_out)
         cases.extend(build_cases(agents, t.tasks, t_states, start, views))
     return Plan(tracks=tracks, states=states, cases=cases, registry=registry, notes=notes)

@@ -256,7 +256,7 @@ def host_apt_mirrors() -> tuple[str, str | None]:
 # --------------------------------------------------------------------------- bootstrap
 
 
-def _split_name(name: str) -> tuple[str, str]:
+def split_name(name: str) -> tuple[str, str]:
     """'debian:bookworm-slim' -> ('debian', 'bookworm-slim'); 'host:5000/x' -> ('host:5000/x', 'latest')."""
     slash = name.rfind("/")
     colon = name.rfind(":")
@@ -351,7 +351,7 @@ def _slim_rootfs(rootfs: pathlib.Path) -> None:
 
 def _import_rootfs(client, rootfs: pathlib.Path, name: str, suite: str) -> str:
     """tar the rootfs into ``docker import``; return the new image id."""
-    repo, tag = _split_name(name)
+    repo, tag = split_name(name)
     changes = [
         f"ENV PATH={IMAGE_PATH}",
         # pip inside (also from a venv, i.e. certifi) must trust the copied host bundle.
@@ -440,14 +440,14 @@ def bootstrap_base_images(
             source = _find_bootstrapped(client, suite) if reuse else None
             if source is not None:
                 for n in missing:
-                    repo, tag = _split_name(n)
+                    repo, tag = split_name(n)
                     source.tag(repo, tag)
                     log(f"bootstrap: tagged existing {suite} image {source.short_id} as {n}")
                 return missing
             image_id = _build_and_import(client, missing[0], suite, log, workdir)
             image = client.images.get(image_id)
             for n in missing[1:]:
-                repo, tag = _split_name(n)
+                repo, tag = split_name(n)
                 image.tag(repo, tag)
                 log(f"bootstrap: tagged {image.short_id} as {n}")
             return missing

@@ -93,6 +93,11 @@ class DockerEnvironment(Environment):
                 if self.pristine and self.confirm is not None:
                     self.confirm(self)
 
+    def started_elsewhere(self) -> None:
+        """The container was started by other means (restored from a CRIU checkpoint): ready() does
+        not start it again."""
+        self._started = True
+
     def execute(self, command: str, *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         if (refused := self.refused(command)) is not None:
             return refused
@@ -244,14 +249,16 @@ class DockerEnvironment(Environment):
             dest.mkdir(parents=True, exist_ok=True)
             return
         with stream:
-            extract_tar(_Reader(stream), dest, strip=1, limit=limit, what=f"copying {src} out of {self.what}")
+            extract_tar(
+                ChunkReader(stream), dest, strip=1, limit=limit, what=f"copying {src} out of {self.what}"
+            )
 
     def read_file(self, path: str, *, limit: int = COPY_LIMIT) -> bytes | None:
         self.ready()
         stream = self.engine.archive(self.container_id, path)
         if stream is None:
             return None
-        with stream, tarfile.open(fileobj=_Reader(stream), mode="r|") as tar:
+        with stream, tarfile.open(fileobj=ChunkReader(stream), mode="r|") as tar:
             member = tar.next()
             if member is None or not member.isreg() or member.size > limit:
                 return None
@@ -344,7 +351,7 @@ def split_channel(out: bytes) -> tuple[bytes | None, bytes]:
     return out[: at - size], out[at - size : at]
 
 
-class _Reader(io.RawIOBase):
+class ChunkReader(io.RawIOBase):
     """A file object over the docker SDK's chunk iterator (tar streams are read without buffering them all)."""
 
     def __init__(self, chunks):

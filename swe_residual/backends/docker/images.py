@@ -53,8 +53,7 @@ from swe_residual.tasks import Task
 NOT_BOOTSTRAP = {base_images.BOOTSTRAP_LABEL: ""}
 
 
-PROBE_TIMEOUT_S = 120.0
-PROBE_TIMEOUT_ENV = "SWE_RESIDUAL_PROBE_TIMEOUT_S"  # a shorter probe deadline (tests make a probe time out)
+PROBE_TIMEOUT_S = 120.0  # the deadline of one probe of an image (TaskImages.probe_timeout_s)
 PULL_TIMEOUT_ENV = "SWE_RESIDUAL_PULL_TIMEOUT_S"  # the deadline of one pull (default: build_timeout_sec)
 PULL_STALL_S = 60.0  # a pull that reports nothing for this long is given up
 
@@ -62,13 +61,6 @@ PULL_STALL_S = 60.0  # a pull that reports nothing for this long is given up
 def probe_version() -> str:
     """The probe script's hash: part of every image-meta cache key."""
     return hashlib.sha256(script("probe_image.sh").encode()).hexdigest()[:12]
-
-
-def probe_timeout() -> float:
-    try:
-        return max(float(os.environ.get(PROBE_TIMEOUT_ENV) or PROBE_TIMEOUT_S), 0.001)
-    except ValueError:
-        return PROBE_TIMEOUT_S
 
 
 @dataclass
@@ -141,6 +133,7 @@ class TaskImages:
         self._reprobed: set[str] = set()  # clean image ids probed again after a contradiction
         self.built: list[str] = []  # tags this process built (others found them ready)
         self.pulled: list[str] = []  # images this process pulled
+        self.probe_timeout_s = PROBE_TIMEOUT_S
 
     def _cached(self, key: str, make: Callable[[], ImageInfo]) -> ImageInfo:
         with self._lock:
@@ -267,7 +260,7 @@ class TaskImages:
 
     def _probe(self, image: str, task: Task) -> bytes:
         eng = self.engine
-        timeout = probe_timeout()
+        timeout = self.probe_timeout_s
         cid = eng.create(
             image, case="probe", what=f"probing the image of task {task.id}", network_mode="none"
         )
@@ -302,7 +295,7 @@ class TaskImages:
             rc, out, host_timeout = self.engine.exec(
                 env.container_id,
                 ["bash", "-c", script("probe_image.sh")],
-                timeout=probe_timeout(),
+                timeout=self.probe_timeout_s,
                 workdir="/",
                 stdout_only=True,
             )
@@ -442,7 +435,7 @@ class TaskImages:
             limit = float(os.environ.get(PULL_TIMEOUT_ENV) or task.config.environment.build_timeout_sec)
         except ValueError:
             limit = task.config.environment.build_timeout_sec
-        repo, tag = base_images._split_name(ref)
+        repo, tag = base_images.split_name(ref)
         log = lambda m: print(f"pull {ref}: {m}", file=sys.stderr, flush=True)
         started = time.monotonic()
         deadline = started + limit
@@ -493,7 +486,7 @@ class TaskImages:
 
     # -- building -------------------------------------------------------------------------------
     def _tag(self, image_id: str, ref: str) -> None:
-        repo, tag = base_images._split_name(ref)
+        repo, tag = base_images.split_name(ref)
         try:
             self.engine.api.tag(image_id, repo, tag, force=True)
         except ENGINE_ERRORS as exc:

@@ -30,7 +30,7 @@ from typing import Any
 
 from swe_residual.backends.docker import criu
 from swe_residual.backends.docker.engine import IMG_KEY, IMG_KIND, IMG_RUN, IMG_TASK, Engine
-from swe_residual.backends.docker.environment import DockerEnvironment, _Reader
+from swe_residual.backends.docker.environment import ChunkReader, DockerEnvironment
 from swe_residual.backends.docker.images import ImageInfo, TaskImages, slug
 from swe_residual.backends.machine.replay import replay
 from swe_residual.backends.machine.snapshot import (
@@ -392,7 +392,7 @@ class MachineStates:
                 criu.start_from_checkpoint(
                     self.engine, env.container_id, Path(snap.criu["dir"]), snap.criu["name"]
                 )
-                env._started = True
+                env.started_elsewhere()
                 pids = [s.pid for s in snap.processes]
                 for spec in snap.processes:
                     self._check_up(env, state, spec, spec.pid)
@@ -588,7 +588,7 @@ class _Stages:
                 stream = self.states.engine.archive(env.container_id, p)
                 if stream is None:
                     continue
-                with stream, tarfile.open(fileobj=_Reader(stream), mode="r|") as tar:
+                with stream, tarfile.open(fileobj=ChunkReader(stream), mode="r|") as tar:
                     member = tar.next()
                     if member is None:
                         continue

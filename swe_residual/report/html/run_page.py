@@ -7,7 +7,7 @@ figures, the other tables and the environment last. Per-case content lives only 
 pages, so a 10k-case run page stays small (the case list is a compact JSON block the page's
 own script draws). Pages are rewritten in place and whatever
 else pages/ holds is removed (no stale page survives a rerun). A suite run writes them at the
-end (plugins/residual.py); `swe-residual report RUN_DIR --html` writes them for any run dir.
+end (plugins/controller.py); `swe-residual report RUN_DIR --html` writes them for any run dir.
 
 run-info.json, written by a suite run, keeps what the run dir would otherwise lack for offline
 pages: the environment block and each task's request (instruction.md).
