@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.report.columns import ManifestView, StateView, TaskView, _Line, load_columns
+from swe_residual.report.columns import ManifestView, _Line, load_columns
 from swe_residual.report.tables import build_report, load_runs
 from swe_residual.results import Manifest, Record, RecordRow, StateFacts, TaskFacts
 from tests.report_reference import tables as reference
@@ -349,10 +349,42 @@ def test_edits_to_the_rows_and_the_manifest_count(tmp_path):
 
 
 def test_structs_mirror_the_contract():
-    assert _Line.__struct_fields__ == tuple(Record.model_fields)
-    assert ManifestView.__struct_fields__ == tuple(Manifest.model_fields)
-    assert TaskView.__struct_fields__ == tuple(TaskFacts.model_fields)
-    assert StateView.__struct_fields__ == tuple(StateFacts.model_fields)
+    """The readers are derived from the contract's models: the same fields in the same order, the
+    same types (a nested model read as its own struct, a raw field as JSON) and the same defaults."""
+    import msgspec
+
+    from swe_residual.trajectory import Action, Step, Trajectory, TrajectoryView
+
+    def check(struct, model, raw=()):
+        fields = msgspec.structs.fields(struct)
+        assert [f.name for f in fields] == list(model.model_fields)
+        for f in fields:
+            info = model.model_fields[f.name]
+            if f.name in raw:
+                assert f.type is msgspec.Raw
+                empty = info.default_factory() if info.default_factory else info.default
+                assert msgspec.json.decode(bytes(f.default)) == empty, f.name
+                continue
+            if info.default_factory is not None:
+                assert f.default_factory is info.default_factory, f.name
+            elif info.is_required():
+                assert f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT, f.name
+            else:
+                assert f.default == info.default, f.name
+            assert msgspec.inspect.type_info(f.type) is not None
+        return {f.name: f.type for f in fields}
+
+    nested = ("tests", "predecessor", "missing_tests", "integrity", "integrity_notes", "artifacts")
+    assert check(_Line, Record, nested)["outcome"] == Record.model_fields["outcome"].annotation
+    types = check(ManifestView, Manifest)
+    (task,) = [a for a in types["tasks"].__args__ if a is not str]
+    (state,) = [a for a in types["states"].__args__ if a is not str]
+    check(task, TaskFacts)
+    check(state, StateFacts)
+    types = check(TrajectoryView, Trajectory)
+    (step,) = types["steps"].__args__
+    (action,) = check(step, Step)["actions"].__args__
+    check(action, Action)
 
 
 def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_path):

@@ -2,8 +2,8 @@
 compact manifest.
 
 A report over 1M lines cannot afford an object per line. Each line is decoded by msgspec into a
-slim struct (`_Line`: every field of Record with its type, so a line is accepted exactly when
-RecordRow accepts it) whose nested values (per-test dict, predecessor, lists, artifacts) stay raw
+slim struct (`_Line`: derived from Record, swe_residual/structs.py: every field with its type,
+so a line is accepted exactly when msgspec's strict reading of Record accepts it) whose nested values (per-test dict, predecessor, lists, artifacts) stay raw
 JSON; those repeat across lines and are decoded and validated once per distinct value. The names
 (agents, tracks, tasks, states, rules, ...) become int codes into one list of names, the counts
 (steps, tokens) integer arrays. The structs of a 4 MiB chunk are dropped once its columns are
@@ -15,8 +15,8 @@ the columns hold exactly the lines read_rows and iter_records give (tests/test_r
 Records already in memory (a list of Records, load_runs' rows once used) become the same columns
 through `columns_of`.
 
-The manifest is decoded the same way into structs with the attributes of TaskFacts / StateFacts
-(`manifest_view`); the pydantic Manifest is built only when a caller outside the report asks for
+The manifest is decoded the same way into structs derived from Manifest, TaskFacts and
+StateFacts (`ManifestView`); the pydantic Manifest is built only when a caller outside the report asks for
 it (LoadedManifest).
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -42,67 +42,24 @@ from swe_residual.results import (
     Record,
     RecordRow,
     RunRecords,
-    Start,
-    Termination,
-    TestStatus,
-    VerdictName,
     _lines_before,
     bad_line,
     iter_records,
     read_rows,
 )
+from swe_residual.structs import reader_struct
 
-_NULL = msgspec.Raw(b"null")
-_EMPTY_DICT = msgspec.Raw(b"{}")
-_EMPTY_LIST = msgspec.Raw(b"[]")
-
-
-class _Line(msgspec.Struct, kw_only=True, gc=False):
-    """One results line as the columnar reader decodes it: Record's fields and types (the test
-    checks they stay the same), the nested values as raw JSON (decoded once per distinct value)."""
-
-    case_id: str
-    agent: str
-    harness: str | None = None
-    track: str
-    task: str
-    start: Start
-    state: str | None = None
-    predecessor: msgspec.Raw = _NULL
-    attempt: int = 1
-    outcome: Literal[0, 1] | None = None
-    verdict: VerdictName
-    tests: msgspec.Raw = _EMPTY_DICT
-    missing_tests: msgspec.Raw = _EMPTY_LIST
-    declared_complete: bool | None = None
-    termination: Termination | None = None
-    steps: int | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-    duration_s: float | None = None
-    agent_duration_s: float | None = None
-    verify_duration_s: float | None = None
-    backend: str | None = None
-    host: str | None = None
-    error: str | None = None
-    rule: str | None = None
-    verdict_note: str | None = None
-    integrity: msgspec.Raw = _EMPTY_LIST
-    integrity_notes: msgspec.Raw = _EMPTY_LIST
-    artifacts: msgspec.Raw = _EMPTY_DICT
-    finished_at: float = 0.0
-
-
+#: the nested fields: decoded once per distinct value (their raw JSON keys the values)
+_NESTED_FIELDS = ("tests", "predecessor", "missing_tests", "integrity", "integrity_notes", "artifacts")
+#: one results line as the columnar reader decodes it: Record's fields and types, derived from it
+#: (swe_residual/structs.py), the nested values as raw JSON
+_Line = reader_struct(Record, name="RecordLine", raw=_NESTED_FIELDS)
 _DECODER = msgspec.json.Decoder(_Line)
 #: the nested fields: their type in Record, and the raw value of an absent / empty one
 _NESTED: dict[str, tuple[Any, msgspec.Raw]] = {
-    "tests": (dict[str, TestStatus], _EMPTY_DICT),
-    "predecessor": (dict[str, str] | None, _NULL),
-    "missing_tests": (list[str], _EMPTY_LIST),
-    "integrity": (list[str], _EMPTY_LIST),
-    "integrity_notes": (list[str], _EMPTY_LIST),
-    "artifacts": (dict[str, str], _EMPTY_DICT),
+    f.name: (Record.model_fields[f.name].annotation, f.default)
+    for f in msgspec.structs.fields(_Line)
+    if f.name in _NESTED_FIELDS
 }
 _LOW = attrgetter("agent", "track", "start", "verdict", "termination", "declared_complete", "outcome", "rule")
 _PLACE, _TESTS, _PREDECESSOR = attrgetter("task", "state"), attrgetter("tests"), attrgetter("predecessor")
@@ -641,56 +598,16 @@ def _nested_ok(b: _Builder, row: _Line) -> bool:
 # -- the manifest -------------------------------------------------------------------------------
 
 
-class TaskView(msgspec.Struct, kw_only=True, gc=False):
-    """TaskFacts as msgspec reads it (same fields, types and defaults)."""
-
-    track: str
-    tests: list[str] = msgspec.field(default_factory=list)
-    solution_files: list[str] = msgspec.field(default_factory=list)
-
-
-class StateView(msgspec.Struct, kw_only=True, gc=False):
-    """StateFacts as msgspec reads it."""
-
-    track: str
-    task: str
-    predecessor: dict[str, str]
-    failing_tests: list[str]
-    patch: str
-    changed_files: list[str] = msgspec.field(default_factory=list)
-
-
-class ManifestView(msgspec.Struct, kw_only=True, gc=False):
-    """Manifest as msgspec reads it: what the report reads of it, without a pydantic object per
-    state (the attributes are those of Manifest, TaskFacts and StateFacts)."""
-
-    cases: list[str] = msgspec.field(default_factory=list)
-    tasks: dict[str, TaskView] = msgspec.field(default_factory=dict)
-    states: dict[str, StateView] = msgspec.field(default_factory=dict)
+#: Manifest as msgspec reads it (TaskFacts, StateFacts within): what the report reads of it, without
+#: a pydantic object per state; derived from the models (swe_residual/structs.py)
+ManifestView = reader_struct(Manifest)
 
 
 _MANIFEST = msgspec.json.Decoder(ManifestView)
 
 
-def _view_of(m: Manifest) -> ManifestView:
-    return ManifestView(
-        cases=list(m.cases),
-        tasks={
-            k: TaskView(track=t.track, tests=t.tests, solution_files=t.solution_files)
-            for k, t in m.tasks.items()
-        },
-        states={
-            k: StateView(
-                track=s.track,
-                task=s.task,
-                predecessor=s.predecessor,
-                failing_tests=s.failing_tests,
-                patch=s.patch,
-                changed_files=s.changed_files,
-            )
-            for k, s in m.states.items()
-        },
-    )
+def _view_of(m: Manifest) -> Any:
+    return msgspec.convert(m.model_dump(), ManifestView)
 
 
 def read_manifest_view(run_dir: Path) -> ManifestView:
