@@ -225,7 +225,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for d in args.run_dirs:
         if not (Path(d) / "results.jsonl").is_file():
             raise InputError(f"{d}: no results.jsonl (not a run dir)")
-    records, manifest = load_runs(args.run_dirs)
+    records, manifest = load_runs(args.run_dirs, rows=bool(args.html or args.html_dir))  # rows: the pages
     construction = load_construction(args.run_dirs)
     for path in args.construction:
         construction += load_construction_file(Path(path))

@@ -453,8 +453,11 @@ def test_fast_path_equals_plain_pydantic_path(tmp_path):
         b'"duration_s": "1.5", "attempt": 2.0, "finished_at": 3}\n',
     ],
 )
-def test_read_rows_reads_odd_files_as_iter_records_does(tmp_path, content):
-    from swe_residual.results import RecordRow, iter_records, read_rows
+def test_rows_read_odd_files_as_iter_records_does(tmp_path, content):
+    from swe_residual.results import RecordRow, iter_records
+
+    def read_rows(run_dir):  # the rows of the decode that makes the columns
+        return load_runs([run_dir], rows=True)[0].rows
 
     (tmp_path / "results.jsonl").write_bytes(content)
 

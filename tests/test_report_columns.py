@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.report.columns import ManifestView, _Line, load_columns
+from swe_residual.report.columns import ManifestView, load_columns
 from swe_residual.report.tables import build_report, load_runs
 from swe_residual.results import Manifest, Record, RecordRow, StateFacts, TaskFacts
 from tests.report_reference import tables as reference
@@ -75,6 +75,13 @@ def compare(run_dirs: list[Path], **kw) -> dict:
     ]
     assert list(records) == list(old_records)
     assert manifest.model == old_manifest
+    # the rows made by the same decode as the columns (what the end of a run reads): the same rows,
+    # and the columns still what the report reads until they are handed out
+    kept, kept_manifest = load_runs(run_dirs, rows=True)
+    assert kept.untouched and kept.bad_lines == old_records.bad_lines
+    _same(old, build_report(kept, kept_manifest, **kw))
+    assert kept.untouched
+    assert kept.rows == records.rows and not kept.untouched
     return new
 
 
@@ -375,7 +382,7 @@ def test_structs_mirror_the_contract():
         return {f.name: f.type for f in fields}
 
     nested = ("tests", "predecessor", "missing_tests", "integrity", "integrity_notes", "artifacts")
-    assert check(_Line, Record, nested)["outcome"] == Record.model_fields["outcome"].annotation
+    assert check(RecordRow, Record, nested)["outcome"] == Record.model_fields["outcome"].annotation
     types = check(ManifestView, Manifest)
     (task,) = [a for a in types["tasks"].__args__ if a is not str]
     (state,) = [a for a in types["states"].__args__ if a is not str]
@@ -472,4 +479,5 @@ def test_trajectories_scanned_by_two_processes(tmp_path, monkeypatch):
             lines[i] = json.dumps(rec)
     (tmp_path / "traj" / "results.jsonl").write_text("\n".join(lines) + "\n")
     compare([tmp_path / "traj"], n_boot=50)
-    assert len(calls) == 4 and calls[-1] > 100  # each run by build_report twice (columns, Records)
+    # each run by build_report three times (columns, Records, columns read with their rows)
+    assert len(calls) == 6 and calls[-1] > 100

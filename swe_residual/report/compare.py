@@ -336,7 +336,7 @@ def compare_dirs(
     """compare_runs on run dirs as stored."""
     from swe_residual.report.tables import load_runs
 
-    return compare_runs(load_runs(baseline_dirs)[0], load_runs(run_dirs)[0], **kw)
+    return compare_runs(load_runs(baseline_dirs, rows=True)[0], load_runs(run_dirs, rows=True)[0], **kw)
 
 
 # -- `swe-residual compare` -----------------------------------------------------------------------
@@ -393,8 +393,8 @@ def cmd_compare(args: Any) -> int:
     for d in (args.baseline, args.run):
         if not (Path(d) / "results.jsonl").is_file():
             raise InputError(f"{d}: no results.jsonl (not a run dir)")
-    base, _ = load_runs([args.baseline])
-    cur, _ = load_runs([args.run])
+    base, _ = load_runs([args.baseline], rows=True)
+    cur, _ = load_runs([args.run], rows=True)
     result = compare_runs(base, cur, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)
     print(
         json.dumps(result, indent=1, sort_keys=True)

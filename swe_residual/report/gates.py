@@ -349,6 +349,6 @@ def gate_run(
     """check_gates on run dirs as stored (the CLI / pytest plugin entry point)."""
     from swe_residual.report.tables import load_runs
 
-    records, manifest = load_runs(run_dirs)
-    baseline = load_runs(baseline_dirs)[0] if baseline_dirs else None
+    records, manifest = load_runs(run_dirs, rows=True)
+    baseline = load_runs(baseline_dirs, rows=True)[0] if baseline_dirs else None
     return check_gates(records, manifest, cfg, baseline)

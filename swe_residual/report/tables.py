@@ -46,12 +46,14 @@ PARALLEL_STATES = 50_000
 # -- loading ------------------------------------------------------------------------------------
 
 
-def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedManifest]:
+def load_runs(run_dirs: Iterable[Path | str], rows: bool = False) -> tuple[RunRecords, LoadedManifest]:
     """Records of every run dir and the union of their manifests (first definition wins), with
     artifact and patch paths made absolute. A results line that is not a record is left out and
-    named in the records' `bad_lines`. The records are read as columns (report/columns.py;
-    their rows on first access), the manifest as structs (its pydantic Manifest on first use)."""
-    return load_columns(run_dirs)
+    named in the records' `bad_lines`. The records are read as columns (report/columns.py), and
+    their rows by the same decode where the caller will read them (`rows`: the gates' case checks,
+    the pages), else on first access; the manifest as structs (its pydantic Manifest on first
+    use)."""
+    return load_columns(run_dirs, rows)
 
 
 def load_construction(run_dirs: Iterable[Path | str]) -> list[dict]:

@@ -413,7 +413,7 @@ class RunSession:
         from swe_residual.report.gates import check_gates
         from swe_residual.report.tables import build_report, load_runs, write_outputs
 
-        records, manifest = load_runs([self.run_dir])
+        records, manifest = load_runs([self.run_dir], rows=True)  # rows: the cases, the gates, the pages
         self.loaded = (records, manifest)  # the run page reuses them: one read of the records
         report = build_report(records, manifest, root=self.run_dir)
         report["run_dir"] = str(self.run_dir)
@@ -448,7 +448,9 @@ class RunSession:
             and gates is not None
             and (baseline is not None or gates.active or records.bad_lines)
         ):
-            gate = check_gates(records, manifest, gates, load_runs([baseline])[0] if baseline else None)
+            gate = check_gates(
+                records, manifest, gates, load_runs([baseline], rows=True)[0] if baseline else None
+            )
             report["gates"] = {"status": gate.status, "violations": gate.violations, "checks": gate.checks}
         write_outputs(self.run_dir, report)
         self.sweep()

@@ -55,7 +55,7 @@ class BiasInputs:
         self._task_failing: dict[tuple[str, str], list[frozenset[str]] | None] = {}
         self._interned: dict = {}  # one object per distinct failing set / state test sets
         #: (id(state sets), id(tests), failed) -> (tests, state sets, facts): rows share equal per-test dicts
-        #: (results.read_rows) and states share equal failing sets, so a report computes each
+        #: (the rows' nested values) and states share equal failing sets, so a report computes each
         #: distinct combination once; the tests object is kept, so its id stays its own
         self.facts_cache: dict[tuple, tuple] = {}
         self._shares: dict[tuple[int, int], tuple] = {}
