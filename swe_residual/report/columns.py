@@ -48,6 +48,7 @@ from swe_residual.results import (
     RunRecords,
     bad_line,
     iter_records,
+    record_rows,
 )
 from swe_residual.structs import reader_struct
 
@@ -256,6 +257,9 @@ class Columns:
         self.prompt_tokens = ints["prompt_tokens"]
         self.completion_tokens = ints["completion_tokens"]
         self._codes: dict | None = None
+        #: Table 3 of these records' Clean and Residual Start runs (report/aggregates.py Success),
+        #: kept by the report that computed it: what the gates, compare and the pages read
+        self.success: Any = None
 
     def code(self, name: Any, add: bool = False) -> int:
         """The code of a name (-2 when no record has it: compares unequal to every code; with
@@ -462,6 +466,14 @@ def columns_of(records: Iterable[Record | RecordRow]) -> Columns:
     b = _Builder()
     b.add_records(records)
     return b.build()
+
+
+def columns_for(records: Iterable[Record | RecordRow]) -> Columns:
+    """What the report computes from: load_runs' own columns while nobody took its rows, else the
+    columns of the records as they are now (so edits to them count)."""
+    if isinstance(records, RunRecords) and records.columns is not None and records.untouched:
+        return records.columns
+    return columns_of(record_rows(records))
 
 
 #: results.jsonl from this size on is read by two processes, where a fork is safe (no other

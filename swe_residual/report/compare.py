@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison, task_values
+from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison
 from swe_residual.results import Record, record_rows
 
 METRICS = (("residual", "Residual (%)"), ("clean", "Clean (%)"), ("gap", "Gap (pts)"))
@@ -46,9 +46,13 @@ def compare_runs(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """One entry per (track, agent) in either run, sorted: its metrics (paired comparison of
-    RUN vs BASELINE per metric, with every task's values) and its flipped cases."""
+    RUN vs BASELINE per metric, with every task's values: Table 3's, report/aggregates.py
+    success_of) and its flipped cases."""
+    from swe_residual.report.aggregates import success_of
+
+    numbers = success_of(baseline), success_of(run)  # first: load_runs' columns, rows untouched
+    values = {m: (numbers[0].task_values(m), numbers[1].task_values(m)) for m, _ in METRICS}
     base_rows, run_rows = record_rows(baseline), record_rows(run)
-    values = {m: (task_values(base_rows, m), task_values(run_rows, m)) for m, _ in METRICS}
     base_cases, run_cases = _cases(base_rows), _cases(run_rows)
     keys = {(r.track, r.agent) for r in base_rows} | {(r.track, r.agent) for r in run_rows}
     out = []

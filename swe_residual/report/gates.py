@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from swe_residual.report.metrics import success_table
-from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison, task_values
+from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison
 from swe_residual.results import Manifest, Record, record_rows
+
+if TYPE_CHECKING:
+    from swe_residual.report.aggregates import Success
 
 EXIT_OK = 0
 EXIT_REGRESSION = 10
@@ -241,13 +242,13 @@ _METRIC_WORDS = {
 }
 
 
-def _baseline(records: list[Record], baseline: list[Record], cfg: GateConfig, res: GateResult) -> None:
+def _baseline(current: Success, baseline: Success, cfg: GateConfig, res: GateResult) -> None:
     """Residual drop and gap rise vs the baseline, per track/agent on the shared tasks."""
     max_drop = cfg.max_drop or 0.0
     kw = dict(n_boot=cfg.n_boot, n_perm=cfg.n_perm, seed=cfg.seed)
     for metric, sign in (("residual", 1.0), ("gap", -1.0)):
         label, unit, what = _METRIC_WORDS[metric]
-        cur, base = task_values(records, metric), task_values(baseline, metric)
+        cur, base = current.task_values(metric), baseline.task_values(metric)
         for key in sorted(set(base) - set(cur)):
             where = "/".join(key)
             res.ok(
@@ -312,17 +313,25 @@ def check_gates(
     baseline: Iterable[Record] | None = None,
 ) -> GateResult:
     """Evaluate every configured gate; one violation line per failed gate. Unreadable results
-    lines (load_runs' bad_lines, of the run or the baseline) always make the run invalid."""
+    lines (load_runs' bad_lines, of the run or the baseline) always make the run invalid.
+
+    The thresholds and the baseline comparison judge Table 3's numbers: for load_runs' records
+    the very ones their report computed (report/aggregates.py success_of), else computed once
+    here from the records' columns."""
+    from swe_residual.report.aggregates import success_of
+
     bad = unreadable_lines(records)
-    records = record_rows(records)  # load_runs' plain rows: no pydantic models needed to read them
+    current = success_of(records)  # first: load_runs' columns, while its rows are untouched
+    base = success_of(baseline) if baseline is not None else None
     res = GateResult()
     _readable(bad, res)
     if baseline is not None:
         _readable(unreadable_lines(baseline), res, "baseline: ")
-    _validity(records, manifest or Manifest(), cfg, res)
-    _thresholds(success_table(records), cfg, res)
-    if baseline is not None:
-        _baseline(records, record_rows(baseline), cfg, res)
+    # the cases: load_runs' rows (made by the same decode as its columns)
+    _validity(record_rows(records), manifest or Manifest(), cfg, res)
+    _thresholds(current.table(), cfg, res)
+    if base is not None:
+        _baseline(current, base, cfg, res)
     return res
 
 
@@ -341,14 +350,3 @@ def check_lines(result: GateResult | dict[str, Any]) -> list[str]:
         else f"gates: failed, exit status {status} ({n_bad} of {n} check{'s' if n != 1 else ''} failed)"
     )
     return lines
-
-
-def gate_run(
-    run_dirs: Iterable[Path | str], cfg: GateConfig, baseline_dirs: Iterable[Path | str] | None = None
-) -> GateResult:
-    """check_gates on run dirs as stored (the CLI / pytest plugin entry point)."""
-    from swe_residual.report.tables import load_runs
-
-    records, manifest = load_runs(run_dirs, rows=True)
-    baseline = load_runs(baseline_dirs, rows=True)[0] if baseline_dirs else None
-    return check_gates(records, manifest, cfg, baseline)

@@ -25,14 +25,14 @@ from swe_residual.report.columns import (
     Columns,
     LoadedManifest,
     case_count,
-    columns_of,
+    columns_for,
     load_columns,
     manifest_facts,
     paused_gc,
 )
 from swe_residual.report.forked import meanwhile
 from swe_residual.report.metrics import benchmark_statistics, construction_accounting
-from swe_residual.results import SUMMARY, Manifest, Record, RunRecords, record_rows
+from swe_residual.results import STARTS, SUMMARY, Manifest, Record, RunRecords
 
 CONSTRUCTION = "construction.jsonl"
 TABLES = "tables.md"
@@ -108,7 +108,7 @@ def build_report(
     """
     with paused_gc():
         return _report(
-            _columns(records),
+            columns_for(records),
             manifest_facts(manifest),
             case_count(manifest),
             construction,
@@ -129,12 +129,11 @@ def _report(
     seed: int,
     bias: bool,
 ) -> dict[str, Any]:
-    clean_code = cols.code("clean")
-    blind = np.flatnonzero(np.isin(cols.start, [cols.code(s) for s in sorted(BLIND_STARTS)]))
+    blind, is_clean = aggregates.blind(cols)
     report = _build(
         cols,
         blind,
-        cols.start[blind] == clean_code,
+        is_clean,
         facts,
         construction,
         root,
@@ -146,7 +145,7 @@ def _report(
     views = sorted({cols.names[c] for c in np.unique(cols.start).tolist()} - BLIND_STARTS)
     if views:
         # each handoff view against the same clean runs, as if it were the residual start
-        clean = blind[cols.start[blind] == clean_code]
+        clean = blind[is_clean]
         report["handoff_views"] = {}
         for start in views:
             informed = np.flatnonzero(cols.start == cols.code(start))
@@ -161,13 +160,7 @@ def _report(
     return report
 
 
-BLIND_STARTS = frozenset({"clean", "residual"})
-
-
-def _columns(records: Iterable[Record]) -> Columns:
-    if isinstance(records, RunRecords) and records.columns is not None and records.untouched:
-        return records.columns
-    return columns_of(record_rows(records))
+BLIND_STARTS = frozenset(STARTS)
 
 
 def _build(
@@ -192,8 +185,9 @@ def _build(
         lambda: benchmark_statistics(facts, construction, root), fork=len(facts.states) >= PARALLEL_STATES
     )
     try:
-        out, sel, per_group = _tables(cols, pos, clean, facts, root, n_boot, seed, bias)
-        predecessors = aggregates.predecessor_groups(sel, per_group)
+        out, sel, success = _tables(cols, pos, clean, facts, root, n_boot, seed, bias)
+        predecessors = aggregates.predecessor_groups(sel, success)
+        cols.success = success  # the numbers printed: what the gates, compare and the pages read
     finally:
         table2 = statistics()
     return {
@@ -222,15 +216,16 @@ def _tables(
     n_boot: int,
     seed: int,
     bias: bool,
-) -> tuple[dict[str, Any], aggregates.Selection, list]:
-    """Table 3 and 4 of the records at `pos`, and what Table 8 needs."""
+) -> tuple[dict[str, Any], aggregates.Selection, aggregates.Success]:
+    """Table 3 and 4 of the records at `pos`, and the computation behind Table 3 (Table 8 reads it)."""
     sel = aggregates.Selection(cols, pos, clean, facts)
-    tracks, per_group = aggregates.success_tables(sel, n_boot, seed)
+    success = aggregates.Success(sel)
+    tracks = success.with_intervals(n_boot, seed)
     ab = aggregates.acceptance_bias(sel, facts, root) if bias else {}
     for track, agents in ab.items():
         for agent, measures in agents.items():
             measures["gap"] = tracks[track][agent]["gap"]
-    return {"tracks": tracks, "acceptance_bias": ab}, sel, per_group
+    return {"tracks": tracks, "acceptance_bias": ab}, sel, success
 
 
 def rule_counts(records: Iterable[Record]) -> dict[str, dict[str, int]]:
