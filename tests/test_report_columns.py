@@ -481,3 +481,48 @@ def test_trajectories_scanned_by_two_processes(tmp_path, monkeypatch):
     compare([tmp_path / "traj"], n_boot=50)
     # each run by build_report three times (columns, Records, columns read with their rows)
     assert len(calls) == 6 and calls[-1] > 100
+
+
+def test_the_end_of_a_run_decodes_results_once_and_computes_table_3_once(tmp_path, monkeypatch):
+    """What RunSession.finish and the pages do with a run dir and its baseline (the report, the
+    cases, the gates, compare.html, the run page) decodes each results.jsonl once, and every
+    consumer reads the Table 3 the report computed: Success is built once per selection (the
+    report's, one per handoff view, the baseline's for the gates), never again by a consumer."""
+    from swe_residual.report import aggregates, columns
+    from swe_residual.report.compare import compare_runs
+    from swe_residual.report.gates import GateConfig, check_gates
+    from swe_residual.report.html.run_page import write_browser
+
+    run = _edge_run(tmp_path / "run")
+    baseline = _edge_run(tmp_path / "base", agents=("B", "C"), tag="-2")
+    reads, built = [], []
+    real_read, real_init = columns._read_file, aggregates.Success.__init__
+    monkeypatch.setattr(
+        columns, "_read_file", lambda b, d, *a, **k: reads.append(Path(d)) or real_read(b, d, *a, **k)
+    )
+    monkeypatch.setattr(
+        aggregates.Success, "__init__", lambda self, sel: built.append(1) or real_init(self, sel)
+    )
+    records, manifest = load_runs([run], rows=True)
+    report = build_report(records, manifest, n_boot=20)
+    assert len(built) == 3  # Table 3, and of each handoff view (summary, trace)
+    recorded = {r.case_id for r in records.rows}  # the cases (finish, the gates' missing cases)
+    base = load_runs([baseline], rows=True)[0]
+    gate = check_gates(records, manifest, GateConfig(min_residual=50, max_drop=0, n_boot=50), base)
+    comparison = compare_runs(base, records, n_boot=50)
+    write_browser(run, report, records, manifest, [run])
+    assert reads == [run.resolve(), baseline.resolve()] and len(built) == 4  # + the baseline's
+    assert recorded and len(records.rows) == len(records)
+    # the numbers each consumer read are the report's own
+    table = {(c["where"], c["value"]) for c in gate.checks if c["gate"] == "min_residual"}
+    assert table == {
+        (f"{t}/{a}", None if row["residual"] is None else 100 * row["residual"])
+        for t, agents in report["tracks"].items()
+        for a, row in agents.items()
+    }
+    for entry in comparison:
+        mine = entry["metrics"]["residual"]["tasks"]
+        row = report["tracks"].get(entry["track"], {}).get(entry["agent"])
+        if row is not None and row["residual"] is not None:
+            values = [t["run"] for t in mine if t["run"] is not None]
+            assert sum(values) / len(values) == pytest.approx(100 * row["residual"], rel=1e-12)
