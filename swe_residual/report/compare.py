@@ -318,22 +318,6 @@ def render_page(
     return page(f"SWE-Residual compare {names(cur)} vs {names(base)}", "".join(body))
 
 
-def write_page(
-    result: list[dict[str, Any]],
-    baseline_dirs: Sequence[Path | str],
-    run_dirs: Sequence[Path | str],
-    out_dir: Path | str,
-) -> Path:
-    """Write <out_dir>/compare.html in place (never through a symlink; credential values redacted)."""
-    from swe_residual.report.html.run_page import write_page as write_html
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / PAGE
-    write_html(path, render_page(result, baseline_dirs, run_dirs, out))
-    return path
-
-
 def compare_dirs(
     baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | str], **kw: Any
 ) -> list[dict[str, Any]]:
@@ -425,16 +409,21 @@ def page_for(
     out_dir: Path | str,
     option: str = "--html-dir",
 ) -> Path:
-    """Write compare.html (computing the comparison when `result` is None) and say where on
-    stderr; a dir that cannot take it is a usage error naming `option`."""
+    """Write <out_dir>/compare.html in place (never through a symlink; credential values redacted;
+    the comparison computed when `result` is None) and say where on stderr; a dir that cannot take
+    it is a usage error naming `option`."""
     import sys
 
     from swe_residual.errors import InputError
+    from swe_residual.report.html.run_page import write_page as write_html
 
     if result is None:
         result = compare_dirs(baseline_dirs, run_dirs)
+    out = Path(out_dir)
+    path = out / PAGE
     try:
-        path = write_page(result, baseline_dirs, run_dirs, out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_html(path, render_page(result, baseline_dirs, run_dirs, out))
     except OSError as exc:
         raise InputError(f"{option} {out_dir}: cannot write {PAGE} there ({exc.strerror or exc})") from None
     print(f"compare: {path.resolve()}", file=sys.stderr)

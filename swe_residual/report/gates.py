@@ -101,14 +101,18 @@ def unreadable_lines(records: Iterable[Record]) -> list[str]:
     return list(getattr(records, "bad_lines", None) or [])
 
 
+def _first(items: list[str], n: int, sep: str) -> str:
+    """The first n items joined, and how many more there are."""
+    return sep.join(items[:n]) + (f" (+{len(items) - n} more)" if len(items) > n else "")
+
+
 def _readable(bad: list[str], res: GateResult, what: str = "") -> None:
     """A line that is not a record makes the run invalid: it is never counted, in any rule."""
     if bad:
-        more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+        lines = f"line{'s' if len(bad) > 1 else ''}"
         res.fail(
             EXIT_INVALID,
-            f"{what}unreadable results line{'s' if len(bad) > 1 else ''}, not counted: "
-            f"{'; '.join(bad[:3])}{more}",
+            f"{what}unreadable results {lines}, not counted: {_first(bad, 3, '; ')}",
             gate="unreadable_lines",
             lines=bad,
         )
@@ -118,11 +122,9 @@ def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: G
     if cfg.check_missing and manifest.cases:
         miss = missing_cases(records, manifest)
         if miss:
-            more = f" (+{len(miss) - 5} more)" if len(miss) > 5 else ""
             res.fail(
                 EXIT_INVALID,
-                f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: "
-                f"{', '.join(miss[:5])}{more}",
+                f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: {_first(miss, 5, ', ')}",
                 gate="missing_cases",
                 missing=miss,
                 value=len(miss),
@@ -157,83 +159,52 @@ def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: G
             )
 
 
+#: per threshold gate: the value as shown, the words when it is beyond / within the limit, the
+#: limit as shown, and what an undefined value says
+_LIMITS = {
+    "min_residual": (
+        "residual success {v:.1f}%",
+        "<",
+        ">=",
+        "min {t:.1f}%",
+        "residual success n/a (no residual run with a verdict)",
+    ),
+    "max_gap": (
+        "gap {v:.1f} pts",
+        ">",
+        "<=",
+        "max {t:.1f} pts",
+        "gap n/a (no clean and residual runs on shared tasks)",
+    ),
+    "max_flagged": ("{v} runs with integrity flags", ">", "<=", "max {t}", ""),
+}
+
+
 def _thresholds(table: dict, cfg: GateConfig, res: GateResult) -> None:
+    """The threshold gates on Table 3's rows (residual in %, gap in points, flagged runs)."""
     for track, agents in sorted(table.items()):
         for agent, row in sorted(agents.items()):
             where = f"{track}/{agent}"
-            if cfg.min_residual is not None:
-                if row["residual"] is None:
-                    res.ok(
-                        gate="min_residual",
-                        where=where,
-                        value=None,
-                        threshold=cfg.min_residual,
-                        message=f"{where}: residual success n/a (no residual run with a verdict): not checked",
-                    )
+            values = {
+                "min_residual": None if row["residual"] is None else 100 * row["residual"],
+                "max_gap": row["gap"],
+                "max_flagged": row.get("n_flagged", 0),
+            }
+            for gate, (shown, beyond, within, limit, undefined) in _LIMITS.items():
+                threshold = getattr(cfg, gate)
+                if threshold is None:
+                    continue
+                value = values[gate]
+                check = dict(gate=gate, where=where, value=value, threshold=threshold)
+                if value is None:
+                    res.ok(**check, message=f"{where}: {undefined}: not checked")
+                    continue
+                bad = value < threshold if gate == "min_residual" else value > threshold
+                words = f"{where}: {shown.format(v=value)} {beyond if bad else within} {limit.format(t=threshold)}"
+                if bad:
+                    res.fail(EXIT_REGRESSION, words, **check)
                 else:
-                    value = 100 * row["residual"]
-                    if value < cfg.min_residual:
-                        res.fail(
-                            EXIT_REGRESSION,
-                            f"{where}: residual success {value:.1f}% < min {cfg.min_residual:.1f}%",
-                            gate="min_residual",
-                            where=where,
-                            value=value,
-                            threshold=cfg.min_residual,
-                        )
-                    else:
-                        res.ok(
-                            gate="min_residual",
-                            where=where,
-                            value=value,
-                            threshold=cfg.min_residual,
-                            message=f"{where}: residual success {value:.1f}% >= min {cfg.min_residual:.1f}%",
-                        )
-            if cfg.max_gap is not None:
-                if row["gap"] is None:
-                    res.ok(
-                        gate="max_gap",
-                        where=where,
-                        value=None,
-                        threshold=cfg.max_gap,
-                        message=f"{where}: gap n/a (no clean and residual runs on shared tasks): not checked",
-                    )
-                elif row["gap"] > cfg.max_gap:
-                    res.fail(
-                        EXIT_REGRESSION,
-                        f"{where}: gap {row['gap']:.1f} pts > max {cfg.max_gap:.1f} pts",
-                        gate="max_gap",
-                        where=where,
-                        value=row["gap"],
-                        threshold=cfg.max_gap,
-                    )
-                else:
-                    res.ok(
-                        gate="max_gap",
-                        where=where,
-                        value=row["gap"],
-                        threshold=cfg.max_gap,
-                        message=f"{where}: gap {row['gap']:.1f} pts <= max {cfg.max_gap:.1f} pts",
-                    )
-            if cfg.max_flagged is not None:
-                flagged = row.get("n_flagged", 0)
-                if flagged > cfg.max_flagged:
-                    res.fail(
-                        EXIT_REGRESSION,
-                        f"{where}: {flagged} runs with integrity flags > max {cfg.max_flagged}",
-                        gate="max_flagged",
-                        where=where,
-                        value=flagged,
-                        threshold=cfg.max_flagged,
-                    )
-                else:
-                    res.ok(
-                        gate="max_flagged",
-                        where=where,
-                        value=flagged,
-                        threshold=cfg.max_flagged,
-                        message=f"{where}: {flagged} runs with integrity flags <= max {cfg.max_flagged}",
-                    )
+                    res.ok(**check, message=words)
 
 
 _METRIC_WORDS = {
