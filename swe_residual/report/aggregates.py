@@ -227,7 +227,8 @@ class Selection:
         return self._state_sets[1:]
 
     def rule_counts(self) -> dict[str, int]:
-        """rule_counts' counts: the record's rule, else "verdict" / "infra_harness" by validity."""
+        """How many records each taxonomy rule produced (docs/errors.md): the record's rule, else
+        (records written before rules existed) "verdict" / "infra_harness" by validity."""
         rules = self.cols.rule[self.pos]
         names = self.names
         counts: dict[str, int] = {}

@@ -198,15 +198,6 @@ def _tables(
     return {"tracks": tracks, "acceptance_bias": ab}, sel, success
 
 
-def rule_counts(records: Iterable[Record]) -> dict[str, dict[str, int]]:
-    """How many records each taxonomy rule produced (docs/errors.md), and whether it is counted."""
-    counts: dict[str, int] = {}
-    for r in records:
-        name = r.rule or ("verdict" if r.valid else "infra_harness")  # records written before rules existed
-        counts[name] = counts.get(name, 0) + 1
-    return _rule_table(counts)
-
-
 def _rule_table(counts: dict[str, int]) -> dict[str, dict[str, int]]:
     from swe_residual.errors import RULES
 
