@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -210,21 +210,28 @@ def _to_record(self) -> Record:
     return Record.model_validate(msgspec.structs.asdict(self))
 
 
-#: One results line as msgspec reads it: the fields, types and defaults of Record, derived from it
-#: (swe_residual/structs.py), the NESTED fields as raw JSON. The reader (report/columns.py) decodes
-#: those once per distinct value; the rows it hands out (RunRecords.rows) hold the decoded values
-#: there, so a row reads like a Record (`valid`, `normally_submitted` are Record's own), without a
-#: pydantic model per line. A line msgspec does not take as it is is read by Record itself.
-RecordRow = reader_struct(
-    Record,
-    name="RecordRow",
-    raw=NESTED,
-    namespace={
-        "valid": Record.valid,
-        "normally_submitted": Record.normally_submitted,
-        "to_record": _to_record,
-    },
-)
+if TYPE_CHECKING:  # a row reads like a Record (the struct below is made at run time)
+
+    class RecordRow(Record):
+        def to_record(self) -> Record: ...
+
+else:
+    #: One results line as msgspec reads it: the fields, types and defaults of Record, derived
+    #: from it (swe_residual/structs.py), the NESTED fields as raw JSON. The reader
+    #: (report/columns.py) decodes those once per distinct value; the rows it hands out
+    #: (RunRecords.rows) hold the decoded values there, so a row reads like a Record (`valid`,
+    #: `normally_submitted` are Record's own), without a pydantic model per line. A line msgspec
+    #: does not take as it is is read by Record itself.
+    RecordRow = reader_struct(
+        Record,
+        name="RecordRow",
+        raw=NESTED,
+        namespace={
+            "valid": Record.valid,
+            "normally_submitted": Record.normally_submitted,
+            "to_record": _to_record,
+        },
+    )
 
 
 class RunRecords(Sequence):

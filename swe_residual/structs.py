@@ -16,12 +16,12 @@ default): the results reader decodes and validates those once per distinct value
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, cast, get_args, get_origin
 
 import msgspec
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 _DERIVED: dict[tuple, type[msgspec.Struct]] = {}
 
@@ -39,23 +39,18 @@ def reader_struct(
     made = _DERIVED.get(key)
     if made is not None:
         return made
-    fields: list[tuple[str, Any, Any]] = []
+    fields: list[tuple[Any, ...]] = []
     for field_name, info in model.model_fields.items():
-        if info.default_factory is not None:
-            default: Any = msgspec.field(default_factory=info.default_factory)
-            value = info.default_factory
-        elif info.default is not PydanticUndefined:
-            default = info.default
-            value = lambda d=info.default: d
-        else:
-            default = value = None
-        if field_name in raw:
-            empty = msgspec.Raw(json.dumps(value()).encode() if value is not None else b"null")
-            fields.append((field_name, msgspec.Raw, empty))
-        elif value is None:
-            fields.append((field_name, _reader_type(info.annotation)))  # required
-        else:
-            fields.append((field_name, _reader_type(info.annotation), default))
+        if info.is_required():
+            fields.append((field_name, _reader_type(info.annotation)))
+            continue
+        if field_name in raw:  # the JSON of the model's default
+            empty = json.dumps(info.get_default(call_default_factory=True)).encode()
+            fields.append((field_name, msgspec.Raw, msgspec.Raw(empty)))
+            continue
+        factory = cast(Callable[[], Any] | None, info.default_factory)
+        default = info.default if factory is None else msgspec.field(default_factory=factory)
+        fields.append((field_name, _reader_type(info.annotation), default))
     made = _DERIVED[key] = msgspec.defstruct(
         name or model.__name__ + "View",
         fields,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 from pydantic import BaseModel, Field
@@ -108,8 +108,11 @@ class Trajectory(BaseModel):
         return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
 
 
-#: the trajectory as msgspec reads it (ActionView, StepView within): derived from the models above
-TrajectoryView = reader_struct(Trajectory)
+if TYPE_CHECKING:  # a view reads like the model (the struct below is made at run time)
+    TrajectoryView = Trajectory
+else:
+    #: the trajectory as msgspec reads it (ActionView, StepView within): derived from the models above
+    TrajectoryView = reader_struct(Trajectory)
 
 _VIEW = msgspec.json.Decoder(TrajectoryView)
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -655,9 +655,12 @@ def _nested_ok(b: _Builder, row: RecordRow) -> bool:
 # -- the manifest -------------------------------------------------------------------------------
 
 
-#: Manifest as msgspec reads it (TaskFacts, StateFacts within): what the report reads of it, without
-#: a pydantic object per state; derived from the models (swe_residual/structs.py)
-ManifestView = reader_struct(Manifest)
+if TYPE_CHECKING:  # a view reads like the model (the struct below is made at run time)
+    ManifestView = Manifest
+else:
+    #: Manifest as msgspec reads it (TaskFacts, StateFacts within): what the report reads of it,
+    #: without a pydantic object per state; derived from the models (swe_residual/structs.py)
+    ManifestView = reader_struct(Manifest)
 
 
 _MANIFEST = msgspec.json.Decoder(ManifestView)
