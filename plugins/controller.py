@@ -380,7 +380,11 @@ class Controller:
                 from swe_residual.report.compare import page_for  # the paired comparison behind the gate
 
                 page_for(
-                    None, [baseline], [self.session.run_dir], self.session.run_dir, option="--gate-baseline"
+                    self.session.comparison,
+                    [baseline],
+                    [self.session.run_dir],
+                    self.session.run_dir,
+                    option="--gate-baseline",
                 )
         except (OSError, RunDirError) as exc:  # the run dir cannot be written: the run is invalid
             self.run_dir_error = f"run dir {self.session.run_dir} cannot be written: {exc}"

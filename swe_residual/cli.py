@@ -224,7 +224,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for d in args.run_dirs:
         if not (Path(d) / "results.jsonl").is_file():
             raise InputError(f"{d}: no results.jsonl (not a run dir)")
-    records, manifest = load_runs(args.run_dirs)
+    records, manifest = load_runs(args.run_dirs, rows=bool(args.html or args.html_dir))  # rows: the pages
     construction = load_construction(args.run_dirs)
     for path in args.construction:
         construction += load_construction_file(Path(path))
@@ -265,7 +265,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from swe_residual.report.gates import GateConfig, gate_run
+    from swe_residual.report.gates import GateConfig, check_gates
+    from swe_residual.report.tables import load_runs
 
     for d in [*args.run_dirs, *([args.baseline] if args.baseline else [])]:
         if not (Path(d) / "results.jsonl").is_file():
@@ -277,15 +278,24 @@ def cmd_gate(args: argparse.Namespace) -> int:
         max_infra_fraction=args.max_infra,
         max_flagged=args.max_flagged,
     )
-    result = gate_run(args.run_dirs, cfg, [args.baseline] if args.baseline else None)
+    # each run dir decoded once (columns and rows): the gates and the page read the same numbers
+    records, manifest = load_runs(args.run_dirs, rows=True)
+    baseline = load_runs([args.baseline], rows=True)[0] if args.baseline else None
+    result = check_gates(records, manifest, cfg, baseline)
     from swe_residual.report.gates import check_lines
 
     print("\n".join(check_lines(result)))  # every check with its numbers, then the verdict
-    if args.baseline:  # the same page as `swe-residual compare BASELINE RUN`; the verdict stands without it
-        from swe_residual.report.compare import page_for
+    # the same page as `swe-residual compare BASELINE RUN`; the verdict stands without it
+    if baseline is not None:
+        from swe_residual.report.compare import compare_runs, page_for
 
         try:
-            page_for(None, [args.baseline], args.run_dirs, args.html_dir or args.run_dirs[0])
+            page_for(
+                compare_runs(baseline, records),
+                [args.baseline],
+                args.run_dirs,
+                args.html_dir or args.run_dirs[0],
+            )
         except InputError as exc:
             print(f"warning: no comparison page: {exc}", file=sys.stderr)
     return result.status

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 from pydantic import BaseModel, Field
 from pydantic_core import PydanticSerializationError
 
 from swe_residual.safe_read import valid_json
+from swe_residual.structs import reader_struct
 
 FORMAT = "swe-residual-trajectory-1"
 MAX_OUTPUT_CHARS = 200_000
@@ -107,37 +108,11 @@ class Trajectory(BaseModel):
         return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
 
 
-class ActionView(msgspec.Struct, kw_only=True, gc=False):
-    """Action as msgspec reads it (same fields, types and defaults; see read_view)."""
-
-    command: str
-    output: str = ""
-    exit_code: int | None = None
-    duration_s: float | None = None
-    kind: Literal["shell", "view", "edit", "tool"] = "shell"
-    path: str | None = None
-    cwd: str | None = None
-
-
-class StepView(msgspec.Struct, kw_only=True, gc=False):
-    index: int
-    message: str | None = None
-    actions: list[ActionView] = msgspec.field(default_factory=list)
-    started_at: float | None = None
-    duration_s: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-
-
-class TrajectoryView(msgspec.Struct, kw_only=True, gc=False):
-    format: Literal["swe-residual-trajectory-1"] = FORMAT
-    agent: str
-    harness: str
-    steps: list[StepView] = msgspec.field(default_factory=list)
-    exit_status: str | None = None
-    submission: str | None = None
-
+if TYPE_CHECKING:  # a view reads like the model (the struct below is made at run time)
+    TrajectoryView = Trajectory
+else:
+    #: the trajectory as msgspec reads it (ActionView, StepView within): derived from the models above
+    TrajectoryView = reader_struct(Trajectory)
 
 _VIEW = msgspec.json.Decoder(TrajectoryView)
 

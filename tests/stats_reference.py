@@ -223,3 +223,65 @@ def paired_comparison(
         "p_value": p,
         "exact": exact,
     }
+
+
+# -- the per-record task values (swe_residual/report/stats.py before every number came from one
+# computation over the columns, report/aggregates.py Success): the oracle of the task values the
+# gates' baseline comparison and `compare` read. The paired comparisons are the package's own.
+
+METRICS = ("residual", "clean", "gap")
+
+
+def task_values(records: Iterable[Any], metric: str = "residual") -> dict[tuple[str, str], dict[str, float]]:
+    """{(track, agent): {task: value}} on each agent's matched task set.
+
+    residual = (1/K_i) sum_S y(S); clean = y(S_0); gap = clean - residual (a fraction).
+    """
+    from tests.report_reference.metrics import index_outcomes, matched_tasks
+
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for key, o in index_outcomes(records).items():
+        clean_t, res_t = o.task_outcomes()
+        tasks = matched_tasks(clean_t, res_t)
+        if metric == "residual":
+            out[key] = {t: res_t[t] for t in tasks if t in res_t}
+        elif metric == "clean":
+            out[key] = {t: clean_t[t] for t in tasks if t in clean_t}
+        else:
+            out[key] = {t: clean_t[t] - res_t[t] for t in tasks if t in clean_t and t in res_t}
+    return out
+
+
+def compare(
+    records_a: Iterable[Any],
+    records_b: Iterable[Any],
+    *,
+    metric: str = "residual",
+    agent_a: str | None = None,
+    agent_b: str | None = None,
+    **kw: Any,
+) -> dict[str, dict[str, Any]]:
+    """Paired comparisons A - B per track, in points.
+
+    Without agent names: each agent of A against the same agent in B (two runs of one agent).
+    With agent_a and agent_b: that agent of A against that agent of B (pass the same records
+    twice to compare two agents of one run). Result: {track: {label: paired_comparison}}.
+    """
+    from swe_residual.report.stats import paired_comparison as numpy_paired_comparison
+
+    va, vb = task_values(records_a, metric), task_values(records_b, metric)
+    out: dict[str, dict[str, Any]] = {}
+    for (track, agent), values in sorted(va.items()):
+        if agent_a is not None and agent != agent_a:
+            continue
+        other = agent if agent_b is None else agent_b
+        if (track, other) not in vb:
+            continue
+        label = agent if other == agent else f"{agent} vs {other}"
+        out.setdefault(track, {})[label] = {
+            "metric": metric,
+            **numpy_paired_comparison(values, vb[(track, other)], **kw),
+        }
+    return out

@@ -9,20 +9,25 @@ from pathlib import Path
 import pytest
 
 from swe_residual.report.bias import (
-    AgentRuns,
-    acceptance_bias,
     exposed_files,
     inspected,
     kept_fraction,
     lcs_length,
     parse_patch,
     runs_git,
-    steps_ratio,
 )
+from swe_residual.report.tables import build_report
 from swe_residual.results import Manifest, Record, StateFacts, TaskFacts
 from swe_residual.trajectory import Action, Trajectory
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def acceptance_bias(
+    records: list[Record], manifest: Manifest | None = None, root: Path | None = None
+) -> dict:
+    """Table 4 of the report: {track: {agent: measures}}."""
+    return build_report(records, manifest, root=root, n_boot=1)["acceptance_bias"]
 
 
 class Repo:
@@ -337,7 +342,7 @@ def test_steps_ratio_is_median_over_tasks_of_per_task_means():
         # not normally submitted (budget): excluded
         rec("r5", "t3", "residual", 0, state="s4", steps=400, declared=False, termination="budget"),
     ]
-    out = steps_ratio(AgentRuns.of(records))
+    out = acceptance_bias(records)["repo"]["A"]["steps_ratio"]
     assert out["value"] == pytest.approx(1.0) and out["n_tasks"] == 3 and out["n_runs"] == 4
 
 

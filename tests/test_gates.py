@@ -12,10 +12,10 @@ from swe_residual.report.gates import (
     EXIT_REGRESSION,
     GateConfig,
     check_gates,
-    gate_run,
     infra_fraction,
     missing_cases,
 )
+from swe_residual.report.tables import load_runs
 from swe_residual.results import Manifest, Record, append_record
 
 
@@ -128,6 +128,13 @@ def test_significant_drop_within_max_drop_is_not_a_regression():
     assert check_gates(cur, manifest_of(cur), GateConfig(max_drop=5), baseline=base).status == EXIT_REGRESSION
 
 
+def gate_run(run_dirs: list[Path], cfg: GateConfig, baseline_dirs: list[Path] | None = None):
+    """The gates on run dirs as stored, as `swe-residual gate` reads them."""
+    records, manifest = load_runs(run_dirs, rows=True)
+    baseline = load_runs(baseline_dirs, rows=True)[0] if baseline_dirs else None
+    return check_gates(records, manifest, cfg, baseline)
+
+
 def test_gate_run_from_run_dirs(tmp_path: Path):
     def write(path: Path, records: list[Record]) -> Path:
         path.mkdir()
@@ -141,3 +148,112 @@ def test_gate_run_from_run_dirs(tmp_path: Path):
     res = gate_run([cur], GateConfig(max_drop=0), baseline_dirs=[base])
     assert res.status == EXIT_REGRESSION
     assert gate_run([base], GateConfig(min_residual=90)).status == EXIT_OK
+
+
+# -- the gates against the frozen old report ---------------------------------------------------------
+
+
+def _reference_checks(run: Path, baseline: Path, cfg: GateConfig) -> tuple[dict, dict]:
+    """What the gates must find, from the frozen per-record report (tests/report_reference/) and
+    its per-task values (tests/stats_reference.py): {(gate, where): value} of the thresholds, and
+    {(metric, where): comparison} of the baseline (the package's paired comparison on them)."""
+    from swe_residual.report.stats import paired_comparison
+    from tests import stats_reference
+    from tests.report_reference import tables as reference
+
+    old = {}
+    for d in (run, baseline):
+        records, manifest = reference.load_runs([d])
+        blind = [r for r in records.rows if r.start in ("clean", "residual")]  # Table 3's runs
+        old[d] = reference.build_report(records, manifest, n_boot=1, bias=False)["tracks"], blind
+    thresholds = {}
+    for track, agents in old[run][0].items():
+        for agent, row in agents.items():
+            where = f"{track}/{agent}"
+            residual = row["residual"]
+            thresholds[("min_residual", where)] = None if residual is None else 100 * residual
+            thresholds[("max_gap", where)] = row["gap"]
+            thresholds[("max_flagged", where)] = row["n_flagged"]
+    comparisons = {}
+    kw = dict(n_boot=cfg.n_boot, n_perm=cfg.n_perm, seed=cfg.seed)
+    for metric in ("residual", "gap"):
+        cur = stats_reference.task_values(old[run][1], metric)
+        base = stats_reference.task_values(old[baseline][1], metric)
+        for key in set(cur) | set(base):
+            where = "/".join(key)
+            if key not in cur:
+                comparisons[(metric, where)] = "not in this run"
+            elif key in base:
+                comparisons[(metric, where)] = paired_comparison(base[key], cur[key], **kw)
+    return thresholds, comparisons
+
+
+def _bits(value):
+    return value.hex() if isinstance(value, float) else value
+
+
+@pytest.mark.parametrize("runs", ["edge", "generated"])
+def test_gates_judge_the_numbers_of_the_frozen_report(tmp_path, runs):
+    """Every threshold and baseline check judges the number the frozen per-record report prints
+    (Table 3, tasks weighted, Clean and Residual Start runs only: a handoff view's runs have tables
+    of their own) and the per-task values it computed them from, bit for bit; on runs with every
+    edge of the aggregation (handoff views, infra errors, repeated attempts of 3+ states, lines
+    that do not read) and on the benchmark's generated runs."""
+    from .test_report_columns import _bench, _edge_run
+
+    if runs == "edge":
+        run, baseline = _edge_run(tmp_path / "run"), _edge_run(tmp_path / "base", agents=("B", "C"), tag="-2")
+    else:
+        bench = _bench()
+        run, baseline = tmp_path / "run", tmp_path / "base"
+        bench.generate(run, 3_000, trajectories=False, seed=5)
+        bench.generate(baseline, 3_000, trajectories=False, seed=6)
+    cfg = GateConfig(min_residual=50, max_gap=10, max_flagged=0, max_drop=1, n_boot=200, n_perm=500)
+    thresholds, comparisons = _reference_checks(run, baseline, cfg)
+    records, manifest = load_runs([run], rows=True)
+    res = check_gates(records, manifest, cfg, load_runs([baseline], rows=True)[0])
+    got = {
+        (c["gate"], c["where"]): c
+        for c in res.checks
+        if c["gate"] in ("min_residual", "max_gap", "max_flagged")
+    }
+    assert set(got) == set(thresholds)
+    limits = {"min_residual": cfg.min_residual, "max_gap": cfg.max_gap, "max_flagged": cfg.max_flagged}
+    for (gate, where), value in thresholds.items():
+        check = got[(gate, where)]
+        assert _bits(check["value"]) == _bits(value), (gate, where)
+        failed = value is not None and (
+            value < limits[gate] if gate == "min_residual" else value > limits[gate]
+        )
+        assert check["ok"] is not failed, (gate, where)
+    got = {(c["metric"], c["where"]): c for c in res.checks if c["gate"] == "baseline"}
+    assert set(got) == set(comparisons)
+    compared = 0
+    for (metric, where), cmp in comparisons.items():
+        check = got[(metric, where)]
+        if cmp == "not in this run" or cmp["diff"] is None:
+            assert (
+                check.get("note") == "not in this run" if cmp == "not in this run" else check["n_shared"] == 0
+            )
+            continue
+        sign = 1.0 if metric == "residual" else -1.0
+        want = (sign * cmp["diff"], cmp["p_value"], cmp["ci"], cmp["n_shared"], cmp["mean_b"], cmp["mean_a"])
+        have = (
+            check["drop"],
+            check["p_value"],
+            check["ci"],
+            check["n_shared"],
+            check["value"],
+            check["baseline"],
+        )
+        assert [_bits(v) for v in have[:2]] == [_bits(v) for v in want[:2]], (metric, where)
+        assert have[2:] == want[2:] and all(map(_bits, have[4:])), (metric, where)
+        assert [_bits(v) for v in have[4:]] == [_bits(v) for v in want[4:]], (metric, where)
+        assert check["ok"] is not (want[0] > cfg.max_drop and want[1] < cfg.alpha)
+        compared += 1
+    assert compared >= 2
+    # a line that does not read makes the run invalid; otherwise the verdict is the checks'
+    statuses = [c["status"] for c in res.checks if not c["ok"]]
+    assert res.status == max(statuses, default=EXIT_OK)
+    if runs == "edge":
+        assert res.status == EXIT_INVALID and any(c["gate"] == "unreadable_lines" for c in res.checks)

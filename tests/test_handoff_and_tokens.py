@@ -11,8 +11,6 @@ from pathlib import Path
 
 import yaml
 
-from swe_residual.report.bias import AgentRuns, BiasInputs, tokens_ratio
-from swe_residual.report.metrics import Outcomes, success_row
 from swe_residual.report.tables import build_report, render_text
 from swe_residual.results import Manifest, Record
 from swe_residual.sources.atif import from_atif
@@ -122,16 +120,14 @@ def test_token_medians_and_ratio_by_hand():
         _rec("r3", "t2", "residual", 150, "s3"),
         _rec("r4", "t3", "residual", 900, "s4"),
     ]
-    o = Outcomes()
-    o.extend(recs)
-    row = success_row(o)
+    report = build_report(recs, Manifest(), n_boot=1)
+    row = report["tracks"]["t"]["A"]
     # clean tokens [100, 300] (t3 reports none): median 200; residual [150, 250, 150, 900]: median 200
     assert (row["tokens_clean"], row["tokens_residual"]) == (200, 200)
     # ratios per task: t1 (150/100 + 250/100)/2 = 2.0, t2 150/300 = 0.5, t3 no clean tokens: left out;
     # median over tasks of [2.0, 0.5] = 1.25
-    manifest = Manifest()
-    runs = AgentRuns.of(recs, BiasInputs(manifest, None))
-    assert tokens_ratio(runs)["value"] == 1.25 and tokens_ratio(runs)["n_tasks"] == 2
+    ratio = report["acceptance_bias"]["t"]["A"]["tokens_ratio"]
+    assert ratio["value"] == 1.25 and ratio["n_tasks"] == 2
 
 
 def test_handoff_summary_view_is_its_own_start_with_the_digest_in_the_request(tmp_path):

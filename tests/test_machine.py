@@ -460,7 +460,6 @@ def test_which_keystrokes_are_tmux_key_names():
 
 
 def test_machine_track_metrics_count_tests_and_say_why_repository_measures_are_na():
-    from swe_residual.report.bias import acceptance_bias
     from swe_residual.report.bias.measures import MACHINE_NA
     from swe_residual.report.metrics import benchmark_statistics
     from swe_residual.results import Manifest, Record, StateFacts, TaskFacts
@@ -507,7 +506,9 @@ def test_machine_track_metrics_count_tests_and_say_why_repository_measures_are_n
         **kw,
     )
     records = [rec(case_id="c", start="clean"), rec(case_id="r", start="residual", state="kv--a")]
-    bias = acceptance_bias(records, manifest)["terminal_bench"]["a"]
+    from swe_residual.report.tables import build_report
+
+    bias = build_report(records, manifest, n_boot=1)["acceptance_bias"]["terminal_bench"]["a"]
     # the continuation ends with exactly F(S_r) failing: same failing = 100 %
     assert bias["same_failing"]["value"] == 1.0
     for key in (

@@ -10,15 +10,26 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.report.metrics import (
-    benchmark_statistics,
-    construction_accounting,
-    patch_stats,
-    predecessor_groups,
-    success_table,
-    task_outcomes,
-)
+from swe_residual.report.aggregates import success_of
+from swe_residual.report.metrics import benchmark_statistics, construction_accounting, patch_stats
+from swe_residual.report.tables import build_report
 from swe_residual.results import Manifest, Record, StateFacts, TaskFacts
+
+
+def success_table(records: list[Record]) -> dict[str, dict[str, dict]]:
+    """Table 3 as the report, the gates and compare read it (without its bootstrap intervals)."""
+    return success_of(records).table()
+
+
+def task_outcomes(records: list[Record]) -> tuple[dict[str, float], dict[str, float]]:
+    """Clean and residual success per task of the one agent on the one track of `records`."""
+    (group,) = success_of(records).groups
+    return group.clean_t, group.res_t
+
+
+def predecessor_groups(records: list[Record], manifest: Manifest | None = None) -> dict:
+    """Table 8 of the report."""
+    return build_report(records, manifest, n_boot=1, bias=False)["predecessors"]
 
 
 def rec(

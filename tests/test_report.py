@@ -453,8 +453,11 @@ def test_fast_path_equals_plain_pydantic_path(tmp_path):
         b'"duration_s": "1.5", "attempt": 2.0, "finished_at": 3}\n',
     ],
 )
-def test_read_rows_reads_odd_files_as_iter_records_does(tmp_path, content):
-    from swe_residual.results import RecordRow, iter_records, read_rows
+def test_rows_read_odd_files_as_iter_records_does(tmp_path, content):
+    from swe_residual.results import RecordRow, iter_records
+
+    def read_rows(run_dir):  # the rows of the decode that makes the columns
+        return load_runs([run_dir], rows=True)[0].rows
 
     (tmp_path / "results.jsonl").write_bytes(content)
 
@@ -471,3 +474,45 @@ def test_record_row_mirrors_record():
     from swe_residual.results import RecordRow
 
     assert RecordRow.__struct_fields__ == tuple(Record.model_fields)
+
+
+def test_trajectory_view_reads_what_trajectory_reads(tmp_path):
+    """read_view (the derived msgspec struct) gives the values Trajectory.read gives: on the varied
+    run's trajectories (plain and imported ATIF), on values msgspec must leave to pydantic (an
+    integer step index written as a float, a missing optional field, an unknown key) and on files
+    neither reads."""
+    import msgspec
+
+    from swe_residual.trajectory import TrajectoryView, read_view
+
+    run = _varied_run(tmp_path / "run")
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    base = Trajectory(agent="a", harness="h")
+    base.add_step("m", [Action(command="cat a.py", output="x", kind="view", path="a.py", cwd="/app")])
+    data = json.loads(base.model_dump_json())
+    variants = {
+        "plain": data,
+        "float-index": {**data, "steps": [{**data["steps"][0], "index": 0.0}]},
+        "sparse": {"agent": "a", "harness": "h", "steps": [{"index": 3, "actions": [{"command": "ls"}]}]},
+        "unknown-key": {**data, "extra": 1},
+        "bad-kind": {**data, "steps": [{**data["steps"][0], "actions": [{"command": "x", "kind": "nope"}]}]},
+    }
+    for name, value in variants.items():
+        (odd / f"{name}.json").write_text(json.dumps(value))
+    (odd / "not-json.json").write_text("{not json")
+    checked = 0
+    for path in sorted([*(run / "artifacts").glob("*.json"), *odd.glob("*.json")]):
+        try:
+            want = Trajectory.read(path)
+        except ValueError as exc:
+            with pytest.raises(type(exc)):
+                read_view(path)
+            continue
+        got = read_view(path)
+        as_read = msgspec.to_builtins(got) if isinstance(got, TrajectoryView) else got.model_dump()
+        assert as_read == want.model_dump(), path
+        checked += 1
+    assert checked > 30
+    assert isinstance(read_view(odd / "plain.json"), TrajectoryView)
+    assert isinstance(read_view(odd / "float-index.json"), Trajectory)  # coerced by pydantic

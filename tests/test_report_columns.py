@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_residual.report.columns import ManifestView, StateView, TaskView, _Line, load_columns
+from swe_residual.report.columns import ManifestView, load_columns
 from swe_residual.report.tables import build_report, load_runs
 from swe_residual.results import Manifest, Record, RecordRow, StateFacts, TaskFacts
 from tests.report_reference import tables as reference
@@ -75,6 +75,13 @@ def compare(run_dirs: list[Path], **kw) -> dict:
     ]
     assert list(records) == list(old_records)
     assert manifest.model == old_manifest
+    # the rows made by the same decode as the columns (what the end of a run reads): the same rows,
+    # and the columns still what the report reads until they are handed out
+    kept, kept_manifest = load_runs(run_dirs, rows=True)
+    assert kept.untouched and kept.bad_lines == old_records.bad_lines
+    _same(old, build_report(kept, kept_manifest, **kw))
+    assert kept.untouched
+    assert kept.rows == records.rows and not kept.untouched
     return new
 
 
@@ -349,10 +356,42 @@ def test_edits_to_the_rows_and_the_manifest_count(tmp_path):
 
 
 def test_structs_mirror_the_contract():
-    assert _Line.__struct_fields__ == tuple(Record.model_fields)
-    assert ManifestView.__struct_fields__ == tuple(Manifest.model_fields)
-    assert TaskView.__struct_fields__ == tuple(TaskFacts.model_fields)
-    assert StateView.__struct_fields__ == tuple(StateFacts.model_fields)
+    """The readers are derived from the contract's models: the same fields in the same order, the
+    same types (a nested model read as its own struct, a raw field as JSON) and the same defaults."""
+    import msgspec
+
+    from swe_residual.trajectory import Action, Step, Trajectory, TrajectoryView
+
+    def check(struct, model, raw=()):
+        fields = msgspec.structs.fields(struct)
+        assert [f.name for f in fields] == list(model.model_fields)
+        for f in fields:
+            info = model.model_fields[f.name]
+            if f.name in raw:
+                assert f.type is msgspec.Raw
+                empty = info.default_factory() if info.default_factory else info.default
+                assert msgspec.json.decode(bytes(f.default)) == empty, f.name
+                continue
+            if info.default_factory is not None:
+                assert f.default_factory is info.default_factory, f.name
+            elif info.is_required():
+                assert f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT, f.name
+            else:
+                assert f.default == info.default, f.name
+            assert msgspec.inspect.type_info(f.type) is not None
+        return {f.name: f.type for f in fields}
+
+    nested = ("tests", "predecessor", "missing_tests", "integrity", "integrity_notes", "artifacts")
+    assert check(RecordRow, Record, nested)["outcome"] == Record.model_fields["outcome"].annotation
+    types = check(ManifestView, Manifest)
+    (task,) = [a for a in types["tasks"].__args__ if a is not str]
+    (state,) = [a for a in types["states"].__args__ if a is not str]
+    check(task, TaskFacts)
+    check(state, StateFacts)
+    types = check(TrajectoryView, Trajectory)
+    (step,) = types["steps"].__args__
+    (action,) = check(step, Step)["actions"].__args__
+    check(action, Action)
 
 
 def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_path):
@@ -440,4 +479,50 @@ def test_trajectories_scanned_by_two_processes(tmp_path, monkeypatch):
             lines[i] = json.dumps(rec)
     (tmp_path / "traj" / "results.jsonl").write_text("\n".join(lines) + "\n")
     compare([tmp_path / "traj"], n_boot=50)
-    assert len(calls) == 4 and calls[-1] > 100  # each run by build_report twice (columns, Records)
+    # each run by build_report three times (columns, Records, columns read with their rows)
+    assert len(calls) == 6 and calls[-1] > 100
+
+
+def test_the_end_of_a_run_decodes_results_once_and_computes_table_3_once(tmp_path, monkeypatch):
+    """What RunSession.finish and the pages do with a run dir and its baseline (the report, the
+    cases, the gates, compare.html, the run page) decodes each results.jsonl once, and every
+    consumer reads the Table 3 the report computed: Success is built once per selection (the
+    report's, one per handoff view, the baseline's for the gates), never again by a consumer."""
+    from swe_residual.report import aggregates, columns
+    from swe_residual.report.compare import compare_runs
+    from swe_residual.report.gates import GateConfig, check_gates
+    from swe_residual.report.html.run_page import write_browser
+
+    run = _edge_run(tmp_path / "run")
+    baseline = _edge_run(tmp_path / "base", agents=("B", "C"), tag="-2")
+    reads, built = [], []
+    real_read, real_init = columns._read_file, aggregates.Success.__init__
+    monkeypatch.setattr(
+        columns, "_read_file", lambda b, d, *a, **k: reads.append(Path(d)) or real_read(b, d, *a, **k)
+    )
+    monkeypatch.setattr(
+        aggregates.Success, "__init__", lambda self, sel: built.append(1) or real_init(self, sel)
+    )
+    records, manifest = load_runs([run], rows=True)
+    report = build_report(records, manifest, n_boot=20)
+    assert len(built) == 3  # Table 3, and of each handoff view (summary, trace)
+    recorded = {r.case_id for r in records.rows}  # the cases (finish, the gates' missing cases)
+    base = load_runs([baseline], rows=True)[0]
+    gate = check_gates(records, manifest, GateConfig(min_residual=50, max_drop=0, n_boot=50), base)
+    comparison = compare_runs(base, records, n_boot=50)
+    write_browser(run, report, records, manifest, [run])
+    assert reads == [run.resolve(), baseline.resolve()] and len(built) == 4  # + the baseline's
+    assert recorded and len(records.rows) == len(records)
+    # the numbers each consumer read are the report's own
+    table = {(c["where"], c["value"]) for c in gate.checks if c["gate"] == "min_residual"}
+    assert table == {
+        (f"{t}/{a}", None if row["residual"] is None else 100 * row["residual"])
+        for t, agents in report["tracks"].items()
+        for a, row in agents.items()
+    }
+    for entry in comparison:
+        mine = entry["metrics"]["residual"]["tasks"]
+        row = report["tracks"].get(entry["track"], {}).get(entry["agent"])
+        if row is not None and row["residual"] is not None:
+            values = [t["run"] for t in mine if t["run"] is not None]
+            assert sum(values) / len(values) == pytest.approx(100 * row["residual"], rel=1e-12)

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 from swe_residual.report import stats
+from swe_residual.report.aggregates import success_of
+from swe_residual.report.compare import compare_runs
 from swe_residual.report.stats import (
     bootstrap_ci,
-    compare,
     paired_comparison,
     percentile,
     resampled_sums,
     sign_flip_p,
-    task_values,
 )
 from swe_residual.results import Record
 from tests import stats_reference as ref
@@ -348,17 +348,29 @@ def test_task_values_and_compare_two_runs_and_two_agents():
     run2 = [rec("A", f"t{i}", "clean", 1) for i in range(8)] + [
         rec("A", f"t{i}", "residual", 0, "s") for i in range(8)
     ]
-    assert task_values(run1)[("repo", "A")] == {f"t{i}": 1.0 for i in range(8)}
-    assert task_values(run2, "gap")[("repo", "A")]["t0"] == 1.0
-    out = compare(run1, run2, n_boot=200)["repo"]["A"]
+    # the task values of Table 3's computation (what the gates and compare read), and the same
+    # values from the per-record code that computed them before (tests/stats_reference.py)
+    for records in (run1, run2):
+        for metric in ("residual", "clean", "gap"):
+            assert success_of(records).task_values(metric) == ref.task_values(records, metric)
+    assert success_of(run1).task_values()[("repo", "A")] == {f"t{i}": 1.0 for i in range(8)}
+    assert success_of(run2).task_values("gap")[("repo", "A")]["t0"] == 1.0
+    # compare RUN (run1) with BASELINE (run2): diff = run1 - run2
+    (entry,) = compare_runs(run2, run1, n_boot=200)
+    out = entry["metrics"]["residual"]["comparison"]
     # 8 same-sign diffs: exact p = 2/256 = 0.0078
     assert out["diff"] == 100.0 and out["p_value"] == pytest.approx(2 / 256)
+    assert {"metric": "residual", **out} == ref.compare(run1, run2, n_boot=200)["repo"]["A"]
     # two agents of one run: B equals run2's A
     both = run1 + [r.model_copy(update={"agent": "B"}) for r in run2]
-    two = compare(both, both, agent_a="A", agent_b="B", n_boot=200)["repo"]["A vs B"]
+    values = success_of(both).task_values()
+    two = paired_comparison(values[("repo", "A")], values[("repo", "B")], n_boot=200)
     assert two["diff"] == 100.0
+    assert {"metric": "residual", **two} == ref.compare(both, both, agent_a="A", agent_b="B", n_boot=200)[
+        "repo"
+    ]["A vs B"]
     with pytest.raises(ValueError):
-        task_values(run1, "bogus")
+        success_of(run1).task_values("bogus")
 
 
 def test_reference_moments_still_hold():

@@ -1,34 +1,40 @@
-"""Every table of the report from the columns (report/columns.py), without a loop per record.
+"""Every number of the report from the columns (report/columns.py), without a loop per record.
 
-The per-record passes of metrics.py (Outcomes) and bias/measures.py (AgentRuns.of) become array
-operations: the records of each (track, agent) are sorted by task (and state), stably, so each
-(track, agent, task, start, state) is one segment of the arrays, and counts, sums and first
-appearances come from numpy. What is left in Python runs once per task or per distinct value (the
-per-test facts of a continuation depend only on its state's test sets, its per-test dict and
-whether it failed), never per record.
+The records of each (track, agent) are sorted by task (and state), stably, so each (track, agent,
+task, start, state) is one segment of the arrays, and counts, sums and first appearances come from
+numpy. What is left in Python runs once per task or per distinct value (the per-test facts of a
+continuation depend only on its state's test sets, its per-test dict and whether it failed),
+never per record.
 
-The numbers are bit-identical to the per-record code, which stays the definition: outcomes are
-0/1 counts, whose means are exact integer quotients either way; every sum of floats is Python's
-own `sum` over the same values in the same order (tasks and states in the order the records
-first show them), and the formulas on the aggregates (success_row, task_mean, predecessor_table,
-the medians, bootstrap_ci) are the very functions the per-record code calls.
-tests/test_report_columns.py compares both on every key of the report.
+Table 3 and the per-task values behind it are computed once (`Success`): the tables print it,
+and the gates, `compare`, the run page's "states that hurt most" and the end of a run read the
+same object (`success_of`), never a second computation.
+
+The numbers are bit-identical to the per-record report this replaced (kept verbatim as the test
+oracle in tests/report_reference/): outcomes are 0/1 counts, whose means are exact integer
+quotients either way; every sum of floats is Python's own `sum` over the same values in the same
+order (tasks and states in the order the records first show them), and the formulas on the
+aggregates (success_row, task_mean, group_cell, the medians, bootstrap_ci) are the functions the
+per-record code called. tests/test_report_columns.py compares both on every key of the report,
+tests/test_gates.py the gates' numbers.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from swe_residual.report.bias.measures import AgentRuns, BiasInputs, _test_facts, runs_bias
-from swe_residual.report.columns import Columns, IntColumn
-from swe_residual.report.metrics import Outcomes, group_cell, matched_tasks, success_row
+from swe_residual.report.bias.measures import BiasInputs, _test_facts, runs_bias
+from swe_residual.report.columns import Columns, IntColumn, ManifestView, columns_for
+from swe_residual.report.metrics import Counts, group_cell, matched_tasks, success_row
 from swe_residual.report.stats import bootstrap_ci
+from swe_residual.results import STARTS, Record
 
 
 def first_seen(values: np.ndarray) -> np.ndarray:
@@ -50,17 +56,6 @@ def _segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, starts[seg], ends[seg]
 
 
-def _lists(names: list, keys: np.ndarray, values: np.ndarray) -> dict[Any, list]:
-    """{names[key]: [values in order]} with the keys in the order they first appear (what
-    appending to a dict of lists record by record gives)."""
-    if not len(keys):
-        return {}
-    order, starts, ends = _segments(keys)
-    vals = values[order].tolist()
-    firsts = keys[order[starts]].tolist()
-    return {names[k]: vals[a:b] for k, a, b in zip(firsts, starts.tolist(), ends.tolist())}
-
-
 def segment_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """Per distinct key (in first-appearance order): sum(its values in order) / their number, as
     Python computes it for a list: one or two values directly ((0 + x0) + x1 is also what the
@@ -71,53 +66,22 @@ def segment_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, lis
     return keys[order[starts]], _contiguous_means(values[order], starts, ends)
 
 
-class TaskValues(Mapping):
-    """Per-task values as arrays (keys[i]: the task code of values[i], in run order): what the
-    measures read as {task: [values]}; task_mean reads `task_means` without a list per task."""
+class PerTask:
+    """Per-task values as the measures read them (bias/measures.py PerTask): the mean of each
+    task's values, tasks in the order they first appear, and how many values there are."""
 
-    def __init__(self, names: list, keys: np.ndarray, values: np.ndarray):
-        self._names, self._keys, self._values = names, keys, values
-        self._lists: dict | None = None
+    __slots__ = ("_means", "_n_runs")
 
-    def task_means(self) -> tuple[list[float], int]:
-        return segment_means(self._keys, self._values)[1], len(self._keys)
+    def __init__(self, means: list[float], n_runs: int):
+        self._means, self._n_runs = means, n_runs
 
-    def _all(self) -> dict:
-        if self._lists is None:
-            self._lists = _lists(self._names, self._keys, self._values)
-        return self._lists
-
-    def __getitem__(self, task):
-        return self._all()[task]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(np.unique(self._keys)) if self._lists is None else len(self._lists)
-
-
-class TaskMeans(Mapping):
-    """{task: [values]} whose per-task means and number of values are already computed (what
-    task_mean reads); the lists themselves are built by `lists()` on first use."""
-
-    def __init__(self, means: list[float], n_runs: int, lists):
-        self._means, self._n_runs, self._make = means, n_runs, lists
-        self._lists: dict | None = None
+    @classmethod
+    def of(cls, keys: np.ndarray, values: np.ndarray) -> PerTask:
+        """From the values in run order (keys[i]: the task code of values[i])."""
+        return cls(segment_means(keys, values)[1], len(keys))
 
     def task_means(self) -> tuple[list[float], int]:
         return self._means, self._n_runs
-
-    def _all(self) -> dict:
-        if self._lists is None:
-            self._lists = self._make()
-        return self._lists
-
-    def __getitem__(self, task):
-        return self._all()[task]
-
-    def __iter__(self):
-        return iter(self._all())
 
     def __len__(self) -> int:
         return len(self._means)
@@ -135,14 +99,9 @@ def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return keys[order[starts]], sums / (ends - starts), order[starts]
 
 
-def _means_by(names: list, keys: np.ndarray, y: np.ndarray) -> dict[Any, float]:
-    k, m, _ = _count_means(keys, y)
-    return dict(zip([names[c] for c in k.tolist()], m.tolist()))
-
-
 class Selection:
-    """The records of one build (positions into the columns, in the order the per-record code
-    sees them) with the fields every table reads, and their (track, agent) groups in sorted order."""
+    """The records of one build (positions into the columns, in file order) with the fields every
+    table reads, and their (track, agent) groups in sorted order."""
 
     def __init__(self, cols: Columns, pos: np.ndarray, clean: np.ndarray, facts: Any):
         self.cols = cols
@@ -200,12 +159,12 @@ class Selection:
 
     # -- success (Table 3) and what Table 8 reads --------------------------------------------
 
-    def outcomes(self, sl: np.ndarray) -> tuple[Outcomes, dict, dict, GroupStates]:
-        """Outcomes.extend of one group's records: the counts and tokens (as an Outcomes), clean
-        success per task, residual success per task and the states behind it (GroupStates)."""
+    def outcomes(self, sl: np.ndarray) -> tuple[Counts, dict, dict, GroupStates]:
+        """One group's records: their counts and tokens, clean success per task, residual success
+        per task and the states behind it (GroupStates)."""
         names = self.names
         v, c = self.valid[sl], self.clean[sl]
-        o = Outcomes()
+        o = Counts()
         o.n_infra_errors = int(self.infra[sl].sum())
         o.n_flagged = int((v & self.flagged[sl]).sum())
         vc, vr = sl[v & c], sl[v & ~c]
@@ -268,7 +227,8 @@ class Selection:
         return self._state_sets[1:]
 
     def rule_counts(self) -> dict[str, int]:
-        """rule_counts' counts: the record's rule, else "verdict" / "infra_harness" by validity."""
+        """How many records each taxonomy rule produced (docs/errors.md): the record's rule, else
+        (records written before rules existed) "verdict" / "infra_harness" by validity."""
         rules = self.cols.rule[self.pos]
         names = self.names
         counts: dict[str, int] = {}
@@ -285,22 +245,134 @@ class Selection:
         return counts
 
 
-def success_tables(sel: Selection, n_boot: int, seed: int) -> tuple[dict, list]:
-    """Table 3 ({track: {agent: row}}, as _build makes it) and what Table 8 needs per group."""
-    tracks: dict[str, dict[str, Any]] = {}
-    per_group = []
-    for (track, agent), sl in zip(sel.groups, sel.members):
-        o, clean_t, res_t, states = sel.outcomes(sl)
-        tasks = matched_tasks(clean_t, res_t)
-        row = success_row(o, (clean_t, res_t), tasks)
-        # the (clean, residual) pairs of the matched tasks (the bootstrap sorts them by value)
-        both = tasks if clean_t and res_t else [t for t in tasks if t in clean_t and t in res_t]
-        row["ci"] = bootstrap_ci(
-            list(zip([clean_t[t] for t in both], [res_t[t] for t in both])), n_boot=n_boot, seed=seed
-        )
-        tracks.setdefault(track, {})[agent] = row
-        per_group.append((track, agent, clean_t, states))
-    return tracks, per_group
+def blind(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the Clean and Residual Start records (a handoff view's runs have tables
+    of their own) and which of them are Clean Start runs."""
+    pos = np.flatnonzero(np.isin(cols.start, [cols.code(s) for s in STARTS]))
+    return pos, cols.start[pos] == cols.code("clean")
+
+
+class GroupSuccess:
+    """One (track, agent) of Table 3: the per-task success behind its row, and the row."""
+
+    __slots__ = ("track", "agent", "clean_t", "res_t", "tasks", "states", "row")
+
+    def __init__(self, track: str, agent: str, counts: Counts, clean_t: dict, res_t: dict, states):
+        self.track, self.agent = track, agent
+        self.clean_t = clean_t  # task -> y(S_0) (its valid attempts averaged)
+        self.res_t = res_t  # task -> residual success (1/K) sum_S y(S)
+        self.tasks = matched_tasks(clean_t, res_t)  # T
+        self.states: GroupStates = states
+        self.row = success_row(counts, clean_t, res_t, self.tasks)
+
+    def both(self) -> list[str]:
+        """The tasks of T with a clean and a residual value (the pairs the bootstrap resamples)."""
+        if self.clean_t and self.res_t:
+            return self.tasks
+        return [t for t in self.tasks if t in self.clean_t and t in self.res_t]
+
+    def task_values(self, metric: str) -> dict[str, float]:
+        """{task: value} on T: residual = (1/K_i) sum_S y(S); clean = y(S_0); gap = clean - residual
+        (a fraction)."""
+        clean_t, res_t = self.clean_t, self.res_t
+        if metric == "residual":
+            return {t: res_t[t] for t in self.tasks if t in res_t}
+        if metric == "clean":
+            return {t: clean_t[t] for t in self.tasks if t in clean_t}
+        return {t: clean_t[t] - res_t[t] for t in self.both()}
+
+
+@dataclass
+class StateHarm:
+    """One state across agents: its task's clean success and the residual success from it."""
+
+    track: str
+    task: str
+    state: str
+    agents: list[str]
+    clean: float  # mean over agents of y(S_0) of the task (each agent's attempts averaged)
+    residual: float  # mean over agents of y(S) from this state
+
+    @property
+    def gap(self) -> float:
+        return 100.0 * (self.clean - self.residual)
+
+
+class Success:
+    """Table 3 of a selection of records and the per-task values behind it, computed once: the
+    tables print it; the gates, `compare`, the run page and the end of a run read this object."""
+
+    METRICS = ("residual", "clean", "gap")
+
+    def __init__(self, sel: Selection):
+        self.names = sel.names
+        self.groups: list[GroupSuccess] = []
+        for (track, agent), sl in zip(sel.groups, sel.members):
+            counts, clean_t, res_t, states = sel.outcomes(sl)
+            self.groups.append(GroupSuccess(track, agent, counts, clean_t, res_t, states))
+
+    def table(self) -> dict[str, dict[str, dict]]:
+        """{track: {agent: row}} (Table 3 without its bootstrap intervals)."""
+        out: dict[str, dict[str, dict]] = {}
+        for g in self.groups:
+            out.setdefault(g.track, {})[g.agent] = g.row
+        return out
+
+    def with_intervals(self, n_boot: int, seed: int) -> dict[str, dict[str, dict]]:
+        """Table 3: each row with its bootstrap intervals (`ci`) over the (clean, residual) pairs of
+        its tasks (the bootstrap sorts them by value)."""
+        out: dict[str, dict[str, dict]] = {}
+        for g in self.groups:
+            both = g.both()
+            pairs = list(zip([g.clean_t[t] for t in both], [g.res_t[t] for t in both]))
+            out.setdefault(g.track, {})[g.agent] = {
+                **g.row,
+                "ci": bootstrap_ci(pairs, n_boot=n_boot, seed=seed),
+            }
+        return out
+
+    def task_values(self, metric: str = "residual") -> dict[tuple[str, str], dict[str, float]]:
+        """{(track, agent): {task: value}} on each agent's matched task set T (docs/metrics.md)."""
+        if metric not in self.METRICS:
+            raise ValueError(f"metric must be one of {self.METRICS}, not {metric!r}")
+        return {(g.track, g.agent): g.task_values(metric) for g in self.groups}
+
+    def state_harm(self) -> list[StateHarm]:
+        """Per Residual State, over the agents that ran both its task's Clean Start and the state:
+        mean clean success, mean residual success and their difference (points), largest first."""
+        names = self.names
+        per: dict[tuple[str, str, str], list[tuple[str, float, float]]] = {}
+        for g in self.groups:
+            st = g.states
+            for t, s, y in zip(st.task.tolist(), st.state.tolist(), st.y.tolist()):
+                clean = g.clean_t.get(names[t])
+                if clean is not None:
+                    per.setdefault((g.track, names[t], names[s]), []).append((g.agent, clean, y))
+        out = [
+            StateHarm(
+                track,
+                task,
+                state,
+                [a for a, _, _ in v],
+                sum(c for _, c, _ in v) / len(v),
+                sum(r for _, _, r in v) / len(v),
+            )
+            for (track, task, state), v in per.items()
+        ]
+        return sorted(out, key=lambda h: (-h.gap, h.track, h.task, h.state))
+
+
+def success_of(records: Iterable[Record]) -> Success:
+    """Table 3 of records (their Clean and Residual Start runs) and its per-task values: for
+    load_runs' records the Success their report computed (the numbers it printed), else computed
+    from their columns now (and kept with them)."""
+    cols = getattr(records, "columns", None)
+    if cols is None or cols.success is None:
+        cols = columns_for(records)
+    if cols.success is None:
+        pos, clean = blind(cols)
+        cols.success = Success(Selection(cols, pos, clean, ManifestView()))
+    return cols.success
 
 
 class GroupStates:
@@ -337,8 +409,8 @@ def _contiguous_means(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) 
     return out.tolist()
 
 
-def predecessor_groups(sel: Selection, per_group: list) -> dict[str, Any]:
-    """metrics.predecessor_table from the groups' arrays: per task, its states grouped by family
+def predecessor_groups(sel: Selection, success: Success) -> dict[str, Any]:
+    """Table 8 (docs/metrics.md) from the groups' arrays: per task, its states grouped by family
     (families in the order they first appear in the task, states in order), overall = the mean of
     them all in that order, each family's cell the mean of its own; per agent and family, the
     tasks in the order the groups (sorted) and their tasks come, with the agent's Clean Start
@@ -348,7 +420,7 @@ def predecessor_groups(sel: Selection, per_group: list) -> dict[str, Any]:
     # (agent, family code or -1 for overall) -> [(clean values, residual values)] in group order
     cells: dict[tuple[str, int], list[tuple[list, list]]] = defaultdict(list)
     families: set[int] = set()
-    for _, agent, _, st in per_group:
+    for agent, st in ((g.agent, g.states) for g in success.groups):
         if not len(st.task):
             continue
         has_clean = np.zeros(width, bool)
@@ -378,7 +450,7 @@ def predecessor_groups(sel: Selection, per_group: list) -> dict[str, Any]:
     fam_names = sorted(names[g] for g in families)
     codes = {names[g]: g for g in families}
     out: dict[str, Any] = {"families": fam_names, "agents": {}}
-    for agent in sorted({a for _, a, _, _ in per_group}):
+    for agent in sorted({g.agent for g in success.groups}):
         row = {}
         for key, g in (("overall", -1), *((f, codes[f]) for f in fam_names)):
             parts = cells.get((agent, g), [])
@@ -419,9 +491,10 @@ class _Probe(msgspec.Struct, gc=False):
     task: str
 
 
-class ColumnRuns(AgentRuns):
-    """AgentRuns of one (track, agent) from the columns: the per-task facts computed as arrays,
-    the runs themselves (RunView) only when a measure iterates them."""
+class ColumnRuns:
+    """One agent's normally submitted runs on one track, as the measures read them
+    (bias/measures.py AgentRuns): the per-task facts computed as arrays from the columns, the runs
+    themselves (RunView) only when a measure iterates them."""
 
     def __init__(self, sel: Selection, sl: np.ndarray, inp: BiasInputs, track: str):
         self.sel, self.inp, self._track = sel, inp, track
@@ -438,9 +511,13 @@ class ColumnRuns(AgentRuns):
         self.step_ratios = self._ratios(sel.steps)
         self._tokens = self._ratios(sel.tokens)
 
-    def _test_lists(self, inp: BiasInputs) -> dict[str, dict[str, list[float]]]:
-        """The per-test facts of every continuation with per-test outcomes (AgentRuns.of's inner
-        loop): per distinct (state test sets, per-test dict, missing tests, failed) once."""
+    def with_artifact(self, name: str) -> bool:
+        """Does any run carry this artifact? (cheap precheck before reading files)"""
+        return name in self.artifacts
+
+    def _test_lists(self, inp: BiasInputs) -> dict[str, PerTask | dict]:
+        """The per-test facts of every continuation with per-test outcomes, per task: per distinct
+        (state test sets, per-test dict, missing tests, failed) computed once."""
         sel, names = self.sel, self.sel.names
         q = self._rn[sel.has_outcomes[self._rn]]
         empty = {"repaired": {}, "repaired_failed": {}, "same": {}, "broke": {}}
@@ -484,13 +561,13 @@ class ColumnRuns(AgentRuns):
         f_task = task[failed]
         has_broke = ~np.isnan(broke[failed])
         return {
-            "repaired": TaskValues(names, task, value),
-            "repaired_failed": TaskValues(names, f_task, value[failed]),
-            "same": TaskValues(names, f_task, same[failed]),
-            "broke": TaskValues(names, f_task[has_broke], broke[failed][has_broke]),
+            "repaired": PerTask.of(task, value),
+            "repaired_failed": PerTask.of(f_task, value[failed]),
+            "same": PerTask.of(f_task, same[failed]),
+            "broke": PerTask.of(f_task[has_broke], broke[failed][has_broke]),
         }
 
-    def _ratios(self, col: IntColumn) -> dict[str, list[float]]:
+    def _ratios(self, col: IntColumn) -> PerTask | dict:
         """_step_ratios for a count (steps, tokens): per task, each continuation's count / the mean
         of the task's non-zero Clean Start counts."""
         sel, names = self.sel, self.sel.names
@@ -525,9 +602,9 @@ class ColumnRuns(AgentRuns):
             ratios = counts.astype(np.float64) / table[task]
         else:  # Python ints: Python's int / float
             ratios = np.array([c / t for c, t in zip(counts.tolist(), table[task].tolist())], np.float64)
-        return TaskValues(names, task, ratios)
+        return PerTask.of(task, ratios)
 
-    def token_ratios(self) -> dict[str, list[float]]:
+    def token_ratios(self) -> PerTask | dict:
         return self._tokens
 
     def count(self, which: str) -> int:
@@ -542,23 +619,10 @@ class ColumnRuns(AgentRuns):
         names = self.sel.names
         return (names[c] for c in cache[which].tolist())
 
-    def clean_outcomes(self) -> dict[str, list[Mapping[str, str]]]:
-        names = self.sel.names
-        return {names[task]: outcomes for task, _, outcomes in self._clean_outcome_codes()}
-
-    def _clean_outcome_codes(self) -> list[tuple[int, list[int], list[Mapping[str, str]]]]:
-        """[(task code, tests codes, per-test dicts)] of clean_outcomes."""
-        tasks, starts, ends, codes = self._clean_outcome_arrays()
-        tvals = self.sel.cols.nested["tests"]
-        codes_l = codes.tolist()
-        return [
-            (t, codes_l[a:b], [tvals[c] for c in codes_l[a:b]])
-            for t, a, b in zip(tasks.tolist(), starts.tolist(), ends.tolist())
-        ]
-
     def _clean_outcome_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """clean_outcomes as arrays: the task codes (in the order of runs.clean) and, per task,
-        its slice starts:ends of `codes` (the per-test dict codes of its runs, in order)."""
+        """The per-test outcomes of the Clean Start runs that report any (tests or missing tests):
+        the task codes (in the order of runs.clean) and, per task, its slice starts:ends of
+        `codes` (the per-test dict codes of its runs, in order)."""
         sel = self.sel
         cn = self._cn
         empty = np.zeros(0, np.int64)
@@ -577,9 +641,11 @@ class ColumnRuns(AgentRuns):
         starts, ends = np.concatenate(([0], brk)), np.concatenate((brk, [len(r)]))
         return task[order][starts], starts, ends, tests[order].astype(np.int64)
 
-    def clean_shares(self, inp: BiasInputs, track: str) -> Mapping[str, list[float]]:
-        """AgentRuns.clean_shares: a task with one Clean Start outcome has the shares (and their
-        mean) of its (failing sets, per-test dict), computed once per distinct pair."""
+    def clean_shares(self, inp: BiasInputs, track: str) -> PerTask:
+        """Per task, for each failing set F(S_r) of its states (the manifest's, else those of the
+        agent's continuations on it) and each Clean Start run with per-test outcomes: the share of
+        F(S_r) passing at the end of the run. A task with one Clean Start outcome has the shares
+        (and their mean) of its (failing sets, per-test dict), computed once per distinct pair."""
         sel, names = self.sel, self.sel.names
         tasks, starts, ends, codes = self._clean_outcome_arrays()
         tvals = sel.cols.nested["tests"]
@@ -595,25 +661,22 @@ class ColumnRuns(AgentRuns):
             values = [inp.passed_share(f_r, tests) for f_r in lists[combo // width]]
             cmean[k], ccount[k] = sum(values) / len(values), len(values)
         mean[single], count[single] = cmean[inv.reshape(-1)], ccount[inv.reshape(-1)]
-        failing_of = None
+        seen = None
         for i in np.flatnonzero((ends - starts != 1) & (fidx != -1) | (fidx == -3)).tolist():
             if fidx[i] >= 0:
                 failing = lists[fidx[i]]
             else:  # no manifest states for the task: those of the agent's continuations on it
-                failing_of = failing_of or self.task_failing(inp, track)
-                failing = failing_of(names[tasks[i]])
+                seen = self.continuation_states() if seen is None else seen
+                failing = [f_r for f_r in map(inp.failing, sorted(seen.get(names[tasks[i]], ()))) if f_r]
             if failing:
                 outcomes = [tvals[c] for c in codes[starts[i] : ends[i]].tolist()]
                 values = [inp.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
                 mean[i], count[i] = sum(values) / len(values), len(values)
         kept = ~np.isnan(mean)
-
-        def per_task() -> dict[str, list[float]]:
-            return AgentRuns.clean_shares(self, inp, track)
-
-        return TaskMeans(mean[kept].tolist(), int(count[kept].sum()), per_task)
+        return PerTask(mean[kept].tolist(), int(count[kept].sum()))
 
     def continuation_states(self) -> dict[str, set[str]]:
+        """Per task, the states of its continuations."""
         seen: dict[str, set[str]] = defaultdict(set)
         names = self.sel.names
         for t, s in zip(self.sel.task[self._rn].tolist(), self.sel.state[self._rn].tolist()):
@@ -651,14 +714,14 @@ class ColumnRuns(AgentRuns):
         return out
 
     @cached_property
-    def clean(self) -> dict[str, list[RunView]]:  # type: ignore[override]
+    def clean(self) -> dict[str, list[RunView]]:
         out: dict[str, list[RunView]] = {}
         for v in self._views(self._cn):
             out.setdefault(v.task, []).append(v)
         return out
 
     @cached_property
-    def continuations(self) -> list[RunView]:  # type: ignore[override]
+    def continuations(self) -> list[RunView]:
         return self._views(self._rn)
 
     @cached_property
@@ -667,7 +730,8 @@ class ColumnRuns(AgentRuns):
 
 
 def acceptance_bias(sel: Selection, facts: Any, root: Any) -> dict[str, dict[str, Any]]:
-    """{track: {agent: measures}} (bias.acceptance_bias from the columns)."""
+    """Table 4: {track: {agent: measures}} for every track/agent with records (n/a where
+    undefined)."""
     from swe_residual.tracks import track_kind
 
     inp = BiasInputs(facts, root)

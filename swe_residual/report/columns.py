@@ -2,22 +2,25 @@
 compact manifest.
 
 A report over 1M lines cannot afford an object per line. Each line is decoded by msgspec into a
-slim struct (`_Line`: every field of Record with its type, so a line is accepted exactly when
-RecordRow accepts it) whose nested values (per-test dict, predecessor, lists, artifacts) stay raw
-JSON; those repeat across lines and are decoded and validated once per distinct value. The names
-(agents, tracks, tasks, states, rules, ...) become int codes into one list of names, the counts
-(steps, tokens) integer arrays. The structs of a 4 MiB chunk are dropped once its columns are
-taken, so memory holds the arrays, the names and the distinct nested values only.
+slim struct (results.RecordRow, derived from Record by swe_residual/structs.py: every field with
+its type, so a line is accepted exactly when msgspec's strict reading of Record accepts it) whose
+nested values (per-test dict, predecessor, lists, artifacts) stay raw JSON; those repeat across
+lines and are decoded and validated once per distinct value. The names (agents, tracks, tasks,
+states, rules, ...) become int codes into one list of names, the counts (steps, tokens) integer
+arrays. The structs of a 256 KiB chunk are dropped once its columns are taken, so memory holds
+the arrays, the names and the distinct nested values only; where the caller reads the records
+too (load_columns(rows=True): the end of a run, the gates, compare, the pages) the decoded lines
+are kept as the rows, each nested field holding its decoded value: results.jsonl is decoded once.
 
 A line msgspec does not take as it is (a nested value it rejects included) goes through
-Record.model_validate_json like today: coerced, or named in `bad` ("<path>:<line>: <why>"), so
-the columns hold exactly the lines read_rows and iter_records give (tests/test_report_columns.py).
-Records already in memory (a list of Records, load_runs' rows once used) become the same columns
-through `columns_of`.
+Record.model_validate_json: coerced, or named in `bad` ("<path>:<line>: <why>"), so the columns
+hold exactly the lines iter_records gives (tests/test_report_columns.py). Records already in
+memory (a list of Records, load_runs' rows once used) become the same columns through
+`columns_of`.
 
-The manifest is decoded the same way into structs with the attributes of TaskFacts / StateFacts
-(`manifest_view`); the pydantic Manifest is built only when a caller outside the report asks for
-it (LoadedManifest).
+The manifest is decoded the same way into structs derived from Manifest, TaskFacts and
+StateFacts (`ManifestView`); the pydantic Manifest is built only when a caller outside the report
+asks for it (LoadedManifest).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -37,72 +40,23 @@ import numpy as np
 from swe_residual.report.forked import in_child, may_fork
 from swe_residual.results import (
     MANIFEST,
+    NESTED,
     RESULTS,
     Manifest,
     Record,
     RecordRow,
     RunRecords,
-    Start,
-    Termination,
-    TestStatus,
-    VerdictName,
-    _lines_before,
     bad_line,
     iter_records,
-    read_rows,
+    record_rows,
 )
+from swe_residual.structs import reader_struct
 
-_NULL = msgspec.Raw(b"null")
-_EMPTY_DICT = msgspec.Raw(b"{}")
-_EMPTY_LIST = msgspec.Raw(b"[]")
-
-
-class _Line(msgspec.Struct, kw_only=True, gc=False):
-    """One results line as the columnar reader decodes it: Record's fields and types (the test
-    checks they stay the same), the nested values as raw JSON (decoded once per distinct value)."""
-
-    case_id: str
-    agent: str
-    harness: str | None = None
-    track: str
-    task: str
-    start: Start
-    state: str | None = None
-    predecessor: msgspec.Raw = _NULL
-    attempt: int = 1
-    outcome: Literal[0, 1] | None = None
-    verdict: VerdictName
-    tests: msgspec.Raw = _EMPTY_DICT
-    missing_tests: msgspec.Raw = _EMPTY_LIST
-    declared_complete: bool | None = None
-    termination: Termination | None = None
-    steps: int | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-    duration_s: float | None = None
-    agent_duration_s: float | None = None
-    verify_duration_s: float | None = None
-    backend: str | None = None
-    host: str | None = None
-    error: str | None = None
-    rule: str | None = None
-    verdict_note: str | None = None
-    integrity: msgspec.Raw = _EMPTY_LIST
-    integrity_notes: msgspec.Raw = _EMPTY_LIST
-    artifacts: msgspec.Raw = _EMPTY_DICT
-    finished_at: float = 0.0
-
-
-_DECODER = msgspec.json.Decoder(_Line)
+_DECODER = msgspec.json.Decoder(RecordRow)
 #: the nested fields: their type in Record, and the raw value of an absent / empty one
+_EMPTY = {f.name: f.default for f in msgspec.structs.fields(RecordRow) if f.name in NESTED}
 _NESTED: dict[str, tuple[Any, msgspec.Raw]] = {
-    "tests": (dict[str, TestStatus], _EMPTY_DICT),
-    "predecessor": (dict[str, str] | None, _NULL),
-    "missing_tests": (list[str], _EMPTY_LIST),
-    "integrity": (list[str], _EMPTY_LIST),
-    "integrity_notes": (list[str], _EMPTY_LIST),
-    "artifacts": (dict[str, str], _EMPTY_DICT),
+    name: (Record.model_fields[name].annotation, _EMPTY[name]) for name in NESTED
 }
 _LOW = attrgetter("agent", "track", "start", "verdict", "termination", "declared_complete", "outcome", "rule")
 _PLACE, _TESTS, _PREDECESSOR = attrgetter("task", "state"), attrgetter("tests"), attrgetter("predecessor")
@@ -303,6 +257,9 @@ class Columns:
         self.prompt_tokens = ints["prompt_tokens"]
         self.completion_tokens = ints["completion_tokens"]
         self._codes: dict | None = None
+        #: Table 3 of these records' Clean and Residual Start runs (report/aggregates.py Success),
+        #: kept by the report that computed it: what the gates, compare and the pages read
+        self.success: Any = None
 
     def code(self, name: Any, add: bool = False) -> int:
         """The code of a name (-2 when no record has it: compares unequal to every code; with
@@ -343,9 +300,10 @@ class Columns:
 
 
 class _Builder:
-    """Collects the columns chunk by chunk (interning names and nested values across chunks)."""
+    """Collects the columns chunk by chunk (interning names and nested values across chunks) and,
+    with `rows`, the rows themselves (the decoded lines, their nested values decoded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: bool = False) -> None:
         self.names: list = []
         self.index: dict = {}
         self.nested = {f: _Nested(t, e) for f, (t, e) in _NESTED.items()}
@@ -356,6 +314,8 @@ class _Builder:
             "completion_tokens": [],
         }
         self.bases: list[str | None] = []
+        #: the rows handed out (RunRecords.rows), made by the same decode: kept when asked for
+        self.rows: list[RecordRow | Record] | None = [] if rows else None
 
     def codes(self, values: Sequence) -> np.ndarray:
         index, names = self.index, self.names
@@ -365,7 +325,7 @@ class _Builder:
                 names.append(v)
         return np.fromiter(map(index.__getitem__, values), np.int32, len(values))
 
-    def add_lines(self, rows: list[_Line], run: int) -> bool:
+    def add_lines(self, rows: list[RecordRow], run: int) -> bool:
         """Add decoded lines; False (nothing added) when msgspec rejects a nested value of one
         of them (the caller reads them line by line). Each pass over the rows takes several
         fields at once, and values are interned per distinct combination within the chunk."""
@@ -401,16 +361,35 @@ class _Builder:
         self.parts.append(part)
         for name, cols in self.int_parts.items():
             cols.append(IntColumn.of(list(map(attrgetter(name), rows))))
+        if self.rows is not None:
+            self._keep(rows, part, run)
         return True
 
-    def mark(self) -> int:
-        return len(self.parts)
+    def _keep(self, rows: list[RecordRow], part: dict[str, np.ndarray], run: int) -> None:
+        """The lines as rows: each nested field holds its decoded value, each name field the one
+        string of its name (one object per distinct value, which readers never mutate: 29 MiB less
+        at the end of the benchmark's 100k run; artifacts: the line's own dict, paths made absolute)."""
+        for name, values in (
+            *((f, self.names) for f in ("agent", "track", "task", "state", "rule")),
+            *((f, self.nested[f].values) for f in NESTED[:-1]),
+        ):
+            for row, code in zip(rows, part[name].tolist()):
+                setattr(row, name, values[code])
+        values, base = self.nested["artifacts"].values, self.bases[run] if run >= 0 else None
+        for row, code in zip(rows, part["artifacts"].tolist()):
+            row.artifacts = _absolute_all(base, values[code])
+        self.rows.extend(rows)
 
-    def drop(self, mark: int) -> None:
-        """Forget the parts added since `mark`."""
-        del self.parts[mark:]
+    def mark(self) -> tuple[int, int]:
+        return len(self.parts), len(self.rows or ())
+
+    def drop(self, mark: tuple[int, int]) -> None:
+        """Forget the parts (and rows) added since `mark`."""
+        del self.parts[mark[0] :]
         for cols in self.int_parts.values():
-            del cols[mark:]
+            del cols[mark[0] :]
+        if self.rows is not None:
+            del self.rows[mark[1] :]
 
     def add_records(self, records: Iterable[Record | RecordRow], run: int = -1) -> None:
         """Add records already decoded (pydantic Records, RecordRows): the same columns."""
@@ -431,6 +410,11 @@ class _Builder:
         self.parts.append(part)
         for name in self.int_parts:
             self.int_parts[name].append(IntColumn.of([getattr(r, name) for r in records]))
+        if self.rows is not None:  # Records read by pydantic: rows as they are, paths made absolute
+            base = self.bases[run] if run >= 0 else None
+            for r in records:
+                r.artifacts = _absolute_all(base, r.artifacts)
+            self.rows.extend(records)
 
     _NAMED = ("agent", "track", "start", "verdict", "termination", "rule", "task", "state")
 
@@ -487,18 +471,32 @@ def columns_of(records: Iterable[Record | RecordRow]) -> Columns:
     return b.build()
 
 
+def columns_for(records: Iterable[Record | RecordRow]) -> Columns:
+    """What the report computes from: load_runs' own columns while nobody took its rows, else the
+    columns of the records as they are now (so edits to them count)."""
+    if isinstance(records, RunRecords) and records.columns is not None and records.untouched:
+        return records.columns
+    return columns_of(record_rows(records))
+
+
 #: results.jsonl from this size on is read by two processes, where a fork is safe (no other
 #: thread in the process) and there are two CPUs: each half into its own columns, merged after
 PARALLEL_BYTES = 128 << 20
 
 
 def _read_file(
-    b: _Builder, run_dir: Path, run: int, bad: list[str], meanwhile=lambda: None, meanwhile_bytes: int = 0
+    b: _Builder,
+    run_dir: Path,
+    run: int,
+    bad: list[str],
+    meanwhile=lambda: None,
+    meanwhile_bytes: int = 0,
+    limit: int | None = None,
 ) -> int:
-    """Add the lines of one results.jsonl as read_rows reads them; returns the bytes read (up to
-    its last complete line: what the rows read on first access stop at). `meanwhile()` runs
-    before the lines are read here (after the fork, when a child reads part of them: the more,
-    the more `meanwhile_bytes` of JSON meanwhile() reads)."""
+    """Add the lines of one results.jsonl as iter_records reads them (only its first `limit`
+    bytes, if given); returns the bytes read (up to its last complete line: where rows read
+    later stop). `meanwhile()` runs before the lines are read here (after the fork, when a child
+    reads part of them: the more, the more `meanwhile_bytes` of JSON meanwhile() reads)."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         meanwhile()
@@ -507,19 +505,21 @@ def _read_file(
     with open(path, "rb") as fh:
         if fh.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:  # text mode keeps the BOM: all to pydantic
             meanwhile()
-            b.add_records(iter_records(run_dir, bad), run)
+            b.add_records(iter_records(run_dir, bad, limit), run)
             return os.path.getsize(path)
         size = os.fstat(fh.fileno()).st_size
-        split = _split_point(fh, size, meanwhile_bytes) if size >= PARALLEL_BYTES and may_fork() else None
+        # two processes only for the columns (rows would cross back pickled)
+        whole = limit is None and b.rows is None and size >= PARALLEL_BYTES and may_fork()
+        split = _split_point(fh, size, meanwhile_bytes) if whole else None
         if split is not None:
             done = _read_parallel(b, fh, path, run, bad, split, meanwhile)
         else:
             meanwhile()
-            done = _read_region(b, fh, path, run, bad, 0, None)
+            done = _read_region(b, fh, path, run, bad, 0, limit)
     if done is None:  # text mode also ends lines at a lone "\r": all of it as iter_records reads it
         del bad[named:]
         b.drop(mark)
-        b.add_records(iter_records(run_dir, bad), run)
+        b.add_records(iter_records(run_dir, bad, limit), run)
         return os.path.getsize(path)
     return done
 
@@ -601,7 +601,7 @@ def _chunk(b: _Builder, data: bytes, end: int, path: Path, offset: int, run: int
         return
     lines = data[:end]
     before = None  # lines of the file before these: counted only once a line is bad
-    pending: list[_Line] = []
+    pending: list[RecordRow] = []
     for n, line in enumerate(lines.splitlines(keepends=True), 1):
         try:
             row = _DECODER.decode(line)
@@ -624,7 +624,21 @@ def _chunk(b: _Builder, data: bytes, end: int, path: Path, offset: int, run: int
     b.add_lines(pending, run)
 
 
-def _nested_ok(b: _Builder, row: _Line) -> bool:
+def _lines_before(path: Path, offset: int) -> int:
+    """How many lines the file has before byte `offset` (only to name a bad line: never on the
+    fast path)."""
+    count = 0
+    with open(path, "rb") as fh:
+        while offset > 0:
+            block = fh.read(min(1 << 22, offset))
+            if not block:
+                break
+            count += block.count(b"\n")
+            offset -= len(block)
+    return count
+
+
+def _nested_ok(b: _Builder, row: RecordRow) -> bool:
     """Does msgspec take every nested value of the line?"""
     for name, nest in b.nested.items():
         raw = getattr(row, name)
@@ -641,56 +655,19 @@ def _nested_ok(b: _Builder, row: _Line) -> bool:
 # -- the manifest -------------------------------------------------------------------------------
 
 
-class TaskView(msgspec.Struct, kw_only=True, gc=False):
-    """TaskFacts as msgspec reads it (same fields, types and defaults)."""
-
-    track: str
-    tests: list[str] = msgspec.field(default_factory=list)
-    solution_files: list[str] = msgspec.field(default_factory=list)
-
-
-class StateView(msgspec.Struct, kw_only=True, gc=False):
-    """StateFacts as msgspec reads it."""
-
-    track: str
-    task: str
-    predecessor: dict[str, str]
-    failing_tests: list[str]
-    patch: str
-    changed_files: list[str] = msgspec.field(default_factory=list)
-
-
-class ManifestView(msgspec.Struct, kw_only=True, gc=False):
-    """Manifest as msgspec reads it: what the report reads of it, without a pydantic object per
-    state (the attributes are those of Manifest, TaskFacts and StateFacts)."""
-
-    cases: list[str] = msgspec.field(default_factory=list)
-    tasks: dict[str, TaskView] = msgspec.field(default_factory=dict)
-    states: dict[str, StateView] = msgspec.field(default_factory=dict)
+if TYPE_CHECKING:  # a view reads like the model (the struct below is made at run time)
+    ManifestView = Manifest
+else:
+    #: Manifest as msgspec reads it (TaskFacts, StateFacts within): what the report reads of it,
+    #: without a pydantic object per state; derived from the models (swe_residual/structs.py)
+    ManifestView = reader_struct(Manifest)
 
 
 _MANIFEST = msgspec.json.Decoder(ManifestView)
 
 
-def _view_of(m: Manifest) -> ManifestView:
-    return ManifestView(
-        cases=list(m.cases),
-        tasks={
-            k: TaskView(track=t.track, tests=t.tests, solution_files=t.solution_files)
-            for k, t in m.tasks.items()
-        },
-        states={
-            k: StateView(
-                track=s.track,
-                task=s.task,
-                predecessor=s.predecessor,
-                failing_tests=s.failing_tests,
-                patch=s.patch,
-                changed_files=s.changed_files,
-            )
-            for k, s in m.states.items()
-        },
-    )
+def _view_of(m: Manifest) -> Any:
+    return msgspec.convert(m.model_dump(), ManifestView)
 
 
 def read_manifest_view(run_dir: Path) -> ManifestView:
@@ -758,6 +735,13 @@ def _absolute(base: str, rel: str) -> str:
     return rel if not rel or os.path.isabs(rel) else os.path.join(base, rel)
 
 
+def _absolute_all(base: str | None, artifacts: dict[str, str]) -> dict[str, str]:
+    """A dict of its own with the artifact paths made absolute against `base` (None: as they are)."""
+    if base is None or not artifacts:
+        return dict(artifacts)
+    return {name: _absolute(base, path) for name, path in artifacts.items()}
+
+
 def _merged_model(bases: list[str]) -> Manifest:
     """The merged pydantic Manifest of the run dirs (first definition wins, patch paths absolute)."""
     merged = Manifest()
@@ -775,16 +759,17 @@ def _merged_model(bases: list[str]) -> Manifest:
     return merged
 
 
-def load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedManifest]:
-    """load_runs: the records of every run dir as columns (rows read on first access) and the
-    union of their manifests (first definition wins). A results line that is not a record is left
-    out and named in the records' `bad_lines`."""
+def load_columns(run_dirs: Iterable[Path | str], rows: bool = False) -> tuple[RunRecords, LoadedManifest]:
+    """load_runs: the records of every run dir as columns, with their rows when `rows` (made by
+    the same decode; else decoded on first access), and the union of their manifests (first
+    definition wins). A results line that is not a record is left out and named in the records'
+    `bad_lines`."""
     with paused_gc():
-        return _load_columns(run_dirs)
+        return _load_columns(run_dirs, rows)
 
 
-def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedManifest]:
-    b = _Builder()
+def _load_columns(run_dirs: Iterable[Path | str], keep_rows: bool) -> tuple[RunRecords, LoadedManifest]:
+    b = _Builder(rows=keep_rows)
     bad: list[str] = []
     views: list[ManifestView] = []
     case_sets: list[set[str]] = []
@@ -820,16 +805,12 @@ def _load_columns(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedMan
     columns = b.build()
 
     def rows() -> list[RecordRow | Record]:
-        out: list[RecordRow | Record] = []
+        """The rows asked for later: the same lines decoded again, up to where the columns stopped."""
+        again = _Builder(rows=True)
         for base, limit in limits:
-            run_rows = read_rows(Path(base), None, limit)
-            for r in run_rows:
-                artifacts = r.artifacts
-                if artifacts:  # each line's own dict: rewritten in place
-                    for name, path in artifacts.items():
-                        artifacts[name] = _absolute(base, path)
-            out += run_rows
-        return out
+            again.bases.append(base)
+            _read_file(again, Path(base), len(again.bases) - 1, [], limit=limit)
+        return again.rows
 
-    records = RunRecords(bad_lines=bad, load_rows=rows, columns=columns, n=columns.n)
+    records = RunRecords(b.rows, bad, load_rows=rows, columns=columns, n=columns.n)
     return records, LoadedManifest(view, lambda: _merged_model([base for base, _ in limits]), n_cases)

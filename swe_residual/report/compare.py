@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison, task_values
+from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison
 from swe_residual.results import Record, record_rows
 
 METRICS = (("residual", "Residual (%)"), ("clean", "Clean (%)"), ("gap", "Gap (pts)"))
@@ -46,9 +46,13 @@ def compare_runs(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """One entry per (track, agent) in either run, sorted: its metrics (paired comparison of
-    RUN vs BASELINE per metric, with every task's values) and its flipped cases."""
+    RUN vs BASELINE per metric, with every task's values: Table 3's, report/aggregates.py
+    success_of) and its flipped cases."""
+    from swe_residual.report.aggregates import success_of
+
+    numbers = success_of(baseline), success_of(run)  # first: load_runs' columns, rows untouched
+    values = {m: (numbers[0].task_values(m), numbers[1].task_values(m)) for m, _ in METRICS}
     base_rows, run_rows = record_rows(baseline), record_rows(run)
-    values = {m: (task_values(base_rows, m), task_values(run_rows, m)) for m, _ in METRICS}
     base_cases, run_cases = _cases(base_rows), _cases(run_rows)
     keys = {(r.track, r.agent) for r in base_rows} | {(r.track, r.agent) for r in run_rows}
     out = []
@@ -314,29 +318,13 @@ def render_page(
     return page(f"SWE-Residual compare {names(cur)} vs {names(base)}", "".join(body))
 
 
-def write_page(
-    result: list[dict[str, Any]],
-    baseline_dirs: Sequence[Path | str],
-    run_dirs: Sequence[Path | str],
-    out_dir: Path | str,
-) -> Path:
-    """Write <out_dir>/compare.html in place (never through a symlink; credential values redacted)."""
-    from swe_residual.report.html.run_page import write_page as write_html
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / PAGE
-    write_html(path, render_page(result, baseline_dirs, run_dirs, out))
-    return path
-
-
 def compare_dirs(
     baseline_dirs: Sequence[Path | str], run_dirs: Sequence[Path | str], **kw: Any
 ) -> list[dict[str, Any]]:
     """compare_runs on run dirs as stored."""
     from swe_residual.report.tables import load_runs
 
-    return compare_runs(load_runs(baseline_dirs)[0], load_runs(run_dirs)[0], **kw)
+    return compare_runs(load_runs(baseline_dirs, rows=True)[0], load_runs(run_dirs, rows=True)[0], **kw)
 
 
 # -- `swe-residual compare` -----------------------------------------------------------------------
@@ -393,8 +381,8 @@ def cmd_compare(args: Any) -> int:
     for d in (args.baseline, args.run):
         if not (Path(d) / "results.jsonl").is_file():
             raise InputError(f"{d}: no results.jsonl (not a run dir)")
-    base, _ = load_runs([args.baseline])
-    cur, _ = load_runs([args.run])
+    base, _ = load_runs([args.baseline], rows=True)
+    cur, _ = load_runs([args.run], rows=True)
     result = compare_runs(base, cur, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)
     print(
         json.dumps(result, indent=1, sort_keys=True)
@@ -421,16 +409,21 @@ def page_for(
     out_dir: Path | str,
     option: str = "--html-dir",
 ) -> Path:
-    """Write compare.html (computing the comparison when `result` is None) and say where on
-    stderr; a dir that cannot take it is a usage error naming `option`."""
+    """Write <out_dir>/compare.html in place (never through a symlink; credential values redacted;
+    the comparison computed when `result` is None) and say where on stderr; a dir that cannot take
+    it is a usage error naming `option`."""
     import sys
 
     from swe_residual.errors import InputError
+    from swe_residual.report.html.run_page import write_page as write_html
 
     if result is None:
         result = compare_dirs(baseline_dirs, run_dirs)
+    out = Path(out_dir)
+    path = out / PAGE
     try:
-        path = write_page(result, baseline_dirs, run_dirs, out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_html(path, render_page(result, baseline_dirs, run_dirs, out))
     except OSError as exc:
         raise InputError(f"{option} {out_dir}: cannot write {PAGE} there ({exc.strerror or exc})") from None
     print(f"compare: {path.resolve()}", file=sys.stderr)

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from swe_residual.report.metrics import success_table
-from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison, task_values
+from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison
 from swe_residual.results import Manifest, Record, record_rows
+
+if TYPE_CHECKING:
+    from swe_residual.report.aggregates import Success
 
 EXIT_OK = 0
 EXIT_REGRESSION = 10
@@ -100,14 +101,18 @@ def unreadable_lines(records: Iterable[Record]) -> list[str]:
     return list(getattr(records, "bad_lines", None) or [])
 
 
+def _first(items: list[str], n: int, sep: str) -> str:
+    """The first n items joined, and how many more there are."""
+    return sep.join(items[:n]) + (f" (+{len(items) - n} more)" if len(items) > n else "")
+
+
 def _readable(bad: list[str], res: GateResult, what: str = "") -> None:
     """A line that is not a record makes the run invalid: it is never counted, in any rule."""
     if bad:
-        more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+        lines = f"line{'s' if len(bad) > 1 else ''}"
         res.fail(
             EXIT_INVALID,
-            f"{what}unreadable results line{'s' if len(bad) > 1 else ''}, not counted: "
-            f"{'; '.join(bad[:3])}{more}",
+            f"{what}unreadable results {lines}, not counted: {_first(bad, 3, '; ')}",
             gate="unreadable_lines",
             lines=bad,
         )
@@ -117,11 +122,9 @@ def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: G
     if cfg.check_missing and manifest.cases:
         miss = missing_cases(records, manifest)
         if miss:
-            more = f" (+{len(miss) - 5} more)" if len(miss) > 5 else ""
             res.fail(
                 EXIT_INVALID,
-                f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: "
-                f"{', '.join(miss[:5])}{more}",
+                f"missing cases: {len(miss)} of {len(manifest.cases)} have no record: {_first(miss, 5, ', ')}",
                 gate="missing_cases",
                 missing=miss,
                 value=len(miss),
@@ -156,83 +159,52 @@ def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: G
             )
 
 
+#: per threshold gate: the value as shown, the words when it is beyond / within the limit, the
+#: limit as shown, and what an undefined value says
+_LIMITS = {
+    "min_residual": (
+        "residual success {v:.1f}%",
+        "<",
+        ">=",
+        "min {t:.1f}%",
+        "residual success n/a (no residual run with a verdict)",
+    ),
+    "max_gap": (
+        "gap {v:.1f} pts",
+        ">",
+        "<=",
+        "max {t:.1f} pts",
+        "gap n/a (no clean and residual runs on shared tasks)",
+    ),
+    "max_flagged": ("{v} runs with integrity flags", ">", "<=", "max {t}", ""),
+}
+
+
 def _thresholds(table: dict, cfg: GateConfig, res: GateResult) -> None:
+    """The threshold gates on Table 3's rows (residual in %, gap in points, flagged runs)."""
     for track, agents in sorted(table.items()):
         for agent, row in sorted(agents.items()):
             where = f"{track}/{agent}"
-            if cfg.min_residual is not None:
-                if row["residual"] is None:
-                    res.ok(
-                        gate="min_residual",
-                        where=where,
-                        value=None,
-                        threshold=cfg.min_residual,
-                        message=f"{where}: residual success n/a (no residual run with a verdict): not checked",
-                    )
+            values = {
+                "min_residual": None if row["residual"] is None else 100 * row["residual"],
+                "max_gap": row["gap"],
+                "max_flagged": row.get("n_flagged", 0),
+            }
+            for gate, (shown, beyond, within, limit, undefined) in _LIMITS.items():
+                threshold = getattr(cfg, gate)
+                if threshold is None:
+                    continue
+                value = values[gate]
+                check = dict(gate=gate, where=where, value=value, threshold=threshold)
+                if value is None:
+                    res.ok(**check, message=f"{where}: {undefined}: not checked")
+                    continue
+                bad = value < threshold if gate == "min_residual" else value > threshold
+                words = f"{where}: {shown.format(v=value)} {beyond if bad else within} {limit.format(t=threshold)}"
+                if bad:
+                    res.fail(EXIT_REGRESSION, words, **check)
                 else:
-                    value = 100 * row["residual"]
-                    if value < cfg.min_residual:
-                        res.fail(
-                            EXIT_REGRESSION,
-                            f"{where}: residual success {value:.1f}% < min {cfg.min_residual:.1f}%",
-                            gate="min_residual",
-                            where=where,
-                            value=value,
-                            threshold=cfg.min_residual,
-                        )
-                    else:
-                        res.ok(
-                            gate="min_residual",
-                            where=where,
-                            value=value,
-                            threshold=cfg.min_residual,
-                            message=f"{where}: residual success {value:.1f}% >= min {cfg.min_residual:.1f}%",
-                        )
-            if cfg.max_gap is not None:
-                if row["gap"] is None:
-                    res.ok(
-                        gate="max_gap",
-                        where=where,
-                        value=None,
-                        threshold=cfg.max_gap,
-                        message=f"{where}: gap n/a (no clean and residual runs on shared tasks): not checked",
-                    )
-                elif row["gap"] > cfg.max_gap:
-                    res.fail(
-                        EXIT_REGRESSION,
-                        f"{where}: gap {row['gap']:.1f} pts > max {cfg.max_gap:.1f} pts",
-                        gate="max_gap",
-                        where=where,
-                        value=row["gap"],
-                        threshold=cfg.max_gap,
-                    )
-                else:
-                    res.ok(
-                        gate="max_gap",
-                        where=where,
-                        value=row["gap"],
-                        threshold=cfg.max_gap,
-                        message=f"{where}: gap {row['gap']:.1f} pts <= max {cfg.max_gap:.1f} pts",
-                    )
-            if cfg.max_flagged is not None:
-                flagged = row.get("n_flagged", 0)
-                if flagged > cfg.max_flagged:
-                    res.fail(
-                        EXIT_REGRESSION,
-                        f"{where}: {flagged} runs with integrity flags > max {cfg.max_flagged}",
-                        gate="max_flagged",
-                        where=where,
-                        value=flagged,
-                        threshold=cfg.max_flagged,
-                    )
-                else:
-                    res.ok(
-                        gate="max_flagged",
-                        where=where,
-                        value=flagged,
-                        threshold=cfg.max_flagged,
-                        message=f"{where}: {flagged} runs with integrity flags <= max {cfg.max_flagged}",
-                    )
+                    res.ok(**check, message=words)
 
 
 _METRIC_WORDS = {
@@ -241,13 +213,13 @@ _METRIC_WORDS = {
 }
 
 
-def _baseline(records: list[Record], baseline: list[Record], cfg: GateConfig, res: GateResult) -> None:
+def _baseline(current: Success, baseline: Success, cfg: GateConfig, res: GateResult) -> None:
     """Residual drop and gap rise vs the baseline, per track/agent on the shared tasks."""
     max_drop = cfg.max_drop or 0.0
     kw = dict(n_boot=cfg.n_boot, n_perm=cfg.n_perm, seed=cfg.seed)
     for metric, sign in (("residual", 1.0), ("gap", -1.0)):
         label, unit, what = _METRIC_WORDS[metric]
-        cur, base = task_values(records, metric), task_values(baseline, metric)
+        cur, base = current.task_values(metric), baseline.task_values(metric)
         for key in sorted(set(base) - set(cur)):
             where = "/".join(key)
             res.ok(
@@ -312,17 +284,25 @@ def check_gates(
     baseline: Iterable[Record] | None = None,
 ) -> GateResult:
     """Evaluate every configured gate; one violation line per failed gate. Unreadable results
-    lines (load_runs' bad_lines, of the run or the baseline) always make the run invalid."""
+    lines (load_runs' bad_lines, of the run or the baseline) always make the run invalid.
+
+    The thresholds and the baseline comparison judge Table 3's numbers: for load_runs' records
+    the very ones their report computed (report/aggregates.py success_of), else computed once
+    here from the records' columns."""
+    from swe_residual.report.aggregates import success_of
+
     bad = unreadable_lines(records)
-    records = record_rows(records)  # load_runs' plain rows: no pydantic models needed to read them
+    current = success_of(records)  # first: load_runs' columns, while its rows are untouched
+    base = success_of(baseline) if baseline is not None else None
     res = GateResult()
     _readable(bad, res)
     if baseline is not None:
         _readable(unreadable_lines(baseline), res, "baseline: ")
-    _validity(records, manifest or Manifest(), cfg, res)
-    _thresholds(success_table(records), cfg, res)
-    if baseline is not None:
-        _baseline(records, record_rows(baseline), cfg, res)
+    # the cases: load_runs' rows (made by the same decode as its columns)
+    _validity(record_rows(records), manifest or Manifest(), cfg, res)
+    _thresholds(current.table(), cfg, res)
+    if base is not None:
+        _baseline(current, base, cfg, res)
     return res
 
 
@@ -341,14 +321,3 @@ def check_lines(result: GateResult | dict[str, Any]) -> list[str]:
         else f"gates: failed, exit status {status} ({n_bad} of {n} check{'s' if n != 1 else ''} failed)"
     )
     return lines
-
-
-def gate_run(
-    run_dirs: Iterable[Path | str], cfg: GateConfig, baseline_dirs: Iterable[Path | str] | None = None
-) -> GateResult:
-    """check_gates on run dirs as stored (the CLI / pytest plugin entry point)."""
-    from swe_residual.report.tables import load_runs
-
-    records, manifest = load_runs(run_dirs)
-    baseline = load_runs(baseline_dirs)[0] if baseline_dirs else None
-    return check_gates(records, manifest, cfg, baseline)

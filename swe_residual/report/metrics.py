@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean, median
 from typing import Any
 
 from swe_residual.report.bias import parse_patch, read_regular_file
-from swe_residual.results import Manifest, Record
-
-TaskOutcomes = tuple[dict[str, float], dict[str, float]]
+from swe_residual.results import Manifest
 
 
 def _mean(values: list) -> float:
@@ -30,121 +28,16 @@ def _mean(values: list) -> float:
 
 
 @dataclass
-class Outcomes:
-    """Valid outcomes of one agent on one track, gathered in a single pass over the records."""
+class Counts:
+    """The records behind one agent's row on one track (report/aggregates.py counts them)."""
 
-    clean: dict[str, list[int]] = field(default_factory=dict)  # task -> y(S_0) per attempt
-    states: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # task -> state -> y(S)
-    family: dict[str, str] = field(default_factory=dict)  # state -> predecessor family
-    n_clean_runs: int = 0
-    n_residual_runs: int = 0
+    n_clean_runs: int = 0  # valid Clean Start runs
+    n_residual_runs: int = 0  # valid Residual Start runs
     n_infra_errors: int = 0
     n_flagged: int = 0  # valid runs with integrity flags
     tokens: dict[str, list[int]] = field(
         default_factory=lambda: {"clean": [], "residual": []}
-    )  # per valid run
-    _state_means: dict[str, dict[str, float]] | None = field(default=None, repr=False)
-
-    def add(self, r: Record, manifest: Manifest | None = None) -> None:
-        self.extend((r,), manifest)
-
-    def extend(self, records: Iterable[Record], manifest: Manifest | None = None) -> None:
-        """add() for many records: one tight loop (the report runs it over 100k records)."""
-        clean, states, family = self.clean, self.states, self.family
-        n_infra = n_flagged = n_clean = n_residual = 0
-        for r in records:
-            if r.verdict == "infra_error":
-                n_infra += 1
-                continue
-            y = r.outcome
-            if y is None or r.termination == "infra":  # not r.valid (the verdict is checked above)
-                continue
-            if r.integrity:
-                n_flagged += 1
-            if r.prompt_tokens is not None or r.completion_tokens is not None:
-                self.tokens["clean" if r.start == "clean" else "residual"].append(
-                    (r.prompt_tokens or 0) + (r.completion_tokens or 0)
-                )
-            if r.start == "clean":
-                n_clean += 1
-                ys = clean.get(r.task)
-                if ys is None:
-                    clean[r.task] = [y]
-                else:
-                    ys.append(y)
-            else:
-                n_residual += 1
-                state = r.state or ""
-                by_state = states.get(r.task)
-                if by_state is None:
-                    by_state = states[r.task] = {}
-                ys = by_state.get(state)
-                if ys is None:
-                    by_state[state] = [y]
-                else:
-                    ys.append(y)
-                if state not in family:
-                    pred = r.predecessor  # predecessor_family's first case written out
-                    family[state] = (pred.get("model_family") if pred else None) or predecessor_family(
-                        r, manifest
-                    )
-        self.n_infra_errors += n_infra
-        self.n_flagged += n_flagged
-        self.n_clean_runs += n_clean
-        self.n_residual_runs += n_residual
-        if n_residual:
-            self._state_means = None
-
-    def state_means(self) -> dict[str, dict[str, float]]:
-        """task -> state -> y(S) averaged over the state's attempts (computed once)."""
-        if self._state_means is None:
-            self._state_means = {
-                t: {s: sum(v) / len(v) for s, v in sts.items()} for t, sts in self.states.items()
-            }
-        return self._state_means
-
-    def task_outcomes(self) -> TaskOutcomes:
-        """Per task: clean success y(S_0) and residual success (1/K) sum_S y(S)."""
-        clean_t = {t: sum(v) / len(v) for t, v in self.clean.items()}
-        res_t = {t: sum(sts.values()) / len(sts) for t, sts in self.state_means().items()}
-        return clean_t, res_t
-
-
-def group_records(records: Iterable[Record]) -> dict[tuple[str, str], list[Record]]:
-    """{(track, agent): records in their order}, sorted by key: the grouping every table uses."""
-    groups: dict[tuple[str, str], list[Record]] = {}
-    for r in records:
-        key = (r.track, r.agent)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [r]
-        else:
-            group.append(r)
-    return dict(sorted(groups.items()))
-
-
-def index_outcomes(
-    records: Iterable[Record],
-    manifest: Manifest | None = None,
-    groups: dict[tuple[str, str], list[Record]] | None = None,
-) -> dict[tuple[str, str], Outcomes]:
-    """{(track, agent): Outcomes}, sorted by key: the one pass every success metric starts from.
-
-    `groups` (group_records of the same records) saves the grouping pass when the caller has it.
-    """
-    index: dict[tuple[str, str], Outcomes] = {}
-    for key, recs in (groups if groups is not None else group_records(records)).items():
-        index[key] = o = Outcomes()
-        o.extend(recs, manifest)
-    return index
-
-
-def task_outcomes(records: Iterable[Record]) -> TaskOutcomes:
-    """Per task clean and residual success of one agent on one track (records of one group)."""
-    o = Outcomes()
-    for r in records:
-        o.add(r)
-    return o.task_outcomes()
+    )  # prompt + completion tokens per valid run that reports any
 
 
 def matched_tasks(clean_t: Mapping[str, float], res_t: Mapping[str, float]) -> list[str]:
@@ -183,12 +76,10 @@ def cond_fail(
 
 
 def success_row(
-    o: Outcomes, outcomes: TaskOutcomes | None = None, tasks: list[str] | None = None
+    counts: Counts, clean_t: Mapping[str, float], res_t: Mapping[str, float], tasks: list[str]
 ) -> dict[str, Any]:
-    """One agent on one track: Res, Clean, Gap, CondFail and the counts behind them (`tasks`:
-    matched_tasks of the outcomes, when the caller has it)."""
-    clean_t, res_t = outcomes or o.task_outcomes()
-    tasks = matched_tasks(clean_t, res_t) if tasks is None else tasks
+    """One agent on one track: Res, Clean, Gap, CondFail and the counts behind them, from the
+    clean and residual success per task and T (matched_tasks of them)."""
     residual = residual_rate(res_t, tasks)
     clean = clean_rate(clean_t, tasks)
     cf, n_solved = (
@@ -201,48 +92,20 @@ def success_row(
         "gap": gap_points(clean, residual),
         "cond_fail": cf,
         "n_clean_solved": n_solved,
-        "n_residual_runs": o.n_residual_runs,
-        "n_clean_runs": o.n_clean_runs,
-        "n_infra_errors": o.n_infra_errors,
-        "n_flagged": o.n_flagged,
+        "n_residual_runs": counts.n_residual_runs,
+        "n_clean_runs": counts.n_clean_runs,
+        "n_infra_errors": counts.n_infra_errors,
+        "n_flagged": counts.n_flagged,
         # median model tokens per valid run of each start (None: the harness reports no tokens)
-        "tokens_clean": median(o.tokens["clean"]) if o.tokens["clean"] else None,
-        "tokens_residual": median(o.tokens["residual"]) if o.tokens["residual"] else None,
+        "tokens_clean": median(counts.tokens["clean"]) if counts.tokens["clean"] else None,
+        "tokens_residual": median(counts.tokens["residual"]) if counts.tokens["residual"] else None,
     }
     if res_t and clean_t:
         row["tasks_without_clean"] = sorted(set(res_t) - set(clean_t))
     return row
 
 
-def success_table(
-    records: Iterable[Record], index: dict[tuple[str, str], Outcomes] | None = None
-) -> dict[str, dict[str, dict]]:
-    """{track: {agent: {residual, clean, gap, cond_fail, n_tasks, ...}}} (paper Table 3).
-
-    The task set T of an agent on a track is the tasks with residual outcomes; Clean is computed
-    on the same tasks (tasks without a clean outcome are left out of both, and listed).
-    """
-    table: dict[str, dict[str, dict]] = defaultdict(dict)
-    for (track, agent), o in (index if index is not None else index_outcomes(records)).items():
-        table[track][agent] = success_row(o)
-    return dict(table)
-
-
-# -- predecessor groups (Table 8) ---------------------------------------------------------------
-
-
-def predecessor_family(r: Record, manifest: Manifest | None = None) -> str:
-    """The model family that produced the record's starting state ("unknown" if unrecorded)."""
-    if r.predecessor and r.predecessor.get("model_family"):
-        return r.predecessor["model_family"]
-    if manifest is not None and r.state in manifest.states:
-        return manifest.states[r.state].predecessor.get("model_family") or "unknown"
-    return "unknown"
-
-
-def _group_cell(clean_t: dict, res_t: dict) -> dict[str, Any]:
-    tasks = [t for t in res_t if t in clean_t]
-    return group_cell([clean_t[t] for t in tasks], [res_t[t] for t in tasks])
+# -- predecessor groups (Table 8; report/aggregates.py groups the tasks) ---------------------------
 
 
 def group_cell(clean: list[float], residual: list[float]) -> dict[str, Any]:
@@ -252,64 +115,6 @@ def group_cell(clean: list[float], residual: list[float]) -> dict[str, Any]:
     res = _mean(residual)
     cl = _mean(clean)
     return {"clean": cl, "residual": res, "gap": gap_points(cl, res), "n_tasks": len(residual)}
-
-
-def predecessor_groups(
-    records: Iterable[Record],
-    manifest: Manifest | None = None,
-    index: dict[tuple[str, str], Outcomes] | None = None,
-) -> dict[str, Any]:
-    """Table 8: tracks pooled, every (track, task) weighted equally, per predecessor family g.
-
-    The g group holds the tasks with >= 1 state from g; within a task only g's states are
-    averaged; Clean is the same agent's clean success on exactly that task set. "overall" uses
-    all states. Returns {"families": [...], "agents": {agent: {"overall": cell, g: cell}}}.
-    """
-    index = index if index is not None else index_outcomes(records, manifest)
-    return predecessor_table(
-        {key: (o.task_outcomes()[0], o.state_means(), o.family) for key, o in index.items()}
-    )
-
-
-def predecessor_table(
-    groups: Mapping[
-        tuple[str, str], tuple[Mapping[str, float], Mapping[str, Mapping[str, float]], Mapping[str, str]]
-    ],
-) -> dict[str, Any]:
-    """predecessor_groups from {(track, agent): (clean success per task, state means per task,
-    family per state)}, in sorted key order (what the columnar report computes directly)."""
-    clean: dict[str, dict] = defaultdict(dict)  # agent -> (track, task) -> y(S_0)
-    res: dict[tuple, dict] = defaultdict(dict)  # (agent, g | None) -> (track, task) -> residual
-    for (track, agent), (clean_t, state_means, family) in groups.items():
-        agent_clean = clean[agent]
-        for task, y in clean_t.items():
-            agent_clean[(track, task)] = y
-        overall = res[(agent, None)]
-        for task, sts in state_means.items():
-            key = (track, task)
-            fams = [family[state] for state in sts]
-            if len(set(fams)) == len(fams):
-                # each state from its own family (the usual case): every group list holds one value
-                # y, whose mean is y, and the overall list is the states in order
-                overall[key] = sum(sts.values()) / len(sts)
-                for g, y in zip(fams, sts.values()):
-                    res[(agent, g)][key] = y
-                continue
-            by_g: dict[str, list[float]] = {}
-            for g, y in zip(fams, sts.values()):
-                by_g.setdefault(g, []).append(y)
-            overall[key] = _mean([y for ys in by_g.values() for y in ys])
-            for g, ys in by_g.items():
-                res[(agent, g)][key] = _mean(ys)
-    families = sorted({g for (_, g) in res if g is not None})
-    out: dict[str, Any] = {"families": families, "agents": {}}
-    for agent in sorted({a for (_, a) in groups}):
-        clean_t = clean.get(agent, {})
-        row = {"overall": _group_cell(clean_t, res.get((agent, None), {}))}
-        for g in families:
-            row[g] = _group_cell(clean_t, res.get((agent, g), {}))
-        out["agents"][agent] = row
-    return out
 
 
 # -- benchmark statistics (Table 2, Appendix A) -------------------------------------------------

@@ -25,14 +25,14 @@ from swe_residual.report.columns import (
     Columns,
     LoadedManifest,
     case_count,
-    columns_of,
+    columns_for,
     load_columns,
     manifest_facts,
     paused_gc,
 )
 from swe_residual.report.forked import meanwhile
 from swe_residual.report.metrics import benchmark_statistics, construction_accounting
-from swe_residual.results import SUMMARY, Manifest, Record, RunRecords, record_rows
+from swe_residual.results import STARTS, SUMMARY, Manifest, Record, RunRecords
 
 CONSTRUCTION = "construction.jsonl"
 TABLES = "tables.md"
@@ -46,12 +46,14 @@ PARALLEL_STATES = 50_000
 # -- loading ------------------------------------------------------------------------------------
 
 
-def load_runs(run_dirs: Iterable[Path | str]) -> tuple[RunRecords, LoadedManifest]:
+def load_runs(run_dirs: Iterable[Path | str], rows: bool = False) -> tuple[RunRecords, LoadedManifest]:
     """Records of every run dir and the union of their manifests (first definition wins), with
     artifact and patch paths made absolute. A results line that is not a record is left out and
-    named in the records' `bad_lines`. The records are read as columns (report/columns.py;
-    their rows on first access), the manifest as structs (its pydantic Manifest on first use)."""
-    return load_columns(run_dirs)
+    named in the records' `bad_lines`. The records are read as columns (report/columns.py), and
+    their rows by the same decode where the caller will read them (`rows`: the gates' case checks,
+    the pages), else on first access; the manifest as structs (its pydantic Manifest on first
+    use)."""
+    return load_columns(run_dirs, rows)
 
 
 def load_construction(run_dirs: Iterable[Path | str]) -> list[dict]:
@@ -105,93 +107,63 @@ def build_report(
     turned into columns first) and every table is computed from them (report/aggregates.py).
     """
     with paused_gc():
-        return _report(
-            _columns(records),
-            manifest_facts(manifest),
-            case_count(manifest),
-            construction,
-            root,
-            n_boot,
-            seed,
-            bias,
-        )
+        inputs = _Inputs(manifest_facts(manifest), root, n_boot, seed, bias)
+        return _report(columns_for(records), inputs, case_count(manifest), construction)
 
 
-def _report(
-    cols: Columns,
-    facts: Any,
-    n_cases: int,
-    construction: list[dict] | None,
-    root: Path | str | None,
-    n_boot: int,
-    seed: int,
-    bias: bool,
-) -> dict[str, Any]:
-    clean_code = cols.code("clean")
-    blind = np.flatnonzero(np.isin(cols.start, [cols.code(s) for s in sorted(BLIND_STARTS)]))
-    report = _build(
-        cols,
-        blind,
-        cols.start[blind] == clean_code,
-        facts,
-        construction,
-        root,
-        n_boot,
-        seed,
-        bias,
-        n_cases=n_cases,
-    )
+@dataclass(frozen=True)
+class _Inputs:
+    """What every build of tables reads besides the records: the manifest's facts, where relative
+    paths are, the bootstrap's replicates and seed, and whether Table 4 is computed."""
+
+    facts: Any
+    root: Path | str | None
+    n_boot: int
+    seed: int
+    bias: bool
+
+
+def _report(cols: Columns, inputs: _Inputs, n_cases: int, construction: list[dict] | None) -> dict[str, Any]:
+    blind, is_clean = aggregates.blind(cols)
+    report = _build(cols, blind, is_clean, inputs, construction, n_cases)
     views = sorted({cols.names[c] for c in np.unique(cols.start).tolist()} - BLIND_STARTS)
     if views:
         # each handoff view against the same clean runs, as if it were the residual start
-        clean = blind[cols.start[blind] == clean_code]
+        clean = blind[is_clean]
         report["handoff_views"] = {}
         for start in views:
             informed = np.flatnonzero(cols.start == cols.code(start))
             pos = np.concatenate((clean, informed))
-            is_clean = np.arange(len(pos)) < len(clean)
-            sub = _build(cols, pos, is_clean, facts, None, root, n_boot, seed, bias, full=False)
-            report["handoff_views"][start.split("+", 1)[1]] = {
-                "tracks": sub["tracks"],
-                "acceptance_bias": sub["acceptance_bias"],
-            }
+            sub = _tables(cols, pos, np.arange(len(pos)) < len(clean), inputs)[0]
+            report["handoff_views"][start.split("+", 1)[1]] = sub
         report["meta"]["n_records"] = cols.n
     return report
 
 
-BLIND_STARTS = frozenset({"clean", "residual"})
-
-
-def _columns(records: Iterable[Record]) -> Columns:
-    if isinstance(records, RunRecords) and records.columns is not None and records.untouched:
-        return records.columns
-    return columns_of(record_rows(records))
+BLIND_STARTS = frozenset(STARTS)
 
 
 def _build(
     cols: Columns,
     pos: np.ndarray,
     clean: np.ndarray,
-    facts: Any,
+    inputs: _Inputs,
     construction: list[dict] | None,
-    root: Path | str | None,
-    n_boot: int,
-    seed: int,
-    bias: bool,
-    full: bool = True,
-    n_cases: int = 0,
+    n_cases: int,
 ) -> dict[str, Any]:
-    """The tables of the records at `pos` (`clean`: which are Clean Start runs; `n_cases`: the
-    manifest's); full=False: Table 3 and 4 only (a handoff view)."""
-    if not full:
-        return _tables(cols, pos, clean, facts, root, n_boot, seed, bias)[0]
+    """Every table of the records at `pos` (`clean`: which are Clean Start runs; `n_cases`: the
+    manifest's); their Table 3 is kept with the columns (what the gates, compare and the pages
+    read)."""
+    facts = inputs.facts
     # Table 2 reads only the manifest and its patches: a child computes it meanwhile
     statistics = meanwhile(
-        lambda: benchmark_statistics(facts, construction, root), fork=len(facts.states) >= PARALLEL_STATES
+        lambda: benchmark_statistics(facts, construction, inputs.root),
+        fork=len(facts.states) >= PARALLEL_STATES,
     )
     try:
-        out, sel, per_group = _tables(cols, pos, clean, facts, root, n_boot, seed, bias)
-        predecessors = aggregates.predecessor_groups(sel, per_group)
+        out, sel, success = _tables(cols, pos, clean, inputs)
+        predecessors = aggregates.predecessor_groups(sel, success)
+        cols.success = success  # the numbers printed: what the gates, compare and the pages read
     finally:
         table2 = statistics()
     return {
@@ -203,8 +175,8 @@ def _build(
         "rules": _rule_table(sel.rule_counts()),
         "meta": {
             "n_records": len(pos),
-            "n_boot": n_boot,
-            "seed": seed,
+            "n_boot": inputs.n_boot,
+            "seed": inputs.seed,
             "agents": sorted({agent for _, agent in sel.groups}),
             "cases_expected": n_cases,
         },
@@ -212,32 +184,18 @@ def _build(
 
 
 def _tables(
-    cols: Columns,
-    pos: np.ndarray,
-    clean: np.ndarray,
-    facts: Any,
-    root: Path | str | None,
-    n_boot: int,
-    seed: int,
-    bias: bool,
-) -> tuple[dict[str, Any], aggregates.Selection, list]:
-    """Table 3 and 4 of the records at `pos`, and what Table 8 needs."""
-    sel = aggregates.Selection(cols, pos, clean, facts)
-    tracks, per_group = aggregates.success_tables(sel, n_boot, seed)
-    ab = aggregates.acceptance_bias(sel, facts, root) if bias else {}
+    cols: Columns, pos: np.ndarray, clean: np.ndarray, inputs: _Inputs
+) -> tuple[dict[str, Any], aggregates.Selection, aggregates.Success]:
+    """Table 3 and 4 of the records at `pos` (a handoff view has only these), and the
+    computation behind Table 3 (Table 8 reads it)."""
+    sel = aggregates.Selection(cols, pos, clean, inputs.facts)
+    success = aggregates.Success(sel)
+    tracks = success.with_intervals(inputs.n_boot, inputs.seed)
+    ab = aggregates.acceptance_bias(sel, inputs.facts, inputs.root) if inputs.bias else {}
     for track, agents in ab.items():
         for agent, measures in agents.items():
             measures["gap"] = tracks[track][agent]["gap"]
-    return {"tracks": tracks, "acceptance_bias": ab}, sel, per_group
-
-
-def rule_counts(records: Iterable[Record]) -> dict[str, dict[str, int]]:
-    """How many records each taxonomy rule produced (docs/errors.md), and whether it is counted."""
-    counts: dict[str, int] = {}
-    for r in records:
-        name = r.rule or ("verdict" if r.valid else "infra_harness")  # records written before rules existed
-        counts[name] = counts.get(name, 0) + 1
-    return _rule_table(counts)
+    return {"tracks": tracks, "acceptance_bias": ab}, sel, success
 
 
 def _rule_table(counts: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -395,20 +353,22 @@ def _select(t: Table, columns: dict[str, str], question: str) -> Table:
     )
 
 
+#: Table 4's measure columns: head and key; shares in %, the two ratios with two decimals
 _T4 = [
-    ("Same failing", "same_failing", pct),
-    ("Init. fail Clean", "initially_failing_clean", pct),
-    ("Init. fail Residual", "initially_failing_residual", pct),
-    ("Repair", "repair_rate", pct),
-    ("Break", "break_rate", pct),
-    ("Kept", "kept", pct),
-    ("Left-out Clean", "left_out_changed_clean", pct),
-    ("Left-out Residual", "left_out_changed_residual", pct),
-    ("Left-out opened", "left_out_opened", pct),
-    ("Steps", "steps_ratio", ratio),
-    ("Tokens", "tokens_ratio", ratio),
-    ("Inspected", "inspection_rate", pct),
+    ("Same failing", "same_failing"),
+    ("Init. fail Clean", "initially_failing_clean"),
+    ("Init. fail Residual", "initially_failing_residual"),
+    ("Repair", "repair_rate"),
+    ("Break", "break_rate"),
+    ("Kept", "kept"),
+    ("Left-out Clean", "left_out_changed_clean"),
+    ("Left-out Residual", "left_out_changed_residual"),
+    ("Left-out opened", "left_out_opened"),
+    ("Steps", "steps_ratio"),
+    ("Tokens", "tokens_ratio"),
+    ("Inspected", "inspection_rate"),
 ]
+_T4_RATIOS = frozenset({"steps_ratio", "tokens_ratio"})
 
 
 # Table 4 in the terminal: the measures a reader needs first, short heads (`--tables wide`, the HTML
@@ -436,7 +396,7 @@ def table4(report: dict, suffix: str = "", wide: bool = True) -> list[Table]:
         columns = [
             "Agent",
             "Gap (pts)",
-            *(c for c, _, _ in _T4),
+            *(c for c, _ in _T4),
             "Kept split high/low succ. (%)",
             "Split diff (pts)",
         ]
@@ -452,9 +412,9 @@ def table4(report: dict, suffix: str = "", wide: bool = True) -> list[Table]:
         for agent in order:
             m = agents[agent]
             cells = {"Agent": agent, "Gap (pts)": pts(m.get("gap"))}
-            for col, key, fmt in _T4:
+            for col, key in _T4:
                 cell = m.get(key) or {"value": None}
-                cells[col] = fmt(cell["value"])
+                cells[col] = (ratio if key in _T4_RATIOS else pct)(cell["value"])
                 if cell["value"] is None and cell.get("reason"):
                     reasons.setdefault(col, set()).add(cell["reason"])
             split = m["kept_split"]

@@ -416,15 +416,20 @@ class RunSession:
     ) -> tuple[dict, GateResult | None]:
         """The report of the run dir and the gate result; writes summary.json, tables, csv.
 
+        results.jsonl is decoded once (its columns and rows together), and the gates, the run
+        page (`loaded`) and the comparison with the baseline (`comparison`, for compare.html)
+        read the numbers the report computed from it, never a second computation.
+
         An interrupted run (Ctrl-C, -x) counts its collected cases without a record as `not_run`
         (not `missing`: nothing was lost), names the command that completes it (`resume`) and
         checks no gate: it has no verdict yet."""
         from swe_residual.report.gates import check_gates
         from swe_residual.report.tables import build_report, load_runs, write_outputs
 
-        records, manifest = load_runs([self.run_dir])
+        records, manifest = load_runs([self.run_dir], rows=True)  # rows: the cases, the gates, the pages
         self.loaded = (records, manifest)  # the run page reuses them: one read of the records
-        report = build_report(records, manifest, root=self.run_dir)
+        self.comparison = None
+        report = build_report(records, manifest, root=self.run_dir)  # first: from the columns
         report["run_dir"] = str(self.run_dir)
         expected = set(collected) | self.valid_before
         recorded, valid = set(), set()
@@ -457,8 +462,13 @@ class RunSession:
             and gates is not None
             and (baseline is not None or gates.active or records.bad_lines)
         ):
-            gate = check_gates(records, manifest, gates, load_runs([baseline])[0] if baseline else None)
+            base = load_runs([baseline], rows=True)[0] if baseline else None
+            gate = check_gates(records, manifest, gates, base)
             report["gates"] = {"status": gate.status, "violations": gate.violations, "checks": gate.checks}
+            if base is not None:  # compare.html: the same runs and numbers as the gate's
+                from swe_residual.report.compare import compare_runs
+
+                self.comparison = compare_runs(base, records)
         write_outputs(self.run_dir, report)
         self.sweep()
         return report, gate

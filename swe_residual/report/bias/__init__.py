@@ -2,7 +2,8 @@
 
 * kept: what a patch changed and how much of the predecessor's lines a final patch keeps;
 * shell, exposure: what an agent's actions showed it (files opened, git status/diff run);
-* measures: the Table 4 numbers from records, the manifest, patches and trajectories.
+* measures: the Table 4 numbers from an agent's runs (report/aggregates.py gathers them from the
+  columns), the manifest, patches and trajectories.
 
 The names below are the package's public API (report, metrics and tests import them from here).
 """
@@ -18,9 +19,6 @@ from swe_residual.report.bias.kept import (
 from swe_residual.report.bias.measures import (
     AgentRuns,
     BiasInputs,
-    RunFacts,
-    acceptance_bias,
-    agent_bias,
     break_rate,
     by_task,
     initially_failing_clean,
@@ -56,9 +54,6 @@ __all__ = [
     "FileDiff",
     "FileSet",
     "Output",
-    "RunFacts",
-    "acceptance_bias",
-    "agent_bias",
     "analyze",
     "break_rate",
     "by_task",

@@ -13,11 +13,9 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from swe_residual.patches import FileDiff, parse_patch
 from swe_residual.report.bias.kept import changed_paths, kept_fraction, read_regular_file
@@ -54,10 +52,6 @@ class BiasInputs:
         self._state_tests: dict[str | None, tuple | None] = {}
         self._task_failing: dict[tuple[str, str], list[frozenset[str]] | None] = {}
         self._interned: dict = {}  # one object per distinct failing set / state test sets
-        #: (id(state sets), id(tests), failed) -> (tests, state sets, facts): rows share equal per-test dicts
-        #: (results.read_rows) and states share equal failing sets, so a report computes each
-        #: distinct combination once; the tests object is kept, so its id stays its own
-        self.facts_cache: dict[tuple, tuple] = {}
         self._shares: dict[tuple[int, int], tuple] = {}
         self.states_by_task: dict[tuple[str, str], list[str]] = defaultdict(list)
         for sid, st in sorted(manifest.states.items()):
@@ -165,18 +159,6 @@ class BiasInputs:
             self._failing[sid] = self._interned.setdefault(f_r, f_r) if f_r else f_r
         return self._failing[sid]
 
-    def clean_shares(self, failing: list[frozenset[str]], outcomes: list[Mapping[str, str]]) -> list[float]:
-        """[passed_share(f_r, tests) for f_r in failing for tests in outcomes], cached for the
-        usual single clean run per task (equal failing lists and per-test dicts are shared)."""
-        if len(outcomes) != 1:
-            return [self.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
-        tests = outcomes[0]
-        key = (id(failing), id(tests))
-        hit = self._shares.get(key)
-        if hit is None or hit[0] is not failing or hit[1] is not tests:
-            hit = self._shares[key] = (failing, tests, [self.passed_share(f_r, tests) for f_r in failing])
-        return list(hit[2])
-
     def passed_share(self, f_r: frozenset[str], tests: Mapping[str, str]) -> float:
         """Share of F(S_r) whose outcome in `tests` is passed (cached per pair of objects)."""
         key = (id(f_r), id(tests))
@@ -207,7 +189,8 @@ class BiasInputs:
         if key not in self._task_failing:
             sids = self.states_by_task.get(key)
             failing = [f_r for f_r in map(self.failing, sids) if f_r] if sids else None
-            # one list per distinct content (callers never mutate it): see clean_shares
+            # one list per distinct content (callers never mutate it): the columnar report
+            # computes the Clean Start shares once per distinct list
             self._task_failing[key] = (
                 self._interned.setdefault(("task failing", *failing), failing) if failing else failing
             )
@@ -239,33 +222,20 @@ class BiasInputs:
         return set(t.solution_files) if t else set()
 
 
-@dataclass(slots=True)
-class RunFacts:
-    """Per-test facts of one continuation, computed once and shared by the measures.
-
-    repaired: share of F(S_r) passing at the end; same: F(S') == F(S_r); broke: share of the
-    tests passing on S_r that fail at the end (same/broke only for failed continuations).
-    """
-
-    repaired: float
-    same: float | None = None
-    broke: float | None = None
-
-
 def na(reason: str) -> dict[str, Any]:
     return {"value": None, "n_tasks": 0, "n_runs": 0, "reason": reason}
 
 
-def task_means(per_task: Mapping[str, list[float]]) -> tuple[list[float], int]:
+def task_means(per_task: Mapping[str, list[float]] | PerTask) -> tuple[list[float], int]:
     """[sum(v) / len(v) for each task with values, in order] and how many values there are (the
-    columnar report's per-task values, report/aggregates.py TaskValues, have them at hand)."""
+    columnar report's per-task values, report/aggregates.py PerTask, have them at hand)."""
     fast = getattr(per_task, "task_means", None)
     if fast is not None:
         return fast()
     return [sum(v) / len(v) for v in per_task.values() if v], sum(len(v) for v in per_task.values())
 
 
-def task_mean(per_task: Mapping[str, list[float]], reason: str) -> dict[str, Any]:
+def task_mean(per_task: Mapping[str, list[float]] | PerTask, reason: str) -> dict[str, Any]:
     """Average within task, then across tasks (every task weighs the same)."""
     means, n_runs = task_means(per_task)
     if not means:
@@ -282,174 +252,42 @@ def by_task(pairs: Iterable[tuple[str, float | None]]) -> dict[str, list[float]]
     return per_task
 
 
-@dataclass
-class AgentRuns:
-    """One agent's normally submitted runs on one track.
+class PerTask(Protocol):
+    """Per-task values as the columnar report holds them: their per-task means (in task order) and
+    how many values there are; len() is the number of tasks."""
 
-    The per-test facts of every continuation are computed once (run_facts) and kept as
-    per-task lists: "repaired" (all continuations), and "repaired_failed", "same", "broke"
-    (failed continuations); so are the continuation/clean step ratios (steps_ratio).
-    """
+    def task_means(self) -> tuple[list[float], int]: ...
 
-    clean: dict[str, list[Record]]  # by task
-    continuations: list[Record]
-    tests: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    artifacts: frozenset[str] = frozenset()  # artifact names any of these runs carries
-    step_ratios: dict[str, list[float]] | None = None  # by task; None: computed on first use
+    def __len__(self) -> int: ...
 
-    @classmethod
-    def of(cls, records: Iterable[Record], inp: BiasInputs | None = None) -> AgentRuns:
-        """The runs and every per-run fact, in one pass over the records: a report runs this over
-        100k records, where each extra pass (and each call per run) costs more than the arithmetic.
-        The per-test facts are run_facts inlined; without inputs there are none."""
-        clean: dict[str, list[Record]] = {}
-        conts: list[Record] = []
-        failed: list[Record] = []
-        names: set[str] = set()
-        cont_steps: list[tuple[str, int]] = []
-        tests: dict[str, dict[str, list[float]]] = {k: defaultdict(list) for k in _TEST_FACTS}
-        repaired, repaired_failed, same, broke = tests.values()
-        state_tests = inp.state_tests if inp is not None else None
-        known = inp._state_tests if inp is not None else {}
-        facts = inp.facts_cache if inp is not None else {}
-        for r in records:
-            # not r.normally_submitted, written out (a property call per record costs more)
-            if (
-                not r.declared_complete
-                or r.outcome is None
-                or r.verdict == "infra_error"
-                or r.termination == "infra"
-            ):
-                continue
-            if r.start == "clean":
-                runs = clean.get(r.task)
-                if runs is None:
-                    clean[r.task] = [r]
-                else:
-                    runs.append(r)
-                if r.artifacts:
-                    names.update(r.artifacts)
-                continue
-            if not r.state:
-                continue
-            if r.artifacts:
-                names.update(r.artifacts)
-            conts.append(r)
-            task = r.task
-            if r.steps is not None:
-                cont_steps.append((task, r.steps))
-            if r.outcome == 0:
-                failed.append(r)
-            if state_tests is None:
-                continue
-            outcomes = r.tests
-            if not outcomes and not r.missing_tests:
-                continue
-            state = known.get(r.state, r)  # state_tests(r), its cache read first
-            if state is r:
-                state = state_tests(r)
-            if state is None:
-                continue
-            failed_run = r.outcome == 0
-            # the facts depend only on the state's test sets, the per-test dict and failed/not
-            key = (id(state), id(outcomes), failed_run)
-            hit = facts.get(key) if not r.missing_tests else None
-            if hit is None or hit[0] is not outcomes or hit[1] is not state:
-                hit = (outcomes, state, _test_facts(state, outcomes, r.missing_tests, failed_run))
-                if not r.missing_tests:
-                    facts[key] = hit
-            value, same_v, broke_v = hit[2]
-            repaired[task].append(value)
-            if failed_run:
-                repaired_failed[task].append(value)
-                same[task].append(same_v)
-                if broke_v is not None:
-                    broke[task].append(broke_v)
-        runs = cls(
-            clean,
-            conts,
-            {k: dict(v) for k, v in tests.items()},
-            frozenset(names),
-            _step_ratios(clean, cont_steps),
-        )
-        runs.failed = failed  # the cached_property's value, collected in the same pass
-        return runs
 
-    @cached_property
-    def failed(self) -> list[Record]:
-        return [r for r in self.continuations if r.outcome == 0]
+class AgentRuns(Protocol):
+    """What the measures read of one agent's normally submitted runs on one track (the columnar
+    report's ColumnRuns, report/aggregates.py): the per-test facts of the continuations per task
+    ("repaired": all continuations; "repaired_failed", "same", "broke": failed ones), the
+    continuation/clean step ratios, and the runs themselves for the measures that read files."""
 
-    def with_artifact(self, name: str) -> bool:
-        """Does any run carry this artifact? (cheap precheck before reading files)"""
-        return name in self.artifacts
+    tests: dict[str, PerTask]
+    artifacts: frozenset[str]  # artifact names any of these runs carries
+    step_ratios: PerTask | dict
+    clean: dict[str, list]  # by task
+    continuations: list
+    failed: list  # the failed continuations
 
-    # what the measures ask of the runs besides the runs themselves: report/aggregates.py's
-    # ColumnRuns answers these from columns, without an object per run
+    def with_artifact(self, name: str) -> bool: ...
 
     def count(self, which: str) -> int:
         """How many runs: "clean", "continuations" or "failed" (failed continuations)."""
-        if which == "clean":
-            return sum(map(len, self.clean.values()))
-        return len(self.continuations if which == "continuations" else self.failed)
 
     def states_of(self, which: str) -> Iterable[str | None]:
         """The states of the "continuations" or the "failed" ones."""
-        return (r.state for r in (self.continuations if which == "continuations" else self.failed))
 
-    def clean_outcomes(self) -> dict[str, list[Mapping[str, str]]]:
-        """Per task (in the order of runs.clean), the per-test outcomes of its Clean Start runs
-        that report any (tests or missing tests); tasks without any left out."""
-        out = {}
-        for task, cleans in self.clean.items():
-            outcomes = [r.tests for r in cleans if r.tests or r.missing_tests]
-            if outcomes:
-                out[task] = outcomes
-        return out
-
-    def continuation_states(self) -> dict[str, set[str]]:
-        """Per task, the states of its continuations."""
-        seen: dict[str, set[str]] = defaultdict(set)
-        for r in self.continuations:
-            seen[r.task].add(r.state)
-        return seen
-
-    def task_failing(self, inp: BiasInputs, track: str) -> Callable[[str], list[frozenset[str]]]:
-        """task -> the failing sets F(S_r) its Clean Start runs are scored on: the manifest's
-        states of the task, else (no states there) those of the agent's continuations on it."""
-        states_seen: dict[str, set[str]] | None = None
-
-        def failing(task: str) -> list[frozenset[str]]:
-            nonlocal states_seen
-            found = inp.task_failing(track, task)
-            if found is None:
-                if states_seen is None:
-                    states_seen = self.continuation_states()
-                found = [f_r for f_r in map(inp.failing, sorted(states_seen.get(task, ()))) if f_r]
-            return found
-
-        return failing
-
-    def clean_shares(self, inp: BiasInputs, track: str) -> Mapping[str, list[float]]:
+    def clean_shares(self, inp: BiasInputs, track: str) -> PerTask:
         """Per task, for each failing set F(S_r) of its states and each Clean Start run with
         per-test outcomes: the share of F(S_r) passing at the end of the run."""
-        failing_of = self.task_failing(inp, track)
-        per_task: dict[str, list[float]] = {}
-        for task, outcomes in self.clean_outcomes().items():
-            failing = failing_of(task)
-            if failing:
-                per_task[task] = inp.clean_shares(failing, outcomes)
-        return per_task
 
-    def token_ratios(self) -> dict[str, list[float]]:
+    def token_ratios(self) -> PerTask | dict:
         """Per task, each continuation's tokens / the mean of the agent's Clean Start tokens there."""
-        return _step_ratios(
-            self.clean,
-            [(r.task, t) for r in self.continuations if (t := tokens_of(r)) is not None],
-            tokens_of,
-        )
-
-
-_TEST_FACTS = ("repaired", "repaired_failed", "same", "broke")
 
 
 def _test_facts(
@@ -458,7 +296,9 @@ def _test_facts(
     missing: list[str],
     failed: bool,
 ) -> tuple[float, float | None, float | None]:
-    """(repaired, same, broke) of one continuation (run_facts; same/broke only for failed runs)."""
+    """(repaired, same, broke) of one continuation (same/broke only for failed runs): the share of
+    F(S_r) passing at the end; whether the tests failing at the end are F(S_r) exactly; the share
+    of the tests passing on S_r that fail at the end."""
     f_r, universe, passing = state
     value = len([t for t in f_r if outcomes.get(t) == "passed"]) / len(f_r)
     if not failed:
@@ -468,32 +308,6 @@ def _test_facts(
         passing = universe - f_r
     end = {t for t in universe if outcomes.get(t) != "passed"}
     return value, float(end == f_r), len(passing & end) / len(passing) if passing else None
-
-
-def tokens_of(r: Record) -> int | None:
-    """Prompt + completion tokens of a run, None when its harness reported none."""
-    if r.prompt_tokens is None and r.completion_tokens is None:
-        return None
-    return (r.prompt_tokens or 0) + (r.completion_tokens or 0)
-
-
-def _step_ratios(
-    clean: Mapping[str, list[Record]],
-    cont_steps: Iterable[tuple[str, int]],
-    value: Callable[[Record], int | None] = lambda r: r.steps,
-) -> dict[str, list[float]]:
-    """Per task, each continuation's steps (or other `value`) / the mean of the agent's Clean Start
-    runs there (clean runs without one left out; tasks without one get no ratios)."""
-    clean_steps: dict[str, float] = {}
-    for task, cleans in clean.items():
-        steps = [v for v in map(value, cleans) if v]
-        if steps:
-            clean_steps[task] = sum(steps) / len(steps)
-    ratios: dict[str, list[float]] = defaultdict(list)
-    for task, steps in cont_steps:
-        if task in clean_steps:
-            ratios[task].append(steps / clean_steps[task])
-    return dict(ratios)
 
 
 def _per_run(runs: Iterable[Record], value: Callable[[Record], float | None]) -> dict[str, list[float]]:
@@ -623,29 +437,24 @@ def left_out_files(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, di
 def steps_ratio(runs: AgentRuns) -> dict[str, Any]:
     """Continuation steps / the agent's Clean Start steps on the task; mean over a task's states,
     median over tasks."""
-    per_task = runs.step_ratios
-    if per_task is None:
-        per_task = _step_ratios(
-            runs.clean, [(r.task, r.steps) for r in runs.continuations if r.steps is not None]
-        )
-    if not per_task:
-        return na("no continuation with a step count and a Clean Start run with steps on its task")
-    means, n_runs = task_means(per_task)
-    return {
-        "value": median(means),
-        "n_tasks": len(per_task),
-        "n_runs": n_runs,
-        "reason": None,
-        "aggregate": "median over tasks",
-    }
+    return _median_ratio(
+        runs.step_ratios, "no continuation with a step count and a Clean Start run with steps on its task"
+    )
 
 
 def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
     """Steps' twin in model tokens: continuation tokens / the agent's Clean Start tokens on the task;
     mean over a task's states, median over tasks."""
-    per_task = runs.token_ratios()
+    return _median_ratio(
+        runs.token_ratios(),
+        "no token counts (the harness reports none, or no Clean Start run with tokens on the task)",
+    )
+
+
+def _median_ratio(per_task: PerTask | dict, reason: str) -> dict[str, Any]:
+    """The median over tasks of the per-task mean ratios."""
     if not per_task:
-        return na("no token counts (the harness reports none, or no Clean Start run with tokens on the task)")
+        return na(reason)
     means, n_runs = task_means(per_task)
     return {
         "value": median(means),
@@ -712,14 +521,9 @@ MACHINE_NA = (
 )
 
 
-def agent_bias(records: Iterable[Record], inp: BiasInputs, track: str) -> dict[str, Any]:
+def runs_bias(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, Any]:
     """Every Table 4 measure for one agent on one track (on a machine track, those that need a
     repository - Kept, its split, left-out files, inspection of the changed files - are n/a)."""
-    return runs_bias(AgentRuns.of(records, inp), inp, track)
-
-
-def runs_bias(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, Any]:
-    """agent_bias of runs already gathered (AgentRuns.of, or the columnar report's ColumnRuns)."""
     from swe_residual.tracks import track_kind
 
     machine = track_kind(track) == "machine"
@@ -741,25 +545,3 @@ def runs_bias(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, Any]:
         else inspection_rate(runs, inp),
         "kept_split": {**na(MACHINE_NA), "median_kept": None} if machine else kept_split(runs, inp),
     }
-
-
-def acceptance_bias(
-    records: Iterable[Record],
-    manifest: Manifest,
-    root: Path | str | None = None,
-    groups: Mapping[tuple[str, str], list[Record]] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """{track: {agent: measures}} for every track/agent with records (n/a where undefined).
-
-    `groups` ({(track, agent): records}, as metrics.group_records returns) saves the grouping
-    pass when the caller has it.
-    """
-    if groups is None:
-        groups = defaultdict(list)
-        for r in records:
-            groups[(r.track, r.agent)].append(r)
-    inp = BiasInputs(manifest, root)
-    out: dict[str, dict[str, Any]] = defaultdict(dict)
-    for (track, agent), recs in sorted(groups.items()):
-        out[track][agent] = agent_bias(recs, inp, track)
-    return dict(out)

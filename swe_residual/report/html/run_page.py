@@ -24,12 +24,15 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swe_residual.redact import redact, secret_values
 from swe_residual.report.html.case_page import SYMBOL, WORD, CaseInputs, outcome_class, render_case
 from swe_residual.report.html.kit import esc, figure, forget_paths, page, read_text, report_table, table
-from swe_residual.results import RUN_PAGE, Manifest
+from swe_residual.results import RUN_PAGE, Manifest, RunRecords
+
+if TYPE_CHECKING:
+    from swe_residual.report.aggregates import StateHarm
 
 PAGES = "pages"
 RUN_INFO = "run-info.json"
@@ -509,51 +512,13 @@ def case_list_html(grid: Grid) -> str:
 # -- the states that hurt most --------------------------------------------------------------------
 
 
-@dataclass
-class StateHarm:
-    """One state across agents: its task's clean success and the residual success from it."""
-
-    track: str
-    task: str
-    state: str
-    agents: list[str]
-    clean: float  # mean over agents of y(S_0) of the task (each agent's attempts averaged)
-    residual: float  # mean over agents of y(S) from this state
-
-    @property
-    def gap(self) -> float:
-        return 100.0 * (self.clean - self.residual)
-
-
 def state_harm(records: Iterable[Any]) -> list[StateHarm]:
-    """Per residual state, over the agents that ran both its task's clean start and the state:
-    mean clean success, mean residual success and their difference (points), largest first."""
-    from swe_residual.report.metrics import index_outcomes
+    """Per Residual State, over the agents that ran both its task's clean start and the state:
+    mean clean success, mean residual success and their difference (points), largest first; from
+    Table 3's computation of the records (report/aggregates.py Success.state_harm)."""
+    from swe_residual.report.aggregates import success_of
 
-    plain = [
-        r for r in records if r.start in ("clean", "residual")
-    ]  # handoff starts have tables of their own
-    per: dict[tuple[str, str, str], list[tuple[str, float, float]]] = {}
-    for (track, agent), o in index_outcomes(plain).items():
-        for task, states in o.state_means().items():
-            ys = o.clean.get(task)
-            if not ys:
-                continue
-            clean = sum(ys) / len(ys)
-            for state, res in states.items():
-                per.setdefault((track, task, state), []).append((agent, clean, res))
-    out = [
-        StateHarm(
-            track,
-            task,
-            state,
-            [a for a, _, _ in v],
-            sum(c for _, c, _ in v) / len(v),
-            sum(r for _, _, r in v) / len(v),
-        )
-        for (track, task, state), v in per.items()
-    ]
-    return sorted(out, key=lambda h: (-h.gap, h.track, h.task, h.state))
+    return success_of(records).state_harm()
 
 
 def harm_html(harm: list[StateHarm]) -> str:
@@ -615,7 +580,9 @@ def _case_list(title: str, anchor: str, cells: list[tuple[str, str]], prefix: st
     return f'<h3 id="{anchor}">{esc(title)} ({len(cells)})</h3><ul>{items}{more}</ul>'
 
 
-def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: str) -> str:
+def run_page(
+    report: dict, grid: Grid, environment: Mapping[str, str], title: str, harm: list[StateHarm]
+) -> str:
     from swe_residual.report.tables import all_tables, figures_absent_reason, interrupted_lines
 
     n_records = sum(map(len, grid.by_case.values()))
@@ -687,7 +654,7 @@ def run_page(report: dict, grid: Grid, environment: Mapping[str, str], title: st
     )
     body.append(grid_html(grid))
     body.append(case_list_html(grid))
-    body.append(harm_html(state_harm(r for recs in grid.by_case.values() for r in recs)))
+    body.append(harm_html(harm))
     body.append(
         '<div class="swe-residual-report"><h2 id="figures">Figures</h2>'
         + (_figures(report) or f'<p class="mute">No figure: {esc(figures_absent_reason(report))}.</p>')
@@ -759,8 +726,12 @@ def write_browser(
     forget_paths()  # directories resolved by an earlier call may have changed since
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = getattr(records, "rows", None)
-    recs = list(rows if rows is not None else records)
+    if isinstance(records, RunRecords):  # load_runs' rows, as they are
+        harm = state_harm(records)  # first: the numbers its report computed, or its own columns
+        recs = list(records.rows)
+    else:
+        recs = list(records)
+        harm = state_harm(recs)
     roots = [os.path.realpath(d) for d in run_dirs]
     if info is None:
         info = RunInfo()
@@ -775,7 +746,7 @@ def write_browser(
     names = _write_cases(pages, str(pages.resolve()), grid, manifest, requests, roots)
     _remove_others(pages, names)
     title = Path(run_dirs[0]).resolve().name if len(run_dirs) == 1 else f"{len(run_dirs)} run dirs"
-    html_text = run_page(report, grid, info.environment, title)
+    html_text = run_page(report, grid, info.environment, title, harm)
     path = out / RUN_PAGE
     part = out / (RUN_PAGE + ".tmp")
     _write_page(part, html_text, _secrets())
