@@ -711,6 +711,11 @@ class LoadedManifest:
     def untouched(self) -> bool:
         return self._model is None
 
+    @property
+    def cases(self) -> list[str]:
+        """The case ids (of the model: the view holds none)."""
+        return self.model.cases
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("view", "n_cases", "_build", "_model"):
             raise AttributeError(name)
