@@ -210,28 +210,31 @@ def _to_record(self) -> Record:
     return Record.model_validate(msgspec.structs.asdict(self))
 
 
-if TYPE_CHECKING:  # a row reads like a Record (the struct below is made at run time)
+#: One results line as msgspec reads it: the fields, types and defaults of Record, derived from it
+#: (swe_residual/structs.py), the NESTED fields as raw JSON. The reader (report/columns.py)
+#: decodes those once per distinct value; the rows it hands out (RunRecords.rows) hold the decoded
+#: values there, so a row reads like a Record (`valid`, `normally_submitted` are Record's own),
+#: without a pydantic model per line. A line msgspec does not take as it is is read by Record
+#: itself. ROW_STRUCT is the struct as msgspec sees it (its fields, their defaults); RecordRow the
+#: same class as its rows read.
+ROW_STRUCT = reader_struct(
+    Record,
+    name="RecordRow",
+    raw=NESTED,
+    namespace={
+        "valid": Record.valid,
+        "normally_submitted": Record.normally_submitted,
+        "to_record": _to_record,
+    },
+)
+
+if TYPE_CHECKING:  # a row reads like a Record (the struct above is made at run time)
 
     class RecordRow(Record):
         def to_record(self) -> Record: ...
 
 else:
-    #: One results line as msgspec reads it: the fields, types and defaults of Record, derived
-    #: from it (swe_residual/structs.py), the NESTED fields as raw JSON. The reader
-    #: (report/columns.py) decodes those once per distinct value; the rows it hands out
-    #: (RunRecords.rows) hold the decoded values there, so a row reads like a Record (`valid`,
-    #: `normally_submitted` are Record's own), without a pydantic model per line. A line msgspec
-    #: does not take as it is is read by Record itself.
-    RecordRow = reader_struct(
-        Record,
-        name="RecordRow",
-        raw=NESTED,
-        namespace={
-            "valid": Record.valid,
-            "normally_submitted": Record.normally_submitted,
-            "to_record": _to_record,
-        },
-    )
+    RecordRow = ROW_STRUCT
 
 
 class RunRecords(Sequence):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 from pydantic import BaseModel, Field
@@ -20,7 +20,7 @@ from pydantic_core import PydanticSerializationError
 from swe_residual.safe_read import valid_json
 from swe_residual.structs import reader_struct
 
-FORMAT = "swe-residual-trajectory-1"
+FORMAT: Final = "swe-residual-trajectory-1"
 MAX_OUTPUT_CHARS = 200_000
 MAX_TEXT_CHARS = 1_000_000  # any string of a trajectory written the careful way (Trajectory.write)
 

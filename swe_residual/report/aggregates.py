@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from swe_residual.report.bias.measures import BiasInputs, _test_facts, runs_bias
+from swe_residual.report.bias.measures import BiasInputs, PerTask, _test_facts, runs_bias
 from swe_residual.report.columns import Columns, IntColumn, ManifestView, columns_for
 from swe_residual.report.metrics import Counts, group_cell, matched_tasks, success_row
 from swe_residual.report.stats import bootstrap_ci
@@ -66,25 +66,10 @@ def segment_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, lis
     return keys[order[starts]], _contiguous_means(values[order], starts, ends)
 
 
-class PerTask:
-    """Per-task values as the measures read them (bias/measures.py PerTask): the mean of each
-    task's values, tasks in the order they first appear, and how many values there are."""
-
-    __slots__ = ("_means", "_n_runs")
-
-    def __init__(self, means: list[float], n_runs: int):
-        self._means, self._n_runs = means, n_runs
-
-    @classmethod
-    def of(cls, keys: np.ndarray, values: np.ndarray) -> PerTask:
-        """From the values in run order (keys[i]: the task code of values[i])."""
-        return cls(segment_means(keys, values)[1], len(keys))
-
-    def task_means(self) -> tuple[list[float], int]:
-        return self._means, self._n_runs
-
-    def __len__(self) -> int:
-        return len(self._means)
+def per_task(keys: np.ndarray, values: np.ndarray) -> PerTask:
+    """The per-task values the measures read (bias/measures.py PerTask) of values in run order
+    (keys[i]: the task code of values[i])."""
+    return PerTask(segment_means(keys, values)[1], len(keys))
 
 
 def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -130,8 +115,8 @@ class Selection:
         unknown = cols.code("unknown", add=True)
         codes = np.flatnonzero(np.bincount(self.state, minlength=len(names))).tolist()  # the distinct states
         fams = []
-        for c in codes:
-            st = facts.states.get(names[c]) if isinstance(names[c], str) else None
+        for code in codes:
+            st = facts.states.get(names[code]) if isinstance(names[code], str) else None
             fams.append(
                 cols.code(st.predecessor.get("model_family") or "unknown", add=True)
                 if st is not None
@@ -156,6 +141,8 @@ class Selection:
         perm = np.argsort(g.astype(np.int16) if len(keys) < (1 << 15) else g, kind="stable")
         bounds = np.searchsorted(g[perm], np.arange(len(keys) + 1))
         self.members = [perm[bounds[j] : bounds[j + 1]] for j in range(len(keys))]
+        #: state_sets' table, list and index, kept for the BiasInputs they were made with
+        self._state_sets: tuple[BiasInputs, np.ndarray, list, dict] | None = None
 
     # -- success (Table 3) and what Table 8 reads --------------------------------------------
 
@@ -186,8 +173,7 @@ class Selection:
             o2 = np.argsort(task_rank, kind="stable")
         else:
             o2 = np.zeros(0, np.int64)
-        states = GroupStates(ptask[o2], (pk % width)[o2], means[o2])
-        states.clean_task, states.clean_y = ctask, cmean
+        states = GroupStates(ptask[o2], (pk % width)[o2], means[o2], ctask, cmean)
         # each state's family: that of the first of its records
         fam_of_state = np.full(width, -1, np.int64)
         if len(vr):
@@ -222,9 +208,10 @@ class Selection:
     def state_sets(self, inp: BiasInputs) -> tuple[np.ndarray, list, dict]:
         """Per state code, the index of its test sets (BiasInputs.state_tests) in a shared list
         (-1: none, -2: not asked yet), the list, and its index by object identity."""
-        if getattr(self, "_state_sets", None) is None or self._state_sets[0] is not inp:
+        if self._state_sets is None or self._state_sets[0] is not inp:
             self._state_sets = (inp, np.full(len(self.names), -2, np.int64), [], {})
-        return self._state_sets[1:]
+        _, table, sets, ids = self._state_sets
+        return table, sets, ids
 
     def rule_counts(self) -> dict[str, int]:
         """How many records each taxonomy rule produced (docs/errors.md): the record's rule, else
@@ -378,10 +365,14 @@ def success_of(records: Iterable[Record]) -> Success:
 class GroupStates:
     """The (task, state) outcomes of one group: task, state (skey code), y(S) and the state's
     family per pair, tasks contiguous in the order they first appear, states within a task in
-    the order they first appear."""
+    the order they first appear; and the group's clean success per task (clean_task: the task
+    codes, clean_y: y(S_0))."""
 
-    def __init__(self, task: np.ndarray, state: np.ndarray, y: np.ndarray):
+    def __init__(
+        self, task: np.ndarray, state: np.ndarray, y: np.ndarray, clean_task: np.ndarray, clean_y: np.ndarray
+    ):
         self.task, self.state, self.y = task, state, y
+        self.clean_task, self.clean_y = clean_task, clean_y
         self.family = np.zeros(0, np.int64)
 
     def task_bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -474,7 +465,7 @@ class RunView(msgspec.Struct, kw_only=True, gc=False):
     state: str | None
     track: str
     start: str
-    outcome: int | None
+    outcome: int  # valid: 0 or 1
     steps: int | None
     tests: dict
     missing_tests: list
@@ -515,12 +506,12 @@ class ColumnRuns:
         """Does any run carry this artifact? (cheap precheck before reading files)"""
         return name in self.artifacts
 
-    def _test_lists(self, inp: BiasInputs) -> dict[str, PerTask | dict]:
+    def _test_lists(self, inp: BiasInputs) -> dict[str, PerTask]:
         """The per-test facts of every continuation with per-test outcomes, per task: per distinct
         (state test sets, per-test dict, missing tests, failed) computed once."""
         sel, names = self.sel, self.sel.names
         q = self._rn[sel.has_outcomes[self._rn]]
-        empty = {"repaired": {}, "repaired_failed": {}, "same": {}, "broke": {}}
+        empty = {k: PerTask([], 0) for k in ("repaired", "repaired_failed", "same", "broke")}
         if not len(q):
             return empty
         # each state's test sets: state_tests(r) of the first record of the state decides (across
@@ -561,20 +552,20 @@ class ColumnRuns:
         f_task = task[failed]
         has_broke = ~np.isnan(broke[failed])
         return {
-            "repaired": PerTask.of(task, value),
-            "repaired_failed": PerTask.of(f_task, value[failed]),
-            "same": PerTask.of(f_task, same[failed]),
-            "broke": PerTask.of(f_task[has_broke], broke[failed][has_broke]),
+            "repaired": per_task(task, value),
+            "repaired_failed": per_task(f_task, value[failed]),
+            "same": per_task(f_task, same[failed]),
+            "broke": per_task(f_task[has_broke], broke[failed][has_broke]),
         }
 
-    def _ratios(self, col: IntColumn) -> PerTask | dict:
+    def _ratios(self, col: IntColumn) -> PerTask:
         """_step_ratios for a count (steps, tokens): per task, each continuation's count / the mean
         of the task's non-zero Clean Start counts."""
         sel, names = self.sel, self.sel.names
         cn = self._cn[col.present[self._cn]]
         cn = cn[col.values[cn] != 0]
         if not len(cn):
-            return {}
+            return PerTask([], 0)
         keys = sel.task[cn]
         order, starts, ends = _segments(keys)
         vals = col.values[cn][order]
@@ -594,7 +585,7 @@ class ColumnRuns:
         known = has_clean[task]
         rn, task = rn[known], task[known]
         if not len(rn):
-            return {}
+            return PerTask([], 0)
         table = np.zeros(len(names))
         table[tasks] = means
         counts = col.values[rn]
@@ -602,9 +593,9 @@ class ColumnRuns:
             ratios = counts.astype(np.float64) / table[task]
         else:  # Python ints: Python's int / float
             ratios = np.array([c / t for c, t in zip(counts.tolist(), table[task].tolist())], np.float64)
-        return PerTask.of(task, ratios)
+        return per_task(task, ratios)
 
-    def token_ratios(self) -> PerTask | dict:
+    def token_ratios(self) -> PerTask:
         return self._tokens
 
     def count(self, which: str) -> int:
@@ -702,7 +693,7 @@ class ColumnRuns:
                     state=names[sel.state[r]],
                     track=self._track,
                     start="clean" if sel.clean[r] else "residual",
-                    outcome=int(sel.outcome[r]) if sel.outcome[r] >= 0 else None,
+                    outcome=int(sel.outcome[r]),
                     steps=num(sel.steps, r),
                     tests=tvals[sel.tests[r]],
                     missing_tests=mvals[sel.missing[r]],

@@ -42,6 +42,7 @@ from swe_residual.results import (
     MANIFEST,
     NESTED,
     RESULTS,
+    ROW_STRUCT,
     Manifest,
     Record,
     RecordRow,
@@ -54,7 +55,7 @@ from swe_residual.structs import reader_struct
 
 _DECODER = msgspec.json.Decoder(RecordRow)
 #: the nested fields: their type in Record, and the raw value of an absent / empty one
-_EMPTY = {f.name: f.default for f in msgspec.structs.fields(RecordRow) if f.name in NESTED}
+_EMPTY = {f.name: f.default for f in msgspec.structs.fields(ROW_STRUCT) if f.name in NESTED}
 _NESTED: dict[str, tuple[Any, msgspec.Raw]] = {
     name: (Record.model_fields[name].annotation, _EMPTY[name]) for name in NESTED
 }
@@ -301,9 +302,9 @@ class Columns:
 
 class _Builder:
     """Collects the columns chunk by chunk (interning names and nested values across chunks) and,
-    with `rows`, the rows themselves (the decoded lines, their nested values decoded)."""
+    into `rows` (a list), the rows themselves (the decoded lines, their nested values decoded)."""
 
-    def __init__(self, rows: bool = False) -> None:
+    def __init__(self, rows: list[RecordRow | Record] | None = None) -> None:
         self.names: list = []
         self.index: dict = {}
         self.nested = {f: _Nested(t, e) for f, (t, e) in _NESTED.items()}
@@ -314,8 +315,9 @@ class _Builder:
             "completion_tokens": [],
         }
         self.bases: list[str | None] = []
-        #: the rows handed out (RunRecords.rows), made by the same decode: kept when asked for
-        self.rows: list[RecordRow | Record] | None = [] if rows else None
+        #: the rows handed out (RunRecords.rows), made by the same decode: kept when asked for (the
+        #: list they go to; None: not kept)
+        self.rows = rows
 
     def codes(self, values: Sequence) -> np.ndarray:
         index, names = self.index, self.names
@@ -362,13 +364,16 @@ class _Builder:
         for name, cols in self.int_parts.items():
             cols.append(IntColumn.of(list(map(attrgetter(name), rows))))
         if self.rows is not None:
-            self._keep(rows, part, run)
+            self._keep(rows, part, run, self.rows)
         return True
 
-    def _keep(self, rows: list[RecordRow], part: dict[str, np.ndarray], run: int) -> None:
-        """The lines as rows: each nested field holds its decoded value, each name field the one
-        string of its name (one object per distinct value, which readers never mutate: 29 MiB less
-        at the end of the benchmark's 100k run; artifacts: the line's own dict, paths made absolute)."""
+    def _keep(
+        self, rows: list[RecordRow], part: dict[str, np.ndarray], run: int, kept: list[RecordRow | Record]
+    ) -> None:
+        """The lines as rows, added to `kept`: each nested field holds its decoded value, each name
+        field the one string of its name (one object per distinct value, which readers never
+        mutate: 29 MiB less at the end of the benchmark's 100k run; artifacts: the line's own dict,
+        paths made absolute)."""
         for name, values in (
             *((f, self.names) for f in ("agent", "track", "task", "state", "rule")),
             *((f, self.nested[f].values) for f in NESTED[:-1]),
@@ -378,7 +383,7 @@ class _Builder:
         values, base = self.nested["artifacts"].values, self.bases[run] if run >= 0 else None
         for row, code in zip(rows, part["artifacts"].tolist()):
             row.artifacts = _absolute_all(base, values[code])
-        self.rows.extend(rows)
+        kept.extend(rows)
 
     def mark(self) -> tuple[int, int]:
         return len(self.parts), len(self.rows or ())
@@ -565,7 +570,8 @@ def _read_parallel(
     file order. A child that fails leaves its half to this process."""
 
     def second_half() -> tuple:
-        child, child_bad = _Builder(), []
+        child = _Builder()
+        child_bad: list[str] = []
         with open(path, "rb") as cfh:
             done = _read_region(child, cfh, path, 0, child_bad, split, None)
         return done, child.export(), child_bad
@@ -705,6 +711,11 @@ class LoadedManifest:
     def untouched(self) -> bool:
         return self._model is None
 
+    @property
+    def cases(self) -> list[str]:
+        """The case ids (of the model: the view holds none)."""
+        return self.model.cases
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("view", "n_cases", "_build", "_model"):
             raise AttributeError(name)
@@ -769,7 +780,7 @@ def load_columns(run_dirs: Iterable[Path | str], rows: bool = False) -> tuple[Ru
 
 
 def _load_columns(run_dirs: Iterable[Path | str], keep_rows: bool) -> tuple[RunRecords, LoadedManifest]:
-    b = _Builder(rows=keep_rows)
+    b = _Builder(rows=[] if keep_rows else None)
     bad: list[str] = []
     views: list[ManifestView] = []
     case_sets: list[set[str]] = []
@@ -806,11 +817,12 @@ def _load_columns(run_dirs: Iterable[Path | str], keep_rows: bool) -> tuple[RunR
 
     def rows() -> list[RecordRow | Record]:
         """The rows asked for later: the same lines decoded again, up to where the columns stopped."""
-        again = _Builder(rows=True)
+        out: list[RecordRow | Record] = []
+        again = _Builder(rows=out)
         for base, limit in limits:
             again.bases.append(base)
             _read_file(again, Path(base), len(again.bases) - 1, [], limit=limit)
-        return again.rows
+        return out
 
     records = RunRecords(b.rows, bad, load_rows=rows, columns=columns, n=columns.n)
     return records, LoadedManifest(view, lambda: _merged_model([base for base, _ in limits]), n_cases)

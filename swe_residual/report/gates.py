@@ -25,6 +25,7 @@ from swe_residual.results import Manifest, Record, record_rows
 
 if TYPE_CHECKING:
     from swe_residual.report.aggregates import Success
+    from swe_residual.report.columns import LoadedManifest
 
 EXIT_OK = 0
 EXIT_REGRESSION = 10
@@ -81,7 +82,7 @@ class GateResult:
         self.checks.append({"ok": True, **check})
 
 
-def missing_cases(records: Iterable[Record], manifest: Manifest) -> list[str]:
+def missing_cases(records: Iterable[Record], manifest: Manifest | LoadedManifest) -> list[str]:
     """Collected cases (manifest.cases) with no record at all."""
     recorded = {r.case_id for r in records}
     return sorted(set(manifest.cases) - recorded)
@@ -118,7 +119,9 @@ def _readable(bad: list[str], res: GateResult, what: str = "") -> None:
         )
 
 
-def _validity(records: list[Record], manifest: Manifest, cfg: GateConfig, res: GateResult) -> None:
+def _validity(
+    records: list[Record], manifest: Manifest | LoadedManifest, cfg: GateConfig, res: GateResult
+) -> None:
     if cfg.check_missing and manifest.cases:
         miss = missing_cases(records, manifest)
         if miss:
@@ -279,7 +282,7 @@ def _baseline(current: Success, baseline: Success, cfg: GateConfig, res: GateRes
 
 def check_gates(
     records: Iterable[Record],
-    manifest: Manifest | None,
+    manifest: Manifest | LoadedManifest | None,
     cfg: GateConfig,
     baseline: Iterable[Record] | None = None,
 ) -> GateResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean, median
@@ -124,7 +124,7 @@ def _resolve(path: str, root: Path | str | None) -> str:
     return path if os.path.isabs(path) or root is None else os.path.join(str(root), path)
 
 
-def _median_or_na(values: list[float], reason: str) -> dict[str, Any]:
+def _median_or_na(values: Sequence[float], reason: str) -> dict[str, Any]:
     return (
         {"value": median(values), "n": len(values)} if values else {"value": None, "n": 0, "reason": reason}
     )

@@ -88,7 +88,7 @@ def resampled_sums(
     return out
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
+def percentile(sorted_values: Sequence[float] | np.ndarray, q: float) -> float:
     """Linear-interpolation percentile (q in [0, 1]) of already sorted values."""
     pos = q * (len(sorted_values) - 1)
     lo = math.floor(pos)

@@ -541,8 +541,8 @@ def table2(report: dict) -> Table:
         "Patch size (KiB, median)",
         lambda s: "n/a" if _na(s["patch_kib_median"]) else f"{s['patch_kib_median']['value']:.1f}",
     )
-    reasons = {
-        c.get("reason") for s in stats.values() for c in s.values() if isinstance(c, dict) and c.get("reason")
+    reasons: set[str] = {
+        c["reason"] for s in stats.values() for c in s.values() if isinstance(c, dict) and c.get("reason")
     }
     t.notes.extend(f"n/a: {r}" for r in sorted(reasons))
     return t

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING, Any, Protocol
 
 from swe_residual.patches import FileDiff, parse_patch
 from swe_residual.report.bias.kept import changed_paths, kept_fraction, read_regular_file
-from swe_residual.results import Manifest, Record
+from swe_residual.results import Manifest
 from swe_residual.shell.exposure import scan
 
 if TYPE_CHECKING:  # imported where trajectories are read: reports without them never load it
@@ -27,6 +27,31 @@ if TYPE_CHECKING:  # imported where trajectories are read: reports without them 
 
 
 # -- inputs of the measures ----------------------------------------------------------------------
+
+
+class Placed(Protocol):
+    """Where a run ran: what BiasInputs.state_tests reads of it."""
+
+    @property
+    def track(self) -> str: ...
+
+    @property
+    def task(self) -> str: ...
+
+    @property
+    def state(self) -> str | None: ...
+
+
+class Run(Placed, Protocol):
+    """What the measures read of one normally submitted run (report/aggregates.py RunView): its
+    outcome (a valid one: 0 or 1, never None) and its artifacts."""
+
+    @property
+    def outcome(self) -> int: ...
+
+    @property
+    def artifacts(self) -> Mapping[str, str]: ...
+
 
 #: trajectories scanned by two processes from this many on (~50 us each; at the 3,400 of the
 #: 5k demo records the fork and the second process's cold caches cost what they save, measured)
@@ -94,10 +119,10 @@ class BiasInputs:
         st = self.manifest.states.get(sid or "")
         return self._patch(st.patch) if st else None
 
-    def run_patch(self, r: Record) -> dict[str, FileDiff] | None:
+    def run_patch(self, r: Run) -> dict[str, FileDiff] | None:
         return self._patch(r.artifacts.get("patch")) if r.artifacts else None
 
-    def trajectory(self, r: Record) -> Trajectory | TrajectoryView | None:
+    def trajectory(self, r: Run) -> Trajectory | TrajectoryView | None:
         """The run's trajectory (None: no artifact, no file, or not a valid trajectory)."""
         rel = r.artifacts.get("trajectory") if r.artifacts else None
         if not rel:
@@ -110,7 +135,7 @@ class BiasInputs:
         except ValueError:
             return None
 
-    def trajectory_facts(self, r: Record) -> tuple[bool, bool] | None:
+    def trajectory_facts(self, r: Run) -> tuple[bool, bool] | None:
         """(inspected the inherited changes, opened a left-out file) for a continuation, None
         without a trajectory. Each file is read and scanned once, for both questions, and only
         the two answers are kept (a report may read a million trajectories)."""
@@ -122,18 +147,18 @@ class BiasInputs:
             self._traj_facts[p] = self._scan(r)
         return self._traj_facts[p]
 
-    def _scan(self, r: Record) -> tuple[bool, bool] | None:
+    def _scan(self, r: Run) -> tuple[bool, bool] | None:
         traj = self.trajectory(r)
         if traj is None:
             return None
         pred = self.predecessor_files(r.state) or set()
         return scan(traj, pred, self.solution_files(r.track, r.task) - pred)
 
-    def prefetch_trajectory_facts(self, runs: Iterable[Record]) -> None:
+    def prefetch_trajectory_facts(self, runs: Iterable[Run]) -> None:
         """trajectory_facts of many continuations at once, half of them read and scanned by a
         forked child meanwhile when there are PARALLEL_FILES or more (report/forked.py). A file
         named by more than one run is left to trajectory_facts (the first run asking decides)."""
-        first: dict[str, Record] = {}
+        first: dict[str, Run] = {}
         shared: set[str] = set()
         for r in runs:
             rel = r.artifacts.get("trajectory") if r.artifacts else None
@@ -171,7 +196,7 @@ class BiasInputs:
             )
         return hit[2]
 
-    def state_tests(self, r: Record) -> tuple[frozenset[str], frozenset[str], frozenset[str]] | None:
+    def state_tests(self, r: Placed) -> tuple[frozenset[str], frozenset[str], frozenset[str]] | None:
         """(F(S_r), test universe, tests passing on S_r) of a continuation's state, cached per
         state; universe and passing are empty when the manifest has no graded test list."""
         key = r.state
@@ -228,10 +253,9 @@ def na(reason: str) -> dict[str, Any]:
 
 def task_means(per_task: Mapping[str, list[float]] | PerTask) -> tuple[list[float], int]:
     """[sum(v) / len(v) for each task with values, in order] and how many values there are (the
-    columnar report's per-task values, report/aggregates.py PerTask, have them at hand)."""
-    fast = getattr(per_task, "task_means", None)
-    if fast is not None:
-        return fast()
+    columnar report's per-task values, PerTask, have them at hand)."""
+    if isinstance(per_task, PerTask):
+        return per_task.task_means()
     return [sum(v) / len(v) for v in per_task.values() if v], sum(len(v) for v in per_task.values())
 
 
@@ -252,13 +276,21 @@ def by_task(pairs: Iterable[tuple[str, float | None]]) -> dict[str, list[float]]
     return per_task
 
 
-class PerTask(Protocol):
-    """Per-task values as the columnar report holds them: their per-task means (in task order) and
-    how many values there are; len() is the number of tasks."""
+class PerTask:
+    """Per-task values as the columnar report holds them (report/aggregates.py computes them from
+    the columns): the mean of each task's values, tasks in the order they first appear, and how
+    many values there are; len() is the number of tasks."""
 
-    def task_means(self) -> tuple[list[float], int]: ...
+    __slots__ = ("_means", "_n_runs")
 
-    def __len__(self) -> int: ...
+    def __init__(self, means: list[float], n_runs: int):
+        self._means, self._n_runs = means, n_runs
+
+    def task_means(self) -> tuple[list[float], int]:
+        return self._means, self._n_runs
+
+    def __len__(self) -> int:
+        return len(self._means)
 
 
 class AgentRuns(Protocol):
@@ -267,12 +299,26 @@ class AgentRuns(Protocol):
     ("repaired": all continuations; "repaired_failed", "same", "broke": failed ones), the
     continuation/clean step ratios, and the runs themselves for the measures that read files."""
 
-    tests: dict[str, PerTask]
-    artifacts: frozenset[str]  # artifact names any of these runs carries
-    step_ratios: PerTask | dict
-    clean: dict[str, list]  # by task
-    continuations: list
-    failed: list  # the failed continuations
+    @property
+    def tests(self) -> Mapping[str, PerTask]: ...
+
+    @property
+    def artifacts(self) -> frozenset[str]:
+        """The artifact names any of these runs carries."""
+
+    @property
+    def step_ratios(self) -> PerTask: ...
+
+    @property
+    def clean(self) -> Mapping[str, Sequence[Run]]:
+        """The Clean Start runs, by task."""
+
+    @property
+    def continuations(self) -> Sequence[Run]: ...
+
+    @property
+    def failed(self) -> Sequence[Run]:
+        """The failed continuations."""
 
     def with_artifact(self, name: str) -> bool: ...
 
@@ -286,7 +332,7 @@ class AgentRuns(Protocol):
         """Per task, for each failing set F(S_r) of its states and each Clean Start run with
         per-test outcomes: the share of F(S_r) passing at the end of the run."""
 
-    def token_ratios(self) -> PerTask | dict:
+    def token_ratios(self) -> PerTask:
         """Per task, each continuation's tokens / the mean of the agent's Clean Start tokens there."""
 
 
@@ -310,7 +356,7 @@ def _test_facts(
     return value, float(end == f_r), len(passing & end) / len(passing) if passing else None
 
 
-def _per_run(runs: Iterable[Record], value: Callable[[Record], float | None]) -> dict[str, list[float]]:
+def _per_run(runs: Iterable[Run], value: Callable[[Run], float | None]) -> dict[str, list[float]]:
     return by_task((r.task, value(r)) for r in runs)
 
 
@@ -352,9 +398,11 @@ def initially_failing_clean(runs: AgentRuns, inp: BiasInputs, track: str) -> dic
     return task_mean(runs.clean_shares(inp, track), "no per-test outcomes or failing sets for these tasks")
 
 
-def _kept_of(inp: BiasInputs, r: Record) -> float | None:
+def _kept_of(inp: BiasInputs, r: Run) -> float | None:
     final = inp.run_patch(r)
-    pred = inp.state_patch(r.state) if final is not None else None
+    if final is None:
+        return None
+    pred = inp.state_patch(r.state)
     return None if pred is None else inp.kept(pred, final)
 
 
@@ -390,7 +438,7 @@ def left_out_files(runs: AgentRuns, inp: BiasInputs, track: str) -> dict[str, di
             "left_out_changed_residual": na("no final patch artifacts in the records"),
             "left_out_opened": na("no trajectories for continuations"),
         }
-    conts: dict[str, list[Record]] = defaultdict(list)
+    conts: dict[str | None, list[Run]] = defaultdict(list)
     for r in runs.continuations:
         conts[r.state].append(r)
     changed_c: dict[str, list[float]] = defaultdict(list)
@@ -451,7 +499,7 @@ def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
     )
 
 
-def _median_ratio(per_task: PerTask | dict, reason: str) -> dict[str, Any]:
+def _median_ratio(per_task: PerTask, reason: str) -> dict[str, Any]:
     """The median over tasks of the per-task mean ratios."""
     if not per_task:
         return na(reason)
@@ -468,7 +516,7 @@ def _median_ratio(per_task: PerTask | dict, reason: str) -> dict[str, Any]:
 def inspection_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Continuations that ran git status / git diff or read a file the predecessor modified."""
 
-    def value(r: Record) -> float | None:
+    def value(r: Run) -> float | None:
         facts = inp.trajectory_facts(r)
         return None if facts is None else float(facts[0])
 

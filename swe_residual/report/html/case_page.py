@@ -245,7 +245,7 @@ def _test_table(
             esc(kind),
             _cell(start_of(t)),
             _cell(_status(tests, missing, t)),
-            *([_cell(clean_tests.get(t, "n/a"))] if clean else []),
+            *([_cell(clean_tests.get(t, "n/a"))] if clean_tests is not None else []),
         )
         for kind, t in rows
     ]
@@ -306,6 +306,10 @@ def _patch_files(t: Text | None) -> list[FileDiff] | None:
     return split_patch(t.text) if t is not None and t.text is not None else None
 
 
+def _truncated(t: Text | None) -> bool:
+    return t is not None and t.truncated
+
+
 def _missing(t: Text | None, what: str) -> str:
     note = t.note if t is not None else "not recorded"
     return f'<p class="mute">{esc(what)}: {esc(note)}.</p>'
@@ -342,7 +346,7 @@ def _diffs(c: CaseInputs) -> str:
                 how = "changed by the agent"
             notes[path] = how
             rows.append(tr(f"<code>{esc(path)}</code>", esc(how)))
-        cut = final.truncated or c.state_patch.truncated
+        cut = final.truncated or _truncated(c.state_patch)
         out.append(
             '<h3 id="per-file">Inherited vs final, per file</h3>'
             + table(["file", "what the agent did"], rows)
@@ -358,7 +362,7 @@ def _diffs(c: CaseInputs) -> str:
         if inherited is None:
             body.append(_missing(c.state_patch, "the state's patch"))
         else:
-            if c.state_patch.truncated:
+            if _truncated(c.state_patch):
                 body.append(f'<p class="warn">Only the first {PATCH_LIMIT >> 10} KiB are shown.</p>')
             body.append(diff_block(inherited) if inherited else '<p class="mute">Empty patch.</p>')
         n = len(inherited or [])
@@ -409,7 +413,7 @@ def _change(
     if inherited is None or final_files is None:
         what = "the state's patch" if inherited is None else "final.patch"
         return head + f'<p class="mute">Not shown: {esc(what)} is not available here.</p></section>'
-    if final.truncated or c.state_patch.truncated:
+    if final.truncated or _truncated(c.state_patch):
         return head + (
             '<p class="warn">Not shown: a patch is larger than this page shows '
             f"({PATCH_LIMIT >> 10} KiB); open the patch files.</p></section>"

@@ -76,8 +76,9 @@ def _sides(files: list[FileDiff]) -> dict[str, _Side]:
                 side.hunks.append((start if count == 0 else start - 1, count, hunk))
             elif kind in (ADD, DEL, CTX) and hunk is not None:
                 hunk.append((kind, line[1:]))
-        for p in {side.old, side.new} - {None}:
-            out[p] = side
+        for p in (side.old, side.new):
+            if p is not None:
+                out[p] = side
     return out
 
 
@@ -119,8 +120,14 @@ def interdiff(inherited: list[FileDiff], final: list[FileDiff]) -> Interdiff:
             continue
         # which base file each side's version of `path` comes from, and whether it exists at all
         bases = {x.old for x in both if x.old} | ({path} if any(x.old == path for x in both) else set())
-        known = {b: _known(both, b) for b in bases}
-        why = next((v for v in known.values() if isinstance(v, str)), None)
+        known: dict[str, dict[int, str]] = {}
+        why = None
+        for base in bases:
+            lines_or_why = _known(both, base)
+            if isinstance(lines_or_why, str):
+                why = lines_or_why
+                break
+            known[base] = lines_or_why
         if why:
             bad[path] = why
             continue

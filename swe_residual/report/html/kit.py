@@ -18,7 +18,7 @@ import html
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,7 +269,7 @@ def diff_lines(files: Iterable[FileDiff]) -> str:
 
 
 def diff_block(
-    files: list[FileDiff], collapsed: set[str] = frozenset(), notes: dict[str, str] | None = None
+    files: list[FileDiff], collapsed: Set[str] = frozenset(), notes: dict[str, str] | None = None
 ) -> str:
     """One collapsible block per file; files named in `collapsed` start closed."""
     notes = notes or {}

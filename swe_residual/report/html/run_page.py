@@ -610,7 +610,7 @@ def run_page(
         )
         + len(grid.unplaced)
     )
-    kpis = [
+    kpis: list[tuple[str, int | str]] = [
         ("records", n_records),
         ("cases with records", len(grid.by_case)),
         ("missing cases", n_missing),
