@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from swe_residual.report.bias.measures import BiasInputs, PerTask, _test_facts, runs_bias
+from swe_residual.report.bias.measures import BiasInputs, PerTask, runs_bias, tests_facts
 from swe_residual.report.columns import Columns, IntColumn, ManifestView, columns_for
 from swe_residual.report.metrics import Counts, group_cell, matched_tasks, success_row
 from swe_residual.report.stats import bootstrap_ci
@@ -541,7 +541,7 @@ class ColumnRuns:
         uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
         tvals, mvals = sel.cols.nested["tests"], sel.cols.nested["missing_tests"]
         facts = [
-            _test_facts(sets[sc[i]], tvals[tests[i]], mvals[missing[i]], bool(failed[i]))
+            tests_facts(sets[sc[i]], tvals[tests[i]], mvals[missing[i]], bool(failed[i]))
             for i in first.tolist()
         ]
         inv = inv.reshape(-1)

@@ -336,7 +336,7 @@ class AgentRuns(Protocol):
         """Per task, each continuation's tokens / the mean of the agent's Clean Start tokens there."""
 
 
-def _test_facts(
+def tests_facts(
     state: tuple[frozenset[str], frozenset[str], frozenset[str]],
     outcomes: Mapping[str, str],
     missing: list[str],
