@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -44,25 +42,13 @@ from tests.deepswe_release_fixture import (
     write_flat_mirror,
 )
 
+from .drivers import cli
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(tmp: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def do_import(tmp: Path, release: str, work: Path, tasks: Path, *extra: str) -> subprocess.CompletedProcess:
     return cli(
-        tmp,
         "residualize",
         "import",
         "--format",
@@ -77,6 +63,7 @@ def do_import(tmp: Path, release: str, work: Path, tasks: Path, *extra: str) -> 
         "4",
         *extra,
         str(work),
+        cache=tmp / "cache",
     )
 
 
@@ -115,7 +102,7 @@ def imported(release):
         proc = do_import(tmp, srv.manifest_url, work, tasks)
         flaky_requests = srv.artifact_requests.count(fx.key(flaky, "verifier/reward.json"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    filt = cli(tmp, "residualize", "filter", str(work))
+    filt = cli("residualize", "filter", str(work), cache=tmp / "cache")
     assert filt.returncode == 0, filt.stderr
     return work, proc, fx, flaky, flaky_requests
 
@@ -343,7 +330,7 @@ def test_a_server_killed_mid_import_then_a_rerun_completes_without_duplicates(re
     assert len(asked2) == len(set(asked2))
     # the CDN files of imported trials were each fetched exactly once over both runs
     assert Counter(served1 + list(second.served)).most_common(1)[0][1] == 1
-    cli(tmp, "residualize", "filter", str(work))
+    cli("residualize", "filter", str(work), cache=tmp / "cache")
     assert Counter(buckets(work).values()) == fx.buckets()
 
 
@@ -543,7 +530,7 @@ def _copy_work(src: Path, dest: Path) -> Path:
 
 
 def _status(tmp: Path, work: Path) -> dict:
-    proc = cli(tmp, "residualize", "status", "--format", "json", str(work))
+    proc = cli("residualize", "status", "--format", "json", str(work), cache=tmp / "cache")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -559,7 +546,16 @@ def _table5(work: Path) -> dict[str, str]:
 def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
     work = _copy_work(imported[0], tmp_path / "w")
     fx = imported[2]
-    proc = cli(tmp_path, "residualize", "filter", "--per-task", "2", "--families", "claude,gpt", str(work))
+    proc = cli(
+        "residualize",
+        "filter",
+        "--per-task",
+        "2",
+        "--families",
+        "claude,gpt",
+        str(work),
+        cache=tmp_path / "cache",
+    )
     assert proc.returncode == 0, proc.stderr
     picked = {t: fx.by_trial[t] for t, b in buckets(work).items() if b == "candidate"}
     # by hand: of the 10 candidates, per task one claude and one gpt; wordstats has two claude ones
@@ -584,16 +580,24 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
         "family gemini not among --families: task wordstats-top-words: 2 of 4 "
         "candidates selected (families claude, gpt); --per-task 2"
     )
-    text = cli(tmp_path, "residualize", "status", str(work)).stdout
+    text = cli("residualize", "status", str(work), cache=tmp_path / "cache").stdout
     assert "  not_selected       4" in text and text.count("not among --families") == 3
     assert _table5(work)["Not selected (per-task cap, families)"] == "4"
     # again with the same options: nothing changes
-    again = cli(tmp_path, "residualize", "filter", "--per-task", "2", "--families", "claude,gpt", str(work))
+    again = cli(
+        "residualize",
+        "filter",
+        "--per-task",
+        "2",
+        "--families",
+        "claude,gpt",
+        str(work),
+        cache=tmp_path / "cache",
+    )
     assert "(0 changed now)" in again.stdout
     # reproducible: a fresh copy with the same seed picks the same runs
     other = _copy_work(imported[0], tmp_path / "w2")
     cli(
-        tmp_path,
         "residualize",
         "filter",
         "--per-task",
@@ -603,6 +607,7 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
         "--families",
         "gpt",
         str(other),
+        cache=tmp_path / "cache",
     )
     assert buckets(other) == buckets(work)
 
@@ -610,7 +615,7 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
 def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_path):
     work = _copy_work(imported[0], tmp_path / "w")
     fx = imported[2]
-    cli(tmp_path, "residualize", "filter", str(work))
+    cli("residualize", "filter", str(work), cache=tmp_path / "cache")
     # a reviewer already looked at a wordstats candidate: the selection keeps it
     reviewed = next(
         r
@@ -619,7 +624,6 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
         == next(t.trial_name for t in fx.trials if t.task == WORDSTATS and t.attempt == "case-sensitive")
     )
     proc = cli(
-        tmp_path,
         "residualize",
         "review",
         "--reviewer",
@@ -631,9 +635,10 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
         "--consistent",
         "yes",
         str(work),
+        cache=tmp_path / "cache",
     )
     assert proc.returncode == 0, proc.stderr
-    proc = cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", "7", str(work))
+    proc = cli("residualize", "filter", "--per-task", "1", "--seed", "7", str(work), cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     kept = [t for t, b in buckets(work).items() if b == "candidate"]
     assert len(kept) == 3 and reviewed["source"]["trial"] in kept
@@ -643,7 +648,7 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
     assert _table5(work)["Not selected (per-task cap, families)"] == "7"
     assert _table5(work)["Predecessor runs (Stage I)"] == "41"
     # a larger cap brings candidates back (a new line each; the last one counts)
-    proc = cli(tmp_path, "residualize", "filter", "--per-task", "3", "--seed", "7", str(work))
+    proc = cli("residualize", "filter", "--per-task", "3", "--seed", "7", str(work), cache=tmp_path / "cache")
     assert _status(tmp_path, work)["by_stage_result"]["not_selected"] == 1  # wordstats: 4 candidates, 3 kept
     assert len({d["run"] for d in lines(work, STAGE2)}) == 41
 
@@ -652,10 +657,28 @@ def test_the_seed_orders_families_reproducibly(imported, tmp_path):
     picks = {}
     for seed in (0, 1, 2, 3):
         work = _copy_work(imported[0], tmp_path / f"s{seed}")
-        cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", str(seed), str(work))
+        cli(
+            "residualize",
+            "filter",
+            "--per-task",
+            "1",
+            "--seed",
+            str(seed),
+            str(work),
+            cache=tmp_path / "cache",
+        )
         picks[seed] = sorted(t for t, b in buckets(work).items() if b == "candidate")
         again = _copy_work(imported[0], tmp_path / f"s{seed}b")
-        cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", str(seed), str(again))
+        cli(
+            "residualize",
+            "filter",
+            "--per-task",
+            "1",
+            "--seed",
+            str(seed),
+            str(again),
+            cache=tmp_path / "cache",
+        )
         assert sorted(t for t, b in buckets(again).items() if b == "candidate") == picks[seed]
     assert len({tuple(p) for p in picks.values()}) > 1  # the seed matters
 

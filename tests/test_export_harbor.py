@@ -9,6 +9,7 @@ uncommitted.
 from __future__ import annotations
 
 import filecmp
+import functools
 import hashlib
 import json
 import os
@@ -38,27 +39,18 @@ from swe_residual.patches import parse_patch, patch_files
 from swe_residual.states import LoadedState, load_states
 from swe_residual.tasks import load_tasks
 
+from . import drivers
+from .drivers import ON_PYTHONPATH, world
 from .harbor_helpers import harbor_venv_python
-from .taskfactory import docker_task, partial_state_patch, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
 DEEPSWE = ROOT / "tests" / "fixtures" / "deepswe"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 # The demo track: 8 tasks; states.yaml lists 2+2+3+2+2+2+2+2 = 17 states for them.
 DEMO_TASKS, DEMO_STATES = 8, 17
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+cli = functools.partial(drivers.cli, env=ON_PYTHONPATH)
 
 
 def tree_files(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -290,9 +282,8 @@ def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
 
 # -- hostile or unsupported input --------------------------------------------------------------
 def _calc(tmp_path: Path, **kw):
-    task = docker_task(tmp_path, **kw)
-    states_path = write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    return task, states_path
+    w = world(tmp_path, backend="docker", **kw)
+    return w.tasks[0], w.states
 
 
 def _export(tmp_path: Path, states_path: Path, out: str = "out", start: str = "both"):

@@ -17,18 +17,18 @@ from swe_residual.run.attempt import Case
 from swe_residual.states import load_states
 from swe_residual.tasks import load_task, load_tasks
 
-from .taskfactory import git_out, make_task, partial_state_patch, run_one, state_entry, write_states
+from . import drivers
+from .taskfactory import git_out, make_task, run_one, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def world(tmp_path):
-    task_dir = make_task(tmp_path)
-    patch = partial_state_patch(task_dir)
-    states_path = write_states(tmp_path, [state_entry(tmp_path, task_dir, patch)])
+    w = drivers.world(tmp_path)
+    patch = (tmp_path / "states" / "calc--partial.patch").read_bytes()
     tasks = load_tasks(tmp_path / "tasks", "demo")
-    states = load_states(states_path, {"demo": tasks})
+    states = load_states(w.states, {"demo": tasks})
     backend = LocalBackend(work_root=tmp_path / "work")
     yield tmp_path, tasks["calc"], states[0], patch, backend
     backend.close()

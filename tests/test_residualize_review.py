@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,6 +24,8 @@ from swe_residual.residualize.review_page import SCRIPT, SCRIPT_HASH
 from swe_residual.residualize.workdir import REVIEWS, STAGE1, STAGE2, WorkDir
 from swe_residual.trajectory import Action, Trajectory
 
+from . import drivers
+from .drivers import CLI
 from .test_html_report import chromium
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,19 +128,8 @@ def make_workdir(tmp_path: Path) -> Path:
     return wd
 
 
-def cli(*args: str, env: dict | None = None, check: int | None = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "residualize", "review", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    if check is not None:
-        assert proc.returncode == check, proc.stdout + proc.stderr
-    return proc
+# `swe-residual residualize review ARGS`, exit 0 asserted unless check= says otherwise
+cli = functools.partial(drivers.cli, "residualize", "review", check=0)
 
 
 def packet(wd: Path, cid: str) -> dict:
@@ -296,7 +286,7 @@ def test_hidden_test_files_of_a_hostile_task_are_bounded(tmp_path):
 
 def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     wd = make_workdir(tmp_path)
-    env = {**os.environ, "OPENAI_API_KEY": "scripted-no-key"}
+    env = {"OPENAI_API_KEY": "scripted-no-key"}
     # a model that refuses (401): no packet is written, the command says so and fails; a rerun retries
     with ScriptedModelServer(load_script(FIXTURES / "summary-refused.yaml")) as server:
         proc = cli(
@@ -395,7 +385,7 @@ def test_model_summaries_are_made_concurrently(tmp_path):
                 "-j",
                 "3",
                 str(wd),
-                env={**os.environ, "OPENAI_API_KEY": "k", "OPENAI_API_BASE": server.url},
+                env={"OPENAI_API_KEY": "k", "OPENAI_API_BASE": server.url},
             )
         finally:
             stop.set()
@@ -679,9 +669,7 @@ class PageServer:
     def __init__(self, wd: Path):
         self.proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "swe_residual.cli",
+                *CLI,
                 "residualize",
                 "review",
                 "--tasks-dir",

@@ -5,11 +5,9 @@ runs find without --tasks-dir; its default backend, skip reasons and Docker requ
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,8 @@ import pytest
 import yaml
 
 from swe_residual.errors import InputError
+
+from .drivers import cli, records, run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "deepswe"
@@ -56,36 +56,8 @@ def add_task(src: Path, new_id: str) -> str:
     return git(src, "rev-parse", "HEAD")
 
 
-def env_for(tmp: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache"), **extra}
-
-
-def cli(tmp: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        check=False,
-        cwd=ROOT,
-        env=env_for(tmp, **extra),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def suite(tmp: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", *args],
-        check=False,
-        cwd=ROOT,
-        env=env_for(tmp, **extra),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def fetch(tmp: Path, src: Path, *args: str) -> subprocess.CompletedProcess:
-    return cli(tmp, "tasks", "fetch", "deepswe", "--url", src.as_uri(), *args)
+    return cli("tasks", "fetch", "deepswe", "--url", src.as_uri(), *args, cache=tmp / "cache")
 
 
 def clone(tmp: Path) -> Path:
@@ -142,8 +114,15 @@ def test_the_track_finds_fetched_tasks_without_tasks_dir(tmp_path, fetched, monk
 
 def test_pytest_collects_the_fetched_tasks(tmp_path, fetched, docker_client):
     # collection opens the run session, which asks the (default: docker) engine before any case
-    proc = suite(
-        tmp_path, "--collect-only", "-q", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "run")
+    proc = run_suite(
+        "--collect-only",
+        "-q",
+        "--states",
+        str(FIXTURE_STATES),
+        "--run-dir",
+        str(tmp_path / "run"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ids = sorted(ln.split("[", 1)[1].rstrip("]") for ln in proc.stdout.splitlines() if "::test_case[" in ln)
@@ -236,14 +215,22 @@ def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     assert proc.returncode == 2 and "was not made by `swe-residual tasks fetch`" in errors(proc)[0]
     assert (tmp_path / "foreign" / "keep.txt").read_text() == "mine\n"
     # a track that names no repository needs --url; unknown tracks are named
-    proc = cli(tmp_path, "tasks", "fetch", "demo")
+    proc = cli("tasks", "fetch", "demo", cache=tmp_path / "cache")
     assert proc.returncode == 2 and "track.toml [tasks] url); pass --url URL" in errors(proc)[0]
-    proc = cli(tmp_path, "tasks", "fetch", "no-such-track")
+    proc = cli("tasks", "fetch", "no-such-track", cache=tmp_path / "cache")
     assert proc.returncode == 2 and "--track no-such-track: unknown track" in errors(proc)[0]
 
 
 def test_missing_tasks_or_states_is_a_usage_error_naming_the_commands_and_starts_no_workers(tmp_path):
-    proc = suite(tmp_path, "-n", "2", "-rs", "--run-dir", str(tmp_path / "run1"))
+    proc = run_suite(
+        "-n",
+        "2",
+        "-rs",
+        "--run-dir",
+        str(tmp_path / "run1"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out[-2000:]
     assert "`swe-residual tasks fetch deepswe`" in out
@@ -251,7 +238,15 @@ def test_missing_tasks_or_states_is_a_usage_error_naming_the_commands_and_starts
     src = task_repo(tmp_path)
     assert fetch(tmp_path, src).returncode == 0
     # tasks now, but no deepswe states anywhere (the project's states.yaml lists none, nothing fetched)
-    proc = suite(tmp_path, "-n", "2", "-rs", "--run-dir", str(tmp_path / "run2"))
+    proc = run_suite(
+        "-n",
+        "2",
+        "-rs",
+        "--run-dir",
+        str(tmp_path / "run2"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out[-2000:]
     for command in (
@@ -276,15 +271,16 @@ def dead_socket(tmp: Path) -> str:
 def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp_path, fetched):
     host = dead_socket(tmp_path)
     t0 = time.monotonic()
-    proc = suite(
-        tmp_path,
+    proc = run_suite(
         "-n",
         "2",
         "--states",
         str(FIXTURE_STATES),
         "--run-dir",
         str(tmp_path / "run"),
-        DOCKER_HOST=host,
+        env={"DOCKER_HOST": host},
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr
@@ -294,12 +290,27 @@ def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp
     assert "workers" not in proc.stdout and not (tmp_path / "run" / "results.jsonl").exists()
     assert elapsed < 30, elapsed  # measured ~1.5 s: nothing waits for the engine
     # validate uses the same default and the same check
-    proc = cli(tmp_path, "validate", "--track", "deepswe", "--states", str(FIXTURE_STATES), DOCKER_HOST=host)
+    proc = cli(
+        "validate",
+        "--track",
+        "deepswe",
+        "--states",
+        str(FIXTURE_STATES),
+        env={"DOCKER_HOST": host},
+        cache=tmp_path / "cache",
+    )
     assert proc.returncode == 2 and len(errors(proc)) == 1
     assert errors(proc)[0].startswith("error: track 'deepswe' needs Docker (") and host in errors(proc)[0]
     # the local backend, asked for explicitly, is refused before any case too
-    proc = suite(
-        tmp_path, "--backend", "local", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "r2")
+    proc = run_suite(
+        "--backend",
+        "local",
+        "--states",
+        str(FIXTURE_STATES),
+        "--run-dir",
+        str(tmp_path / "r2"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     assert proc.returncode == 4
     assert (f"ERROR: --backend local: task {TASK} of track 'deepswe' ships no repository (") in errors(proc)[
@@ -373,8 +384,7 @@ def test_bad_track_config_is_one_line_naming_file_and_field(tmp_path, text, mess
 
 
 def test_a_docker_run_of_fetched_tasks_uses_the_default_backend(tmp_path, fetched, bookworm_image):
-    proc = suite(
-        tmp_path,
+    proc = run_suite(
         "--states",
         str(FIXTURE_STATES),
         "--agent",
@@ -383,7 +393,9 @@ def test_a_docker_run_of_fetched_tasks_uses_the_default_backend(tmp_path, fetche
         "clean",
         "--run-dir",
         str(tmp_path / "run"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    (rec,) = [json.loads(ln) for ln in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    (rec,) = records(tmp_path / "run")
     assert (rec["backend"], rec["task"], rec["outcome"]) == ("docker", TASK, 1)
