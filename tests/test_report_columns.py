@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from swe_residual.report.tables import build_report, load_runs
 from swe_residual.results import Manifest, Record, RecordRow, StateFacts, TaskFacts
 from tests.report_reference import tables as reference
 
+from .drivers import run_suite
 from .test_report import _varied_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -274,30 +273,12 @@ def test_generated_runs_both_paths_agree(tmp_path):
 def demo_run(tmp_path_factory):
     """A real demo suite run: oracle, nop and the scripted continuation agent on two tasks."""
     run = tmp_path_factory.mktemp("columns-demo") / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "oracle",
-            "--agent",
-            "nop",
-            "--agent",
-            "scripted-trust",
-            "-k",
-            "date-range-merge or invoice-rounding",
-            "-n",
-            "2",
-            "-p",
-            "no:randomly",
-            "--run-dir",
-            str(run),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_suite(
+        "-k",
+        "date-range-merge or invoice-rounding",
+        agents=["oracle", "nop", "scripted-trust"],
+        workers=2,
+        run_dir=run,
         timeout=1200,
     )
     assert (run / "results.jsonl").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 from pathlib import Path
@@ -23,6 +22,8 @@ import pytest
 import yaml
 
 from swe_residual.errors import InputError
+
+from . import drivers
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "deepswe"
@@ -33,14 +34,7 @@ IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
 
 
 def cli(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache"), **env},
-    )
+    return drivers.cli(*args, cache=tmp / "cache", env=env)
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -491,29 +485,16 @@ def test_precedence_explicit_states_then_fetched_pack_then_the_project_file(tmp_
 
 def test_a_run_finds_the_fetched_states_without_states_and_explicit_states_win(tmp_path, docker_client):
     def collected(*args: str) -> list[str]:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "suites/deepswe",
-                "-p",
-                "no:randomly",
-                "--collect-only",
-                "-q",
-                "--tasks-dir",
-                str(FIXTURE),
-                "--agent",
-                "oracle",
-                "--run-dir",
-                str(tmp_path / f"run{len(list(tmp_path.glob('run*')))}"),
-                *args,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "SWE_RESIDUAL_CACHE": str(tmp_path / "cache")},
+        proc = drivers.run_suite(
+            "--collect-only",
+            "-q",
+            "--tasks-dir",
+            str(FIXTURE),
+            *args,
+            suite="suites/deepswe",
+            agents=["oracle"],
+            run_dir=tmp_path / f"run{len(list(tmp_path.glob('run*')))}",
+            cache=tmp_path / "cache",
         )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
         return sorted(
