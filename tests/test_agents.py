@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from swe_residual.sources.trajectories import from_atif, from_mini_swe_agent, import_trajectory
 
 from .drivers import cli, records, run_suite, world
@@ -150,6 +152,7 @@ def test_missing_agents_extra_names_the_option_the_user_typed(tmp_path):
     ), proc.stderr
 
 
+@pytest.mark.slow
 def test_litellm_prints_no_provider_banner(tmp_path):
     # the scripted predecessor's model name is unknown to LiteLLM's cost lookup: before, a red
     # "Provider List: https://docs.litellm.ai/docs/providers" line per model call (4 on this task)
@@ -171,6 +174,7 @@ def test_litellm_prints_no_provider_banner(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_mini_swe_agent_fixes_residual_state_through_scripted_model(tmp_path, backend):
     _world(tmp_path, {"fixer": FIX_SCRIPT})
     proc = run_suite(
@@ -199,6 +203,7 @@ def test_mini_swe_agent_fixes_residual_state_through_scripted_model(tmp_path, ba
     assert leaked == []
 
 
+@pytest.mark.slow
 def test_model_service_failure_is_infra_error_retried_from_fresh_state(tmp_path):
     _world(tmp_path, {"flaky": "replies:\n  - {error: 503}\n"})
     proc = run_suite("--infra-retries", "1", world=tmp_path, agents=["flaky"], **RESIDUAL)
@@ -210,6 +215,7 @@ def test_model_service_failure_is_infra_error_retried_from_fresh_state(tmp_path)
         assert r["error"].startswith("model service error (")
 
 
+@pytest.mark.slow
 def test_model_that_never_submits_ends_on_budget_as_failure(tmp_path):
     _world(tmp_path, {"looper": "replies:\n  - {message: 'again', command: 'ls'}\n"})
     agents = json.loads((tmp_path / "agents.yaml").read_text())
@@ -221,6 +227,7 @@ def test_model_that_never_submits_ends_on_budget_as_failure(tmp_path):
     assert "1 failed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_budget_exhaustion_kills_the_whole_process_tree(tmp_path, backend):
     _world(tmp_path, {})
     marker = f"swe-residual-budget-probe-{backend}-{os.getpid()}"
@@ -237,6 +244,7 @@ def test_budget_exhaustion_kills_the_whole_process_tree(tmp_path, backend):
         assert left_behind((tmp_path / "run").name) == []
 
 
+@pytest.mark.slow
 def test_inline_command_agent_cannot_find_hidden_tests(tmp_path, backend, request):
     if backend == "local":
         request.getfixturevalue("require_bwrap")
@@ -257,6 +265,7 @@ def test_inline_command_agent_cannot_find_hidden_tests(tmp_path, backend, reques
     assert rec["declared_complete"] is True and rec["termination"] == "submitted"
 
 
+@pytest.mark.slow
 def test_replay_agent_respects_step_limit(tmp_path):
     _world(tmp_path, {})
     run_suite(world=tmp_path, agents=["two-steps"], **RESIDUAL)
@@ -308,6 +317,7 @@ def test_importers_normalize_msa_and_atif():
     assert import_trajectory({"other": 1}, "c") is None
 
 
+@pytest.mark.slow
 def test_command_agent_trajectory_file_is_imported(tmp_path):
     _world(tmp_path, {})
     atif = {
@@ -357,6 +367,7 @@ replies:
 """
 
 
+@pytest.mark.slow
 def test_scripted_mini_swe_agent_repairs_a_demo_residual_state(tmp_path, backend):
     # the demo state ttl-cache--five-minute-default defaults ttl to 300 s instead of None
     (tmp_path / "fix.yaml").write_text(DEMO_FIX_SCRIPT)

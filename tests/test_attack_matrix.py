@@ -35,6 +35,8 @@ from .test_hostile_records import AGENTS as HOSTILE
 from .test_integrity_capabilities import ATTACKS as CAPABILITY
 from .test_integrity_capabilities import HONEST, SOLVE, heredoc
 
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 COMMIT = "\ngit add -A >/dev/null 2>&1; git commit -qm work >/dev/null 2>&1; true"
 AGENT_LIMIT = VERIFIER_LIMIT = 60  # make_task's defaults: the task's limits
 

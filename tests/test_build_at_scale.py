@@ -23,6 +23,8 @@ from swe_residual.residualize.workdir import STAGE1, STAGE4, WorkDir
 
 from .drivers import CLI, ROOT, cli
 
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 TASKS = ROOT / "suites" / "demo" / "tasks"
 DEMO = sorted(p.name for p in TASKS.iterdir() if (p / "task.toml").is_file())
 BUNDLED = ROOT / "suites" / "demo" / "states" / "ttl-cache" / "five-minute-default.patch"

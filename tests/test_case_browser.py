@@ -123,6 +123,7 @@ def _evil_label(run: Path) -> str:
     return label
 
 
+@pytest.mark.browser
 def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     exe = chromium()
     evil = _evil_label(run)
@@ -251,6 +252,7 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     print("screenshots:", *shots)
 
 
+@pytest.mark.browser
 def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
     """The case list driven like a user: column heads clicked, filters picked, a search typed."""
     from .chromium_cdp import Browser
@@ -331,6 +333,7 @@ def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
         browser.close()
 
 
+@pytest.mark.slow
 def test_run_page_holds_no_case_content(run):
     page = (run / "report.html").read_text()
     assert "solve.sh" not in page and "def merge_ranges" not in page and "Discard inherited work" not in page
@@ -345,6 +348,7 @@ def test_run_page_holds_no_case_content(run):
     assert html.escape("script-src 'none'") in case  # and the page's policy would not run one anyway
 
 
+@pytest.mark.slow
 def test_report_html_rebuilds_the_pages_offline(run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(run, copy, symlinks=True)
@@ -370,6 +374,7 @@ def test_report_html_rebuilds_the_pages_offline(run, tmp_path):
     assert proc.returncode == 2 and "--html-dir" in proc.stderr
 
 
+@pytest.mark.slow
 def test_html_path_of_the_run_page_is_a_usage_error(tmp_path):
     run = tmp_path / "run"
     proc = run_suite("--html", str(run / "report.html"), "--co", "-q", agents=["nop"], run_dir=run)
@@ -584,6 +589,7 @@ def test_states_that_hurt_most_hand_computed():
     ]
 
 
+@pytest.mark.browser
 def test_case_list_links_every_page_name_in_chromium(tmp_path):
     """Hashed page names (long or unusual case ids) are rebuilt by the list's script: every link
     of the list opens an existing page."""

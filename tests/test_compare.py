@@ -18,6 +18,8 @@ from .drivers import cli as _cli
 from .drivers import run_suite, world
 from .test_html_report import chromium
 
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 N_TASKS = 5
 FIX = "sed -i 's/return a \\/ b if b else 0/return a \\/ b/' calc.py"
 
@@ -135,6 +137,7 @@ def test_gate_with_a_baseline_prints_its_numbers_and_writes_the_page(runs, tmp_p
     assert f"compare: {out / 'compare.html'}" in proc.stderr and (out / "compare.html").is_file()
 
 
+@pytest.mark.browser
 def test_compare_page_in_chromium(runs, tmp_path):
     from .chromium_cdp import Browser
 

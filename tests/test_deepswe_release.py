@@ -110,6 +110,7 @@ def imported(release):
 # -- import -> Stage II, row by row ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_row_lands_in_its_bucket(imported):
     work, proc, fx, _, _ = imported
     # by hand (DEFAULT_TRIALS): 41 of the 46 rows are imported
@@ -136,6 +137,7 @@ def test_every_row_lands_in_its_bucket(imported):
     assert "imported 41 runs, 0 already imported, 0 refused, 0 not finished" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_task_comes_from_task_name_never_the_trial_name(imported):
     work, _, fx, _, _ = imported
     runs = by_trial(work)
@@ -147,6 +149,7 @@ def test_the_task_comes_from_task_name_never_the_trial_name(imported):
         assert r["task"] == fx.by_trial[t].task
 
 
+@pytest.mark.slow
 def test_records_name_where_verdict_completion_and_tests_came_from(imported):
     work, _, fx, flaky, flaky_requests = imported
     runs = by_trial(work)
@@ -242,6 +245,7 @@ def test_records_name_where_verdict_completion_and_tests_came_from(imported):
     assert run(WORDSTATS, "no-validation", "glm-4.6", "exp\ud83d")["source"]["config"] == "exp\\ud83d"
 
 
+@pytest.mark.slow
 def test_errored_rows_are_infra_with_their_category_and_rule(imported):
     work, _, fx, _, _ = imported
     runs = {r["id"]: r for r in lines(work, STAGE1)}
@@ -269,6 +273,7 @@ def test_errored_rows_are_infra_with_their_category_and_rule(imported):
     }
 
 
+@pytest.mark.slow
 def test_hostile_files_are_one_line_each_and_the_import_goes_on(imported):
     work, proc, fx, _, _ = imported
     hostile = next(t for t in fx.trials if t.extra_verifier_files)
@@ -292,6 +297,7 @@ def test_hostile_files_are_one_line_each_and_the_import_goes_on(imported):
     ]
 
 
+@pytest.mark.slow
 def test_importing_again_fetches_nothing_and_adds_nothing(imported, release):
     tmp, tasks, fx = release
     work = imported[0]
@@ -305,6 +311,7 @@ def test_importing_again_fetches_nothing_and_adds_nothing(imported, release):
 # -- interrupted and resumed ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_import_then_a_rerun_completes_without_duplicates(release):
     tmp, tasks, fx = release
     work = tmp / "work-killed"
@@ -359,6 +366,7 @@ def _comparable(work: Path) -> dict[str, tuple]:
     return out
 
 
+@pytest.mark.slow
 def test_mirrors_in_the_cdn_and_the_flat_layout_import_the_same_runs(release, imported):
     tmp, tasks, fx = release
     over_http = _comparable(imported[0])
@@ -391,6 +399,7 @@ def test_mirrors_in_the_cdn_and_the_flat_layout_import_the_same_runs(release, im
     assert {r["source"]["release"] for r in lines(tmp / "work-flat", STAGE1)} == {"v1.1"}
 
 
+@pytest.mark.slow
 def test_symlinks_in_a_mirror_are_never_followed(release, tmp_path):
     tmp, tasks, fx = release
     mirror = write_flat_mirror(fx, tmp_path / "flat")
@@ -440,6 +449,7 @@ def test_a_bare_list_index_filters_and_limits(tmp_path):
     assert [r["source"]["trial"] for r in lines(work2, STAGE1)] == want and len(want) == 5
 
 
+@pytest.mark.slow
 def test_a_family_map_overrides_the_built_in_table(release, tmp_path):
     tmp, tasks, fx = release
     fmap = tmp_path / "families.yaml"
@@ -500,6 +510,7 @@ def test_non_finite_and_odd_values_in_the_index_are_no_numbers(tmp_path):
     assert run["source"]["config"] == "{'a': 1}"
 
 
+@pytest.mark.slow
 def test_unreadable_manifests_and_indexes_are_usage_errors(tmp_path):
     tasks = copy_tasks(tmp_path / "tasks")
     fx = make_release(tmp_path / "rel", tasks, rows=[])
@@ -543,6 +554,7 @@ def _table5(work: Path) -> dict[str, str]:
     return {row[0]: row[-1] for row in t.rows}
 
 
+@pytest.mark.slow
 def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
     work = _copy_work(imported[0], tmp_path / "w")
     fx = imported[2]
@@ -612,6 +624,7 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
     assert buckets(other) == buckets(work)
 
 
+@pytest.mark.slow
 def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_path):
     work = _copy_work(imported[0], tmp_path / "w")
     fx = imported[2]
@@ -653,6 +666,7 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
     assert len({d["run"] for d in lines(work, STAGE2)}) == 41
 
 
+@pytest.mark.slow
 def test_the_seed_orders_families_reproducibly(imported, tmp_path):
     picks = {}
     for seed in (0, 1, 2, 3):

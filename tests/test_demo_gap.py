@@ -39,6 +39,7 @@ def demo(tmp_path_factory):
     return run, proc
 
 
+@pytest.mark.slow
 def test_readme_command_prints_a_gap_for_the_scripted_agent(demo):
     run, proc = demo
     # nop fails every case it runs, so some cases failed: exit 1 (no gate is set)
@@ -76,6 +77,7 @@ def test_readme_command_prints_a_gap_for_the_scripted_agent(demo):
     assert "100.0" in line and "0.0" in line
 
 
+@pytest.mark.slow
 def test_table4_shows_acceptance_bias(demo):
     run, _ = demo
     bias = json.loads((run / "summary.json").read_text())["acceptance_bias"]["demo"][AGENT]
@@ -107,6 +109,7 @@ def test_table4_shows_acceptance_bias(demo):
     ) == (1.0, 0.0, 0.0)
 
 
+@pytest.mark.slow
 def test_steps_and_what_the_agent_saw(demo):
     run, _ = demo
     mine = [r for r in records(run) if r["agent"] == AGENT]
@@ -138,6 +141,7 @@ def test_steps_and_what_the_agent_saw(demo):
             assert traj["steps"][-1]["message"].startswith("The inherited work looks complete")
 
 
+@pytest.mark.slow
 def test_case_page_shows_what_each_agent_changed_in_the_inherited_work(demo):
     run, _ = demo
     from swe_residual.report.html.run_page import page_name
@@ -196,6 +200,7 @@ def test_case_page_shows_what_each_agent_changed_in_the_inherited_work(demo):
 # -- the agent on hand-made tasks ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_state_that_fails_the_visible_tests_is_discarded_and_solved(tmp_path):
     """The only case where the agent does not accept: the visible tests fail on the inherited work."""
     task = make_task(tmp_path)

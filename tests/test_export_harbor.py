@@ -141,6 +141,7 @@ def deepswe_export(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_demo_export_index_and_clean_copies(demo_export):
     index = json.loads((demo_export / "export.json").read_text())
     assert index["format"] == EXPORT_FORMAT and index["track"] == "demo" and index["n_tasks"] == 25
@@ -162,6 +163,7 @@ def test_demo_export_index_and_clean_copies(demo_export):
             assert e["ctrf"] == "junit" and e["solution"] == "reference"
 
 
+@pytest.mark.slow
 def test_demo_residual_dirs(demo_export):
     states = {
         s.id: s
@@ -215,6 +217,7 @@ def test_demo_residual_dirs(demo_export):
         ).read_bytes()
 
 
+@pytest.mark.slow
 def test_start_selects_what_is_exported(tmp_path):
     assert (
         cli(
@@ -233,6 +236,7 @@ def test_start_selects_what_is_exported(tmp_path):
     assert starts == {"residual"} and len(list((tmp_path / "r").iterdir())) == DEMO_STATES + 1
 
 
+@pytest.mark.slow
 def test_out_must_be_new_or_empty(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")
@@ -244,6 +248,7 @@ def test_out_must_be_new_or_empty(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no half-written temp dir left
 
 
+@pytest.mark.slow
 def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
     index = json.loads((deepswe_export / "export.json").read_text())
     by_start = {e["start"]: e for e in index["tasks"]}
@@ -607,6 +612,7 @@ def test_param(x):
 """
 
 
+@pytest.mark.slow
 def test_junit_to_ctrf_gives_our_grading_statuses(tmp_path):
     from swe_residual.verdicts import ctrf_statuses, read_statuses
 

@@ -6,7 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .drivers import cli, run_suite, world
+
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
 
 N_TASKS = 6
 FIX = "sed -i 's/return a \\/ b if b else 0/return a \\/ b/' calc.py"

@@ -21,6 +21,8 @@ import pytest
 from .drivers import cli, records, run_suite, world
 from .taskfactory import TEST_SH, docker_task, make_task
 
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # a JUnit report in which every hidden test passed (the ids the calc task grades)

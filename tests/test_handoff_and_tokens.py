@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from swe_residual.report.bias import AgentRuns, BiasInputs, tokens_ratio
@@ -19,6 +20,7 @@ from .drivers import ON_PYTHONPATH, records, run_suite
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_scripted_model_run_records_tokens_per_step_and_run(tmp_path):
     proc = run_suite(
         "-k",
@@ -114,6 +116,7 @@ def test_token_medians_and_ratio_by_hand():
     assert tokens_ratio(runs)["value"] == 1.25 and tokens_ratio(runs)["n_tasks"] == 2
 
 
+@pytest.mark.slow
 def test_handoff_summary_view_is_its_own_start_with_the_digest_in_the_request(tmp_path):
     run = tmp_path / "run"
     # an agent that shows what it was asked, then stops without changes
@@ -151,6 +154,7 @@ def test_handoff_summary_view_is_its_own_start_with_the_digest_in_the_request(tm
     assert "handoff view 'summary'" in (run / "tables.md").read_text()
 
 
+@pytest.mark.slow
 def test_handoff_view_needs_state_trajectories(tmp_path):
     states = yaml.safe_load((ROOT / "states.yaml").read_text())
     entry = next(s for s in states["states"] if s["task"] == "ttl-cache")

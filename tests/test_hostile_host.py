@@ -50,6 +50,7 @@ def deep_tree(top: Path, outside: Path, depth: int = DEPTH) -> None:
         os.close(fd)
 
 
+@pytest.mark.slow
 def test_remove_tree_takes_any_depth_and_follows_nothing(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -82,6 +83,7 @@ def test_copy_tree_stops_at_its_depth_and_skips_special_files(tmp_path):
     remove_tree(tmp_path / "dst")
 
 
+@pytest.mark.slow
 def test_a_dead_runs_deep_leftover_and_fifo_do_not_stop_the_next_run(tmp_path):
     # a scratch dir of a process that is gone (its pid no longer runs), 3,000 levels deep
     dead = subprocess.Popen(["true"])

@@ -51,6 +51,7 @@ AGENTS = {
 }
 
 
+@pytest.mark.slow
 def test_an_unreadable_line_is_named_left_out_and_makes_the_run_invalid(tmp_path):
     world(tmp_path)
     suite = dict(

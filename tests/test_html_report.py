@@ -37,6 +37,7 @@ def chromium() -> str:
     return exe
 
 
+@pytest.mark.browser
 def test_html_report_renders_tables_and_figures(tmp_path):
     exe = chromium()
     world(tmp_path)

@@ -376,6 +376,7 @@ def test_fixture_trials_are_valid_harbor_results(harbor_python, job):  # noqa: F
 # -- the round trip -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_round_trip_report_and_gates(job, demo_export, tmp_path):
     run = tmp_path / "run"
     res = cli("import", "harbor-job", str(job), "--run-dir", str(run))
@@ -519,6 +520,7 @@ def test_round_trip_report_and_gates(job, demo_export, tmp_path):
     assert gate("--max-infra", "0.2") == 11
 
 
+@pytest.mark.slow
 def test_reimport_adds_nothing(job, tmp_path):
     run = tmp_path / "run"
     assert cli("import", "harbor-job", str(job), "--run-dir", str(run)).returncode == 0
@@ -542,6 +544,7 @@ def _collected_ids(*args: str, run_dir: Path) -> set[str]:
     return {line.split("[", 1)[1].rstrip("]") for line in res.stdout.splitlines() if "::test_case[" in line}
 
 
+@pytest.mark.slow
 def test_case_ids_and_append_to_our_own_run(demo_export, tmp_path):
     """Harbor's oracle imports under our oracle's case ids; a run dir of a real local oracle run
     takes them only with --append, as further attempts, and the report merges both."""
@@ -608,6 +611,7 @@ def test_case_ids_and_append_to_our_own_run(demo_export, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_hostile_trials_are_refused_or_not_read(demo_export, tmp_path):
     job = new_job(tmp_path / "jobs")
     outside = tmp_path / "secret.txt"
@@ -649,6 +653,7 @@ def test_hostile_trials_are_refused_or_not_read(demo_export, tmp_path):
     assert leaked == [] and not any(p.is_symlink() for p in run.rglob("*"))
 
 
+@pytest.mark.slow
 def test_trials_must_match_the_export(demo_export, tmp_path):
     # the config records the task dirs where Harbor ran (another machine): --export is needed
     job = new_job(tmp_path / "jobs")
@@ -725,6 +730,7 @@ def test_agent_labels():
         harbor_agent_label(None, "gpt-5", "x")
 
 
+@pytest.mark.slow
 def test_agent_written_exit_status_never_excludes_a_run(demo_export, tmp_path):
     """mini-swe-agent's trajectory is written inside the environment: its exit status may make a
     run a counted failure (a step limit: budget, outcome 0 even with reward 1) but a model-service
@@ -757,6 +763,7 @@ def test_agent_written_exit_status_never_excludes_a_run(demo_export, tmp_path):
     assert service["agent"] == "mini-swe-agent@claude-sonnet-4-5"
 
 
+@pytest.mark.slow
 def test_reward_files_against_result_json(demo_export, tmp_path):
     """result.json's verifier_result is Harbor's record of the reward; the verifier's reward file
     alone counts only when the verifier's run finished (else an agent could have planted it)."""

@@ -130,6 +130,7 @@ def backend(backend, request) -> str:
     return backend
 
 
+@pytest.mark.slow
 def test_hostile_agents_flip_no_verdict_unflagged_and_reach_nothing(tmp_path, backend):
     host = tmp_path / "host"  # where a command run on the host would leave files
     host.mkdir()
@@ -187,6 +188,7 @@ def test_hostile_agents_flip_no_verdict_unflagged_and_reach_nothing(tmp_path, ba
     assert leaks == []
 
 
+@pytest.mark.slow
 def test_agent_limits_no_host_secrets_bounded_processes_memory_and_output(tmp_path, backend):
     from swe_residual.backends import get_backend
     from swe_residual.tasks import load_task
@@ -229,6 +231,7 @@ def test_agent_limits_no_host_secrets_bounded_processes_memory_and_output(tmp_pa
         b.close()
 
 
+@pytest.mark.slow
 def test_killed_controller_leaves_nothing_and_resume_completes_the_run(tmp_path, backend):
     import signal
     import time
@@ -295,6 +298,7 @@ def leftovers(backend: str, pids: set[str]) -> list:
     ]
 
 
+@pytest.mark.slow
 def test_a_final_state_too_large_to_grade_is_a_failure_with_a_note(tmp_path, monkeypatch):
     import swe_residual.backends.workspace as workspace
     from swe_residual.agents import AgentRegistry
@@ -442,6 +446,7 @@ FIXTURE_PATCH = (
 )
 
 
+@pytest.mark.slow
 def test_imported_harbor_trials_get_notes_like_local_runs(demo_export, tmp_path):  # noqa: F811
     from .test_import_harbor_job import Spec, cli, new_job, write_trial
 

@@ -753,6 +753,7 @@ def test_a_file_exactly_as_inherited_is_not_the_agents(tmp_path):
     assert integrity.flags(patch, [], task) == ["test-infrastructure: conftest.py"]
 
 
+@pytest.mark.slow
 def test_a_1mb_patch_is_read_fast(tmp_path):
     """A patch of 1 MB (code, data, docs), and one of 1 MB of nothing but Python, in CPU time."""
     from swe_residual import integrity

@@ -17,6 +17,8 @@ import pytest
 
 from .drivers import records, start_suite, world
 
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("calc0", "calc1", "calc2")
 CASES = sorted(

@@ -11,6 +11,8 @@ import select
 import threading
 from pathlib import Path
 
+import pytest
+
 from swe_residual.progress import EventChannel, Progress, RunDisplay, RunProgress, bar
 
 from .drivers import environ, run_suite, suite_command, world
@@ -168,6 +170,7 @@ def _env(**over: str) -> dict[str, str | None]:
     return {"CI": None, "BUILD_NUMBER": None, "PYTEST_ADDOPTS": None, **over}
 
 
+@pytest.mark.slow
 def test_plain_progress_lines_under_ci_with_xdist(tmp_path):
     world(tmp_path)
     proc = run_suite(
@@ -188,6 +191,7 @@ def test_plain_progress_lines_under_ci_with_xdist(tmp_path):
     assert "\x1b[" not in out  # no live drawing in a log
 
 
+@pytest.mark.slow
 def test_quiet_run_prints_no_progress(tmp_path):
     world(tmp_path)
     proc = run_suite("-q", world=tmp_path, agents=["oracle", "nop"], env=_env(CI="1"))
@@ -229,6 +233,7 @@ def _run_in_pty(cmd: list[str], env: dict[str, str], timeout: float = 600) -> tu
     return os.waitstatus_to_exitcode(status), out
 
 
+@pytest.mark.slow
 def test_live_display_on_a_terminal(tmp_path):
     world(tmp_path)
     code, raw = _run_in_pty(

@@ -390,6 +390,7 @@ def test_track_kind_and_legacy_sizes(tmp_path):
         load_tasks(tmp_path, "terminal_bench")
 
 
+@pytest.mark.slow
 def test_local_backend_refuses_machine_tracks_before_any_case(tmp_path):
     proc = run_suite("-q", suite=TB, backend="local", agents=["nop"], run_dir=tmp_path / "run")
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]

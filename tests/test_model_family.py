@@ -26,6 +26,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 from swe_residual.agents.config import AgentSpec
@@ -64,6 +65,7 @@ def test_a_local_predecessor_is_recorded_under_its_models_family(monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_local_and_imported_runs_of_one_model_are_one_table8_group(tmp_path: Path):
     work, out, run_dir = tmp_path / "work", tmp_path / "out" / "states.yaml", tmp_path / "run"
     config = tmp_path / "agents.yaml"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .drivers import cli, records, run_suite, world
@@ -46,6 +47,7 @@ def test_explicit_states_with_an_unknown_task_stop_the_run_naming_the_tasks(tmp_
     assert records(tmp_path / "run", missing_ok=True) == []
 
 
+@pytest.mark.slow
 def test_a_fetched_pack_is_explicit_too(tmp_path):
     """A pack someone shared names its tasks: a --tasks-dir without them is an error, not a note."""
     states = world(tmp_path).states
@@ -75,6 +77,7 @@ def test_a_fetched_pack_is_explicit_too(tmp_path):
     assert "tasks: calc2)" in line
 
 
+@pytest.mark.slow
 def test_default_states_of_tasks_not_in_tasks_dir_are_left_out_with_one_line(tmp_path):
     # only ttl-cache of the bundled demo tasks: its 2 states run, the other demo states are left out
     (tmp_path / "tasks").mkdir()
@@ -124,6 +127,7 @@ def test_default_states_of_tasks_not_in_tasks_dir_are_left_out_with_one_line(tmp
     )
 
 
+@pytest.mark.slow
 def test_start_clean_runs_every_task_with_or_without_states(tmp_path):
     # two tasks, no state of either (the project's states are of other tasks)
     make_task(tmp_path, task_id="calc")
@@ -159,6 +163,7 @@ def test_start_clean_runs_every_task_with_or_without_states(tmp_path):
     ), line
 
 
+@pytest.mark.slow
 def test_start_clean_with_states_runs_the_tasks_without_them_too(tmp_path):
     world(tmp_path)
     make_task(tmp_path, task_id="calc2")  # no state
@@ -170,6 +175,7 @@ def test_start_clean_with_states_runs_the_tasks_without_them_too(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_unknown_agent_and_misspelt_manifest_fields_name_the_close_match(tmp_path):
     states = world(tmp_path).states
     base = dict(world=tmp_path, cache=tmp_path / "cache")
@@ -201,6 +207,7 @@ def test_unknown_agent_and_misspelt_manifest_fields_name_the_close_match(tmp_pat
     ), line
 
 
+@pytest.mark.slow
 def test_validate_names_the_misspelt_track_of_an_explicit_states_file(tmp_path):
     states = world(tmp_path, state={"track": "dmeo"}).states
     proc = cli("validate", "--track", "demo", "--states", str(states), "--tasks-dir", str(tmp_path / "tasks"))

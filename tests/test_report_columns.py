@@ -259,6 +259,7 @@ def test_varied_run_both_paths_agree(tmp_path):
     compare([_varied_run(tmp_path / "run")], n_boot=200)
 
 
+@pytest.mark.slow
 def test_generated_runs_both_paths_agree(tmp_path):
     bench = _bench()
     bench.generate(tmp_path / "10k", 10_000, trajectories=False)
@@ -285,6 +286,7 @@ def demo_run(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_demo_run_both_paths_agree(demo_run):
     report = compare([demo_run])
     bias = report["acceptance_bias"]["demo"]["scripted-trust"]
@@ -352,6 +354,7 @@ def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_pat
     assert len(load_columns([run])[0]) == n + 1
 
 
+@pytest.mark.slow
 def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
     """A big results.jsonl is read by two processes (the second half in a forked child), and
     Table 2 of a big manifest computed by one: the same columns, in file order, the same
@@ -400,6 +403,7 @@ def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
             ]
 
 
+@pytest.mark.slow
 def test_trajectories_scanned_by_two_processes(tmp_path, monkeypatch):
     """From PARALLEL_FILES trajectories on, half are scanned by a forked child: the same facts
     (unreadable trajectories, a file two runs share - left to the first that asks - included)."""

@@ -151,6 +151,7 @@ def check_worked_example(work: Path) -> None:
     assert new[0]["provenance"]["source_run"] == "scripted-predecessor-rate-limiter-burst-r1"
 
 
+@pytest.mark.slow
 def test_worked_example_local(worked_local: Path):
     check_worked_example(worked_local)
 
@@ -164,6 +165,7 @@ def test_worked_example_docker(tmp_path: Path, bookworm_image):
     check_worked_example(tmp_path / "work")
 
 
+@pytest.mark.slow
 def test_worked_example_reports_table5_and_prior_steps(worked_local: Path, tmp_path: Path):
     """The built states run as a suite; the report shows Table 5 and Table 2's prior-attempt steps."""
     run_dir = tmp_path / "run"
@@ -215,6 +217,7 @@ def test_worked_example_reports_table5_and_prior_steps(worked_local: Path, tmp_p
     assert "Table 5 - construction accounting" in text and "no residualization records" not in text
 
 
+@pytest.mark.slow
 def test_run_resumes_without_repeating_runs(worked_local: Path):
     proc = cli(
         "residualize",
@@ -319,6 +322,7 @@ def _workdir_with(tmp_path: Path, runs: list[tuple[str, bytes]]) -> Path:
     return wd.path
 
 
+@pytest.mark.slow
 def test_build_outcomes_rebuild_failed_no_valid_verdict_no_longer_failing(tmp_path: Path):
     # a run recorded as failing whose change is in fact the reference solution
     solved = (ROOT / "suites/demo/tasks/ttl-cache/solution/solution.patch").read_bytes()
@@ -366,6 +370,7 @@ def test_build_outcomes_rebuild_failed_no_valid_verdict_no_longer_failing(tmp_pa
     assert not (tmp_path / "states.yaml").exists()  # nothing included, nothing written
 
 
+@pytest.mark.slow
 def test_binary_renames_deletions_and_modes_survive_stages_i_to_iv(tmp_path: Path):
     """Stage I keeps every kind of change (binary file, rename, deletion, mode) and Stage IV's
     state rebuilds exactly that tree."""

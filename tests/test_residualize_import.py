@@ -854,6 +854,7 @@ def test_read_trial_is_neutral():
 # -------------------------------------------------------------------------------------- the CLI
 
 
+@pytest.mark.slow
 def test_cli(tmp_path):
     wd = tmp_path / "wd"
     missing = tmp_path / "missing-job"

@@ -144,6 +144,7 @@ def review_lines(wd: Path) -> list[dict]:
 # -- packets ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_packets_hold_request_diff_and_digest(tmp_path):
     wd = make_workdir(tmp_path)
     out = cli("--tasks-dir", str(TASKS), str(wd)).stdout
@@ -219,6 +220,7 @@ def test_packet_never_reads_outside_the_workdir(tmp_path):
     assert "runs/c2/final.patch points outside the work dir" in proc.stderr
 
 
+@pytest.mark.slow
 def test_large_patch_is_cut_for_display_and_a_broken_trajectory_is_named(tmp_path):
     wd = make_workdir(tmp_path)
     big = "".join(small_patch(f"gen/f{i:05d}.py", i) for i in range(7000))  # ~600 KB
@@ -284,6 +286,7 @@ def test_hidden_test_files_of_a_hostile_task_are_bounded(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     wd = make_workdir(tmp_path)
     env = {"OPENAI_API_KEY": "scripted-no-key"}
@@ -356,6 +359,7 @@ def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     assert len(list((wd / "summaries" / "c1").glob("*.json"))) == 2
 
 
+@pytest.mark.slow
 def test_model_summaries_are_made_concurrently(tmp_path):
     """-j 3 with a model that takes 3 s per answer: the three requests arrive within one answer's
     time of each other (one at a time, each would wait for the one before: >= 3 s apart)."""
@@ -414,6 +418,7 @@ def decide(wd: Path, reviewer: str, cid: str, td: str, co: str, comment: str = "
     )
 
 
+@pytest.mark.slow
 def test_cli_decisions_two_reviewers_and_outcomes(tmp_path):
     wd = make_workdir(tmp_path)
     out = decide(wd, "alice", "c1", "yes", "yes").stdout
@@ -487,6 +492,7 @@ def test_record_review_refuses_a_third_reviewer_even_when_a_line_slipped_in(tmp_
         record_review(wd, "c1", "dave", True, True)
 
 
+@pytest.mark.slow
 def test_decisions_exported_on_one_machine_and_imported_on_another(tmp_path):
     """Two reviewers on two machines (two copies of one work dir) merge their decisions as JSONL:
     a decision already there is skipped, a different one of the same reviewer is refused with the
@@ -763,6 +769,7 @@ def test_page_escapes_packet_text_and_refuses_forged_posts(page_server):
     assert code == 0 and "stopped" in out
 
 
+@pytest.mark.browser
 def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
     exe = chromium()
     from .chromium_cdp import Browser

@@ -17,6 +17,8 @@ from swe_residual.backends.workspace import FINAL_BYTES_LIMIT
 
 from .drivers import records, start_suite, world
 
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 STORAGE_MB = 5
 # 1 MiB every 0.1 s into /tmp, a timestamp per MiB into /app/progress.txt (graded, so the test can
 # read when the limit was crossed and when the writing stopped); unstopped it would run 30 s

@@ -11,6 +11,8 @@ import pytest
 from .drivers import records, run_suite, world
 from .taskfactory import make_task, partial_state_patch, state_entry, write_states
 
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 FIELDS = {
     "agent",
     "track",

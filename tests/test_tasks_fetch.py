@@ -133,6 +133,7 @@ def test_pytest_collects_the_fetched_tasks(tmp_path, fetched, docker_client):
     ]
 
 
+@pytest.mark.slow
 def test_fetching_again_updates_to_the_new_commit(tmp_path, fetched):
     first = record(tmp_path)["commit"]
     proc = fetch(tmp_path, fetched)
@@ -147,6 +148,7 @@ def test_fetching_again_updates_to_the_new_commit(tmp_path, fetched):
     assert not (clone(tmp_path) / "tasks" / "stray.txt").exists()
 
 
+@pytest.mark.slow
 def test_fetch_at_a_ref_branch_tag_commit_or_abbreviated_hash(tmp_path):
     src = task_repo(tmp_path)
     one = git(src, "rev-parse", "HEAD")
@@ -167,6 +169,7 @@ def test_fetch_at_a_ref_branch_tag_commit_or_abbreviated_hash(tmp_path):
     assert record(tmp_path)["commit"] == one  # the last good fetch is kept
 
 
+@pytest.mark.slow
 def test_fetch_into_dest_tells_how_to_use_it(tmp_path, fetched):
     proc = fetch(tmp_path, fetched, "--dest", str(tmp_path / "mine"))
     assert proc.returncode == 0, proc.stderr
@@ -174,6 +177,7 @@ def test_fetch_into_dest_tells_how_to_use_it(tmp_path, fetched):
     assert (tmp_path / "mine" / "tasks" / TASK / "task.toml").is_file()
 
 
+@pytest.mark.slow
 def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     src = task_repo(tmp_path)
     missing = tmp_path / "nowhere"
@@ -221,6 +225,7 @@ def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     assert proc.returncode == 2 and "--track no-such-track: unknown track" in errors(proc)[0]
 
 
+@pytest.mark.slow
 def test_missing_tasks_or_states_is_a_usage_error_naming_the_commands_and_starts_no_workers(tmp_path):
     proc = run_suite(
         "-n",
@@ -268,6 +273,7 @@ def dead_socket(tmp: Path) -> str:
     return f"unix://{path}"
 
 
+@pytest.mark.slow
 def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp_path, fetched):
     host = dead_socket(tmp_path)
     t0 = time.monotonic()
@@ -319,6 +325,7 @@ def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp
     assert errors(proc)[0].endswith("; use --backend docker")
 
 
+@pytest.mark.slow
 def test_default_backends_per_track(tmp_path, monkeypatch):
     from swe_residual.run.plan import build_plan, default_backend, run_backend
     from swe_residual.tracks import load_track_config, suite_dir

@@ -41,6 +41,7 @@ def summary(tmp: Path) -> dict:
 # ---------------------------------------------------------------------------------------- counted
 
 
+@pytest.mark.slow
 def test_context_overflow_is_the_agents_failure_and_counted(tmp_path):
     # the scripted model answers one turn, then rejects the next request as too long for its
     # context window (HTTP 400 context_length_exceeded -> litellm.ContextWindowExceededError)
@@ -99,6 +100,7 @@ CAUSES = {
 }
 
 
+@pytest.mark.slow
 def test_agent_code_that_breaks_the_verifier_is_a_counted_failure(tmp_path):
     agents = {
         name: {"harness": "command", "command": f"printf '%s\\n' \"{code}\" >> calc.py"}
@@ -140,6 +142,7 @@ def test_agent_code_that_breaks_the_verifier_is_a_counted_failure(tmp_path):
 # ---------------------------------------------------------------------------------------- infra
 
 
+@pytest.mark.slow
 def test_verifier_broken_on_the_reference_too_is_infra_and_not_counted(tmp_path):
     world(tmp_path, agents={}, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
     proc = run_suite(
@@ -182,6 +185,7 @@ def test_backend_error_during_materialization_is_infra_not_agent_error(
     assert str(err.value) == r.error
 
 
+@pytest.mark.slow
 def test_model_service_down_is_infra_and_retried(tmp_path, backend):
     world(
         tmp_path,
@@ -212,6 +216,7 @@ def test_model_service_down_is_infra_and_retried(tmp_path, backend):
     assert summary(tmp_path)["tracks"]["demo"]["down"]["clean"] is None
 
 
+@pytest.mark.slow
 def test_context_overflow_in_process_leaves_the_environment_as_it_was(tmp_path):
     # the adapter sets what mini-swe-agent and LiteLLM read only while they run
     make_task(tmp_path)
@@ -236,6 +241,7 @@ def test_context_overflow_in_process_leaves_the_environment_as_it_was(tmp_path):
 # ------------------------------------------------------------------------- configuration: usage errors
 
 
+@pytest.mark.slow
 def test_missing_api_key_is_one_usage_error_before_any_case(tmp_path):
     world(
         tmp_path,
@@ -267,6 +273,7 @@ def test_unreachable_engine_is_one_usage_error_naming_the_endpoint(tmp_path):
     assert time.monotonic() - started < 30 and not (tmp_path / "run" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_existing_run_dir_without_resume_is_a_usage_error(tmp_path):
     world(tmp_path, agents={})
     nop_clean = dict(world=tmp_path, agents=["nop"], start="clean", env=NO_MODEL_RETRY)

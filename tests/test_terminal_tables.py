@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from plugins.residual import fold
 from swe_residual.agents.config import agent_label
 from swe_residual.report.tables import (
@@ -139,6 +141,7 @@ def test_fold_wraps_long_lines_without_cutting_names():
 # -- a real run ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_prints_fitting_tables_nop_one_line_each_and_wide_on_request(tmp_path):
     world(tmp_path)
     base = dict(world=tmp_path, agents=["oracle", "nop", "command:true"])

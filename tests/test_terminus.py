@@ -184,6 +184,7 @@ def test_terminus_repairs_a_machine_state_and_records_what_it_typed(tmp_path, do
     assert "Are you sure the task is complete?" in atif["steps"][-2]["observation"]["results"][0]["content"]
 
 
+@pytest.mark.slow
 def test_terminus_refuses_repository_tasks_before_any_case(tmp_path):
     proc = run_suite(
         "-q", suite=ROOT / "suites" / "demo", agents=["scripted-terminus"], run_dir=tmp_path / "run"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .drivers import ROOT, cli, world
 from .taskfactory import make_task, partial_state_patch, state_entry, write_states
 
@@ -24,6 +26,7 @@ def _validate(tmp: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
     task = make_task(tmp_path)
     patch = partial_state_patch(task)
@@ -54,6 +57,7 @@ def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
     assert "1/3 states valid" in out
 
 
+@pytest.mark.slow
 def test_validate_passes_on_valid_states_only(tmp_path):
     world(tmp_path)
     proc = _validate(tmp_path)
