@@ -10,9 +10,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from swe_residual.sources.trajectories import from_atif, from_mini_swe_agent, import_trajectory
 
-from .taskfactory import docker_task, partial_state_patch, state_entry, write_states
+from .drivers import cli, records, run_suite, world
 
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = "sk-canary-7f3a9c1e5b2d4f60"
@@ -27,9 +29,9 @@ replies:
 """
 
 
-def _world(tmp: Path, scripts: dict[str, str], **task_kw) -> Path:
-    task = docker_task(tmp, **task_kw)
-    write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
+def _world(tmp: Path, scripts: dict[str, str]) -> None:
+    """The calc task (with its Dockerfile: either backend) and its state; an agents file of
+    mini-swe-agents, each against the scripted model server playing its script, and `two-steps`."""
     agents = {}
     for name, script in scripts.items():
         (tmp / f"{name}.yaml").write_text(textwrap.dedent(script))
@@ -39,53 +41,21 @@ def _world(tmp: Path, scripts: dict[str, str], **task_kw) -> Path:
             "scripted_server": f"{name}.yaml",
         }
     agents["two-steps"] = {"harness": "replay", "commands": ["git status", "true"], "step_limit": 1}
-    (tmp / "agents.yaml").write_text(json.dumps({"agents": agents}))
-    return tmp / "agents.yaml"
+    world(tmp, backend="docker", agents=agents)
 
 
-def run_suite(tmp: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "--run-dir",
-        str(tmp / "run"),
-        "--agent-config",
-        str(tmp / "agents.yaml"),
-        "--start",
-        "residual",
-        *args,
-    ]
-    full_env = {**os.environ, "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1", **(env or {})}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=full_env)
-    path = tmp / "run" / "results.jsonl"
-    records = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
-            records[(r["agent"], r["attempt"])] = r
-    return proc, records
+NO_MODEL_RETRY = {"MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"}
+RESIDUAL = dict(start="residual", env=NO_MODEL_RETRY)  # the residual cases, the scripted model tried once
+AGENT_ATTEMPT = lambda r: (r["agent"], r["attempt"])  # noqa: E731
 
 
 def _agents_json(env: dict) -> dict[str, dict]:
-    out = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "agents", "--format", "json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    ).stdout
+    out = cli("agents", "--format", "json", env=env, check=0).stdout
     return {a["name"]: a for a in json.loads(out)}
 
 
 def test_agents_command_shows_descriptions_needs_and_whether_each_runs_now():
-    env = {k: v for k, v in os.environ.items() if k not in ("MOONSHOT_API_KEY", "MSWEA_MODEL_NAME")}
+    env = {"MOONSHOT_API_KEY": None, "MSWEA_MODEL_NAME": None}  # unset
     agents = _agents_json(env)
     assert agents["nop"]["harness"] == "builtin" and agents["oracle"]["ready"]
     assert {
@@ -109,14 +79,7 @@ def test_agents_command_shows_descriptions_needs_and_whether_each_runs_now():
     ]  # the variable its model names
     assert agents["scripted-msa"]["ready"] and agents["scripted-msa"]["needs"] == ["the `agents` extra"]
     assert _agents_json({**env, "MOONSHOT_API_KEY": CANARY})["kimi"]["ready"]
-    text = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "agents"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    ).stdout
+    text = cli("agents", env=env, check=0).stdout
     assert "kimi  [mini-swe-agent]  not ready: $MOONSHOT_API_KEY is not set" in text
     assert "    needs: $MOONSHOT_API_KEY, the `agents` extra" in text
     assert CANARY not in text
@@ -148,24 +111,7 @@ def test_missing_agents_extra_names_the_option_the_user_typed(tmp_path):
         [sys.executable, "-S", "-c", "import minisweagent"], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert probe.returncode == 1 and "No module named 'minisweagent'" in probe.stderr
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-S",
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "scripted-msa",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_suite(run_dir=tmp_path / "run", agents=["scripted-msa"], python_flags=["-S"], env=env)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("ERROR:")]
     assert line == (
@@ -173,59 +119,32 @@ def test_missing_agents_extra_names_the_option_the_user_typed(tmp_path):
         "and LiteLLM), which is not installed: No module named 'minisweagent'; install it with "
         "pip install -e '.[agents]'"
     ), line
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-S",
-            "-m",
-            "swe_residual.cli",
-            "residualize",
-            "run",
-            "--track",
-            "demo",
-            "--predecessor",
-            "scripted-predecessor",
-            str(tmp_path / "work"),
-        ],
-        cwd=ROOT,
+    proc = cli(
+        "residualize",
+        "run",
+        "--track",
+        "demo",
+        "--predecessor",
+        "scripted-predecessor",
+        str(tmp_path / "work"),
+        python_flags=["-S"],
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert proc.returncode == 2 and proc.stderr.startswith(
         "error: --predecessor scripted-predecessor: the mini-swe-agent harness needs the `agents` extra"
     ), proc.stderr
-    agents = json.loads(
-        subprocess.run(
-            [sys.executable, "-S", "-m", "swe_residual.cli", "agents", "--format", "json"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    agents = json.loads(cli("agents", "--format", "json", python_flags=["-S"], env=env, check=0).stdout)
     msa = next(a for a in agents if a["name"] == "scripted-msa")
     assert msa["problems"] == ["mini-swe-agent and LiteLLM not installed (pip install -e '.[agents]')"]
     # a misspelt predecessor gets the close match, under the option typed
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "residualize",
-            "run",
-            "--track",
-            "demo",
-            "--predecessor",
-            "scripted-predecesor",
-            str(tmp_path / "work2"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = cli(
+        "residualize",
+        "run",
+        "--track",
+        "demo",
+        "--predecessor",
+        "scripted-predecesor",
+        str(tmp_path / "work2"),
     )
     assert proc.returncode == 2 and proc.stderr.startswith(
         "error: --predecessor scripted-predecesor: unknown agent 'scripted-predecesor' (did you mean "
@@ -233,28 +152,20 @@ def test_missing_agents_extra_names_the_option_the_user_typed(tmp_path):
     ), proc.stderr
 
 
+@pytest.mark.slow
 def test_litellm_prints_no_provider_banner(tmp_path):
     # the scripted predecessor's model name is unknown to LiteLLM's cost lookup: before, a red
     # "Provider List: https://docs.litellm.ai/docs/providers" line per model call (4 on this task)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "residualize",
-            "run",
-            "--track",
-            "demo",
-            "--predecessor",
-            "scripted-predecessor",
-            "--task",
-            "rate-limiter-burst",
-            str(tmp_path / "work"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = cli(
+        "residualize",
+        "run",
+        "--track",
+        "demo",
+        "--predecessor",
+        "scripted-predecessor",
+        "--task",
+        "rate-limiter-burst",
+        str(tmp_path / "work"),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "scripted-predecessor-rate-limiter-burst-r1: submitted, declared complete True" in proc.stdout
@@ -263,18 +174,18 @@ def test_litellm_prints_no_provider_banner(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_mini_swe_agent_fixes_residual_state_through_scripted_model(tmp_path, backend):
     _world(tmp_path, {"fixer": FIX_SCRIPT})
-    proc, records = run_suite(
-        tmp_path,
-        "--agent",
-        "fixer",
-        "--backend",
-        backend,
-        env={"OPENAI_API_KEY": CANARY, "MY_SERVICE_TOKEN": CANARY + "x"},
+    proc = run_suite(
+        world=tmp_path,
+        agents=["fixer"],
+        backend=backend,
+        start="residual",
+        env={**NO_MODEL_RETRY, "OPENAI_API_KEY": CANARY, "MY_SERVICE_TOKEN": CANARY + "x"},
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    rec = records[("fixer", 1)]
+    rec = records(tmp_path / "run", by=AGENT_ATTEMPT)[("fixer", 1)]
     assert (rec["verdict"], rec["outcome"], rec["termination"], rec["steps"]) == ("pass", 1, "submitted", 5)
     run = tmp_path / "run"
     traj = json.loads((run / rec["artifacts"]["trajectory"]).read_text())
@@ -292,33 +203,37 @@ def test_mini_swe_agent_fixes_residual_state_through_scripted_model(tmp_path, ba
     assert leaked == []
 
 
+@pytest.mark.slow
 def test_model_service_failure_is_infra_error_retried_from_fresh_state(tmp_path):
     _world(tmp_path, {"flaky": "replies:\n  - {error: 503}\n"})
-    proc, records = run_suite(tmp_path, "--agent", "flaky", "--infra-retries", "1")
+    proc = run_suite("--infra-retries", "1", world=tmp_path, agents=["flaky"], **RESIDUAL)
     assert proc.returncode == 1 and "1 error" in proc.stdout
-    assert sorted(records) == [("flaky", 1), ("flaky", 2)]
-    for r in records.values():
+    recs = records(tmp_path / "run", by=AGENT_ATTEMPT, missing_ok=True)
+    assert sorted(recs) == [("flaky", 1), ("flaky", 2)]
+    for r in recs.values():
         assert r["verdict"] == "infra_error" and r["outcome"] is None
         assert r["error"].startswith("model service error (")
 
 
+@pytest.mark.slow
 def test_model_that_never_submits_ends_on_budget_as_failure(tmp_path):
     _world(tmp_path, {"looper": "replies:\n  - {message: 'again', command: 'ls'}\n"})
     agents = json.loads((tmp_path / "agents.yaml").read_text())
     agents["agents"]["looper"]["step_limit"] = 4
     (tmp_path / "agents.yaml").write_text(json.dumps(agents))
-    proc, records = run_suite(tmp_path, "--agent", "looper")
-    rec = records[("looper", 1)]
+    proc = run_suite(world=tmp_path, agents=["looper"], **RESIDUAL)
+    rec = records(tmp_path / "run", by=AGENT_ATTEMPT, missing_ok=True)[("looper", 1)]
     assert (rec["termination"], rec["outcome"], rec["verdict"], rec["steps"]) == ("budget", 0, "fail", 4)
     assert "1 failed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_budget_exhaustion_kills_the_whole_process_tree(tmp_path, backend):
     _world(tmp_path, {})
     marker = f"swe-residual-budget-probe-{backend}-{os.getpid()}"
     agent = f"command:(sleep 300; echo {marker}) & sleep 400 # {marker}"
-    proc, records = run_suite(tmp_path, "--agent", agent, "--agent-timeout", "2", "--backend", backend)
-    rec = next(iter(records.values()))
+    run_suite("--agent-timeout", "2", world=tmp_path, agents=[agent], backend=backend, **RESIDUAL)
+    rec = next(iter(records(tmp_path / "run", missing_ok=True)))
     assert (rec["termination"], rec["outcome"], rec["declared_complete"]) == ("budget", 0, False)
     assert rec["duration_s"] < 30
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
@@ -329,6 +244,7 @@ def test_budget_exhaustion_kills_the_whole_process_tree(tmp_path, backend):
         assert left_behind((tmp_path / "run").name) == []
 
 
+@pytest.mark.slow
 def test_inline_command_agent_cannot_find_hidden_tests(tmp_path, backend, request):
     if backend == "local":
         request.getfixturevalue("require_bwrap")
@@ -341,18 +257,19 @@ def test_inline_command_agent_cannot_find_hidden_tests(tmp_path, backend, reques
         "grep -rls test_div_by_zero / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null "
         '>> /tmp/found.txt; cat /tmp/found.txt; test "$(cat /tmp/found.txt)" = /app/calc.py'
     )
-    proc, records = run_suite(tmp_path, "--agent", f"command:{search}", "--backend", backend)
-    rec = next(iter(records.values()))
+    run_suite(world=tmp_path, agents=[f"command:{search}"], backend=backend, **RESIDUAL)
+    rec = next(iter(records(tmp_path / "run", missing_ok=True)))
     traj = json.loads((tmp_path / "run" / rec["artifacts"]["trajectory"]).read_text())
     output = traj["steps"][0]["actions"][0]["output"]
     assert output.split() == ["/app/calc.py"], output  # only the positive control is found
     assert rec["declared_complete"] is True and rec["termination"] == "submitted"
 
 
+@pytest.mark.slow
 def test_replay_agent_respects_step_limit(tmp_path):
     _world(tmp_path, {})
-    proc, records = run_suite(tmp_path, "--agent", "two-steps")
-    rec = records[("two-steps", 1)]
+    run_suite(world=tmp_path, agents=["two-steps"], **RESIDUAL)
+    rec = records(tmp_path / "run", by=AGENT_ATTEMPT, missing_ok=True)[("two-steps", 1)]
     assert (rec["termination"], rec["steps"], rec["outcome"]) == ("budget", 1, 0)
 
 
@@ -400,6 +317,7 @@ def test_importers_normalize_msa_and_atif():
     assert import_trajectory({"other": 1}, "c") is None
 
 
+@pytest.mark.slow
 def test_command_agent_trajectory_file_is_imported(tmp_path):
     _world(tmp_path, {})
     atif = {
@@ -418,8 +336,8 @@ def test_command_agent_trajectory_file_is_imported(tmp_path):
     }
     script = tmp_path / "agent.sh"
     script.write_text(f"cat > \"$AGENT_TRAJECTORY\" <<'JSON'\n{json.dumps(atif)}\nJSON\n")
-    proc, records = run_suite(tmp_path, "--agent", f"command:{script.read_text()}")
-    rec = next(iter(records.values()))
+    run_suite(world=tmp_path, agents=[f"command:{script.read_text()}"], **RESIDUAL)
+    rec = next(iter(records(tmp_path / "run", missing_ok=True)))
     traj = json.loads((tmp_path / "run" / rec["artifacts"]["trajectory"]).read_text())
     assert rec["steps"] == 2 and [s["message"] for s in traj["steps"]] == ["look", "done"]
     assert traj["steps"][0]["actions"][0] == {
@@ -449,6 +367,7 @@ replies:
 """
 
 
+@pytest.mark.slow
 def test_scripted_mini_swe_agent_repairs_a_demo_residual_state(tmp_path, backend):
     # the demo state ttl-cache--five-minute-default defaults ttl to 300 s instead of None
     (tmp_path / "fix.yaml").write_text(DEMO_FIX_SCRIPT)
@@ -465,32 +384,17 @@ def test_scripted_mini_swe_agent_repairs_a_demo_residual_state(tmp_path, backend
             }
         )
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--agent",
-        "demo-fixer",
-        "--agent-config",
-        str(tmp_path / "agents.yaml"),
-        "--backend",
-        backend,
-        "--run-dir",
-        str(tmp_path / "run"),
+    proc = run_suite(
         "-k",
         "ttl-cache-residual-ttl-cache--five-minute-default",
-    ]
-    proc = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"},
+        agents=["demo-fixer"],
+        agent_config=tmp_path / "agents.yaml",
+        backend=backend,
+        run_dir=tmp_path / "run",
+        env=NO_MODEL_RETRY,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
-    (rec,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    (rec,) = records(tmp_path / "run")
     assert (rec["verdict"], rec["steps"], rec["termination"]) == ("pass", 5, "submitted")
     assert rec["tests"]["tests.test_ttl.test_no_ttl_by_default"] == "passed"
     traj = json.loads((tmp_path / "run" / rec["artifacts"]["trajectory"]).read_text())

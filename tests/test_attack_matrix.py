@@ -18,27 +18,25 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 import pytest
-import yaml
 
 from swe_residual.results import RESULTS, iter_records
 from swe_residual.trajectory import Trajectory
 
-from .taskfactory import docker_task, make_task, partial_state_patch, state_entry, write_states
+from .drivers import cli, run_suite, world
 from .test_grading_channels import ATTACKS as GRADING
 from .test_grading_channels import UNBOUNDED
 from .test_hostile_records import AGENTS as HOSTILE
 from .test_integrity_capabilities import ATTACKS as CAPABILITY
 from .test_integrity_capabilities import HONEST, SOLVE, heredoc
 
-ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "swe_residual.cli"]
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 COMMIT = "\ngit add -A >/dev/null 2>&1; git commit -qm work >/dev/null 2>&1; true"
 AGENT_LIMIT = VERIFIER_LIMIT = 60  # make_task's defaults: the task's limits
 
@@ -176,51 +174,25 @@ def matrix(request, tmp_path_factory) -> Matrix:
             )
         pytest.skip("bubblewrap (bwrap) not installed: the local side of the matrix runs sandboxed only")
     tmp = tmp_path_factory.mktemp(f"matrix-{backend}")
-    task = (docker_task if backend == "docker" else make_task)(tmp / "w")
-    # clean cases run for tasks that have residual states: give the task one
-    write_states(tmp / "w", [state_entry(tmp / "w", task, partial_state_patch(task))])
-    (tmp / "agents.yaml").write_text(
-        yaml.safe_dump(
-            {"agents": {name: {"harness": "command", "command": a.command} for name, a in ATTACKS.items()}}
-        )
-    )
+    # clean cases run for tasks that have residual states: the task has one
+    agents = {name: {"harness": "command", "command": a.command} for name, a in ATTACKS.items()}
+    world(tmp / "w", backend=backend, agents=agents)
     host_before = {p: p.exists() for p in HOST_PATHS}
     run = tmp / "matrix-run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "w" / "tasks"),
-        "--states",
-        str(tmp / "w" / "states.yaml"),
-        "--run-dir",
-        str(run),
-        "--backend",
-        backend,
-        "--agent-config",
-        str(tmp / "agents.yaml"),
-        "--start",
-        "clean",
-        "-n",
-        "2",
-        "-p",
-        "no:randomly",
-        "--gate-max-flagged",
-        "0",
-        *[a for name in ATTACKS for a in ("--agent", name)],
-    ]
     scratch = tmp / "scratch"  # the harness's temporary files (local workspaces, copies)
     scratch.mkdir()
     t0 = time.monotonic()
-    proc = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_suite(
+        "--gate-max-flagged",
+        "0",
+        world=tmp / "w",
+        run_dir=run,
+        backend=backend,
+        start="clean",
+        workers=2,
+        agents=ATTACKS,
+        env={"TMPDIR": str(scratch)},
         timeout=1800,
-        env={**os.environ, "TMPDIR": str(scratch)},
     )
     seconds = time.monotonic() - t0
     records = {r.agent: r for r in iter_records(run)} if (run / RESULTS).is_file() else {}
@@ -353,17 +325,9 @@ def test_the_run_dir_reads_and_gates(matrix):
     assert summary["cases"]["infra_errors"] == [] and summary["gates"]["status"] == 10
     assert 'class="swe-residual-report"' in (matrix.run / "report.html").read_text()
     assert "GATE: demo/bad-names: 1 runs with integrity flags > max 0" in matrix.proc.stdout
-    report = subprocess.run(
-        [*CLI, "report", str(matrix.run)], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    report = cli("report", str(matrix.run))
     assert report.returncode == 0 and "Table 3 - success by track" in report.stdout, report.stderr
-    gate = subprocess.run(
-        [*CLI, "gate", str(matrix.run), "--max-flagged", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    gate = cli("gate", str(matrix.run), "--max-flagged", "0")
     assert gate.returncode == 10, gate.stdout + gate.stderr
     flagged = {name for name, r in matrix.records.items() if r.integrity}
     assert all(f"GATE: demo/{name}: 1 runs with integrity flags > max 0" in gate.stdout for name in flagged)

@@ -6,12 +6,12 @@ there refused, and the work dir's own states file when --states is not given."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,23 +21,17 @@ import yaml
 from swe_residual.residualize.records import PredecessorRun
 from swe_residual.residualize.workdir import STAGE1, STAGE4, WorkDir
 
-ROOT = Path(__file__).resolve().parent.parent
+from .drivers import CLI, ROOT, cli
+
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 TASKS = ROOT / "suites" / "demo" / "tasks"
 DEMO = sorted(p.name for p in TASKS.iterdir() if (p / "task.toml").is_file())
 BUNDLED = ROOT / "suites" / "demo" / "states" / "ttl-cache" / "five-minute-default.patch"
 
 
-def cli(*args: str, check: int | None = 0, timeout: float = 1800) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "residualize", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if check is not None:
-        assert proc.returncode == check, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return proc
+# `swe-residual residualize ARGS`, exit 0 asserted unless check= says otherwise
+residualize = functools.partial(cli, "residualize", check=0, timeout=1800)
 
 
 def note_patch(i: int) -> bytes:
@@ -73,7 +67,7 @@ def work_dir(tmp_path: Path, runs: list[tuple[str, str, bytes]]) -> Path:
             ),
         )
     (wd.path / "tasks.json").write_text(json.dumps({"demo": str(TASKS)}))
-    cli("filter", str(wd.path))
+    residualize("filter", str(wd.path))
     decisions = tmp_path / "decisions.jsonl"
     decisions.write_text(
         "".join(
@@ -83,7 +77,7 @@ def work_dir(tmp_path: Path, runs: list[tuple[str, str, bytes]]) -> Path:
             for who in ("ana", "ben")
         )
     )
-    out = cli("review", "--import-decisions", str(decisions), str(wd.path)).stdout
+    out = residualize("review", "--import-decisions", str(decisions), str(wd.path)).stdout
     assert f"{2 * len(runs)} imported" in out
     return wd.path
 
@@ -134,20 +128,7 @@ def test_build_at_scale_resumes_after_a_kill_and_keeps_the_states_file(tmp_path:
 
     # first build: killed (SIGKILL to its whole process group) once a few candidates are decided
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "residualize",
-            "build",
-            "--backend",
-            "local",
-            "-j",
-            "2",
-            "--states",
-            str(states),
-            str(work),
-        ],
+        [*CLI, "residualize", "build", "--backend", "local", "-j", "2", "--states", str(states), str(work)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -177,7 +158,7 @@ def test_build_at_scale_resumes_after_a_kill_and_keeps_the_states_file(tmp_path:
 
     # the rerun: skips what has an outcome, finishes the rest, adds nothing twice
     t = time.monotonic()
-    out = cli("build", "--backend", "local", "-j", "2", "--states", str(states), str(work)).stdout
+    out = residualize("build", "--backend", "local", "-j", "2", "--states", str(states), str(work)).stdout
     rerun_s = time.monotonic() - t
     assert f"stage IV: {len(decided)} kept candidates have an outcome already (skipped)" in out
     outcomes = stage4(work)
@@ -214,14 +195,14 @@ def test_build_at_scale_resumes_after_a_kill_and_keeps_the_states_file(tmp_path:
     )
 
     # status: the refused copy still waits for a build (into another states file)
-    status = json.loads(cli("status", "--format", "json", str(work)).stdout)
+    status = json.loads(residualize("status", "--format", "json", str(work)).stdout)
     assert status["by_stage_result"] == {
         "included": N_PER_TASK * len(DEMO),
         "rebuild_failed": 1,
         "pending_build": 1,
     }
     # a third build: only the copy is left, and it is refused again; the file does not change
-    out = cli("build", "--backend", "local", "--states", str(states), str(work)).stdout
+    out = residualize("build", "--backend", "local", "--states", str(states), str(work)).stdout
     assert "skip gen-ttl-cache-copy: its patch is byte-identical" in out
     assert f"states file: {states} (0 added, 1 skipped)" in out and states.read_text() == final
 
@@ -234,7 +215,7 @@ def test_build_writes_the_work_dirs_states_file_by_default(tmp_path: Path):
             ("gen-ttl-cache-002", "ttl-cache", note_patch(2)),
         ],
     )
-    out = cli("build", "--backend", "local", str(work)).stdout
+    out = residualize("build", "--backend", "local", str(work)).stdout
     states = work / "states" / "states.yaml"
     assert f"states file: {states} (2 added)" in out
     text = states.read_text()
@@ -246,7 +227,8 @@ def test_build_writes_the_work_dirs_states_file_by_default(tmp_path: Path):
     ]
     assert (work / "states" / "states" / "demo" / "ttl-cache" / "gen-ttl-cache-001.patch").is_file()
     assert (
-        "stage IV: nothing to build (2 built already)" in cli("build", "--backend", "local", str(work)).stdout
+        "stage IV: nothing to build (2 built already)"
+        in residualize("build", "--backend", "local", str(work)).stdout
     )
     assert states.read_text() == text
 
@@ -254,7 +236,7 @@ def test_build_writes_the_work_dirs_states_file_by_default(tmp_path: Path):
     # the state it wrote and records it, without building it again or adding it twice
     lines = (work / STAGE4).read_text().splitlines(keepends=True)
     (work / STAGE4).write_text(lines[0])
-    out = cli("build", "--backend", "local", str(work)).stdout
+    out = residualize("build", "--backend", "local", str(work)).stdout
     lost = json.loads(lines[1])["candidate"]
     assert (
         f"  {lost}: included - already in {states} (added by a build that stopped before recording it)" in out
@@ -268,7 +250,7 @@ def test_a_states_file_that_cannot_be_added_to_is_refused_before_any_build(tmp_p
     work = work_dir(tmp_path, [("gen-ttl-cache-001", "ttl-cache", note_patch(1))])
     states = tmp_path / "flow.yaml"
     states.write_text("states: [{id: x, track: demo}]\n")
-    proc = cli("build", "--backend", "local", "--states", str(states), str(work), check=None)
+    proc = residualize("build", "--backend", "local", "--states", str(states), str(work), check=None)
     assert proc.returncode != 0
     assert f"{states}: states: entries can be added only to a block list" in proc.stderr
     assert states.read_text() == "states: [{id: x, track: demo}]\n" and stage4(work) == []
@@ -287,7 +269,7 @@ def test_docker_build_prepares_each_tasks_images_once(tmp_path: Path, bookworm_i
         for i in range(3)
     ]
     work = work_dir(tmp_path, runs)
-    out = cli("build", "--backend", "docker", "-j", "2", str(work)).stdout
+    out = residualize("build", "--backend", "docker", "-j", "2", str(work)).stdout
     prepared = [line.split()[1].rstrip(":") for line in out.splitlines() if ": images ready in " in line]
     assert sorted(prepared) == ["slugify-unicode", "ttl-cache"], out
     outcomes = stage4(work)

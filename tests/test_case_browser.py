@@ -14,16 +14,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from swe_residual.report.html.run_page import RUN_INFO, page_name
 
+from .drivers import cli, records, run_suite
 from .test_html_report import chromium
 
-ROOT = Path(__file__).resolve().parent.parent
 STATE = "date-range-merge--adjacent-not-merged"
 PAYLOAD = '<script>document.title="pwned"</script>'
 EVIL = f"command:echo '{PAYLOAD}' | tee pwned.html"
@@ -112,44 +111,19 @@ def _chromium_args(exe: str, tmp: Path) -> list[str]:
 def run(tmp_path_factory):
     """The demo suite: oracle and nop everywhere, the <script> agent on date-range-merge only."""
     run = tmp_path_factory.mktemp("browser") / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "oracle",
-            "--agent",
-            "nop",
-            "--agent",
-            EVIL,
-            "-k",
-            "oracle or nop or date-range-merge",
-            "-n",
-            "2",
-            "--run-dir",
-            str(run),
-        ],
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    proc = run_suite(
+        "-k", "oracle or nop or date-range-merge", agents=["oracle", "nop", EVIL], workers=2, run_dir=run
     )
     assert f"report:  {run / 'report.html'}" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run
 
 
-def _records(run: Path) -> dict[str, dict]:
-    return {r["case_id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
-
-
 def _evil_label(run: Path) -> str:
-    (label,) = {r["agent"] for r in _records(run).values()} - {"oracle", "nop"}
+    (label,) = {r["agent"] for r in records(run, by="case_id").values()} - {"oracle", "nop"}
     return label
 
 
+@pytest.mark.browser
 def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     exe = chromium()
     evil = _evil_label(run)
@@ -278,6 +252,7 @@ def test_run_page_grid_and_case_pages_in_chromium(run, tmp_path):
     print("screenshots:", *shots)
 
 
+@pytest.mark.browser
 def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
     """The case list driven like a user: column heads clicked, filters picked, a search typed."""
     from .chromium_cdp import Browser
@@ -358,32 +333,29 @@ def test_case_list_sorts_filters_and_searches_in_chromium(run, tmp_path):
         browser.close()
 
 
+@pytest.mark.slow
 def test_run_page_holds_no_case_content(run):
     page = (run / "report.html").read_text()
     assert "solve.sh" not in page and "def merge_ranges" not in page and "Discard inherited work" not in page
     assert (
         PAYLOAD not in page and html.escape(PAYLOAD) in page
     )  # the agent's command, in the environment block
-    assert len(list((run / "pages").glob("*.html"))) == len(_records(run)) == 53  # 25 + 25 + 3 cases
+    assert (
+        len(list((run / "pages").glob("*.html"))) == len(records(run, by="case_id")) == 53
+    )  # 25 + 25 + 3 cases
     case = (run / "pages" / page_name(f"{_evil_label(run)}-date-range-merge-residual-{STATE}")).read_text()
     assert PAYLOAD not in case and html.escape(PAYLOAD) in case
     assert html.escape("script-src 'none'") in case  # and the page's policy would not run one anyway
 
 
+@pytest.mark.slow
 def test_report_html_rebuilds_the_pages_offline(run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(run, copy, symlinks=True)
     before = sorted(p.name for p in (copy / "pages").iterdir())
     (copy / "pages" / "stale.html").write_text("old")
     (copy / "report.html").unlink()
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "report", str(copy), "--html", "--format", "md"],
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = cli("report", str(copy), "--html", "--format", "md")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# SWE-Residual results")  # --format output unchanged on stdout
     assert f"report:  {copy / 'report.html'} (53 case pages" in proc.stderr
@@ -392,53 +364,20 @@ def test_report_html_rebuilds_the_pages_offline(run, tmp_path):
     assert "Table 3 - success by track" in page and 'id="grid"' in page and "<th>Command</th>" in page
     # without run-info.json the request comes from the track's bundled task dir, the environment is n/a
     (copy / RUN_INFO).unlink()
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "report", str(copy), "--html"],
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = cli("report", str(copy), "--html")
     assert proc.returncode == 0, proc.stderr
     case = (copy / "pages" / page_name(f"oracle-date-range-merge-residual-{STATE}")).read_text()
     assert "# Merge overlapping date ranges" in case
     assert "Not recorded (run-info.json is written by suite runs)" in (copy / "report.html").read_text()
     # several run dirs need a target dir
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "report", str(copy), str(run), "--html"],
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = cli("report", str(copy), str(run), "--html")
     assert proc.returncode == 2 and "--html-dir" in proc.stderr
 
 
+@pytest.mark.slow
 def test_html_path_of_the_run_page_is_a_usage_error(tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "nop",
-            "--run-dir",
-            str(run),
-            "--html",
-            str(run / "report.html"),
-            "--co",
-            "-q",
-        ],
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_suite("--html", str(run / "report.html"), "--co", "-q", agents=["nop"], run_dir=run)
     assert proc.returncode == 4 and "that is the run page SWE-Residual writes" in proc.stderr
 
 
@@ -650,6 +589,7 @@ def test_states_that_hurt_most_hand_computed():
     ]
 
 
+@pytest.mark.browser
 def test_case_list_links_every_page_name_in_chromium(tmp_path):
     """Hashed page names (long or unusual case ids) are rebuilt by the list's script: every link
     of the list opens an existing page."""

@@ -4,17 +4,13 @@ command says its exit statuses, the top level says how a run is started (it is a
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from swe_residual.cli import build_parser
 
-ROOT = Path(__file__).resolve().parent.parent
+from .drivers import cli
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -83,17 +79,6 @@ def test_top_level_help_says_a_run_is_a_pytest_run():
     assert "4 usage error" in text and "10 a gate failed" in text and "11 invalid run" in text
 
 
-def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "SWE_RESIDUAL_CACHE": str(cache)},
-    )
-
-
 @pytest.mark.parametrize(
     "args,status",
     [
@@ -107,7 +92,7 @@ def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
 )
 def test_the_statuses_a_command_documents_are_the_ones_it_exits_with(tmp_path, args, status):
-    proc = _cli(*args, cache=tmp_path / "cache")
+    proc = cli(*args, cache=tmp_path / "cache")
     assert proc.returncode == status, proc.stdout[-1000:] + proc.stderr
     epilog = dict((" ".join(p), parser) for p, parser, _ in COMMANDS)[
         " ".join(a for a in args if not a.startswith(("-", "/")) and a not in ("dmeo", "no-such-track"))

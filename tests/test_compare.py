@@ -10,58 +10,29 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+from .drivers import cli as _cli
+from .drivers import run_suite, world
 from .test_html_report import chromium
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 N_TASKS = 5
 FIX = "sed -i 's/return a \\/ b if b else 0/return a \\/ b/' calc.py"
 
 
 def _pytest(tmp: Path, run: str, config: str) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--tasks-dir",
-            str(tmp / "tasks"),
-            "--states",
-            str(tmp / "states.yaml"),
-            "--run-dir",
-            str(tmp / run),
-            "-n",
-            "2",
-            "-p",
-            "no:randomly",
-            "--agent",
-            "candidate",
-            "--agent-config",
-            str(tmp / config),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = run_suite(world=tmp, run_dir=tmp / run, workers=2, agents=["candidate"], agent_config=tmp / config)
     assert f"report:  {tmp / run / 'report.html'}" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("compare")
-    entries = []
-    for i in range(N_TASKS):
-        task = make_task(tmp, task_id=f"calc{i}")
-        entries.append(state_entry(tmp, task, partial_state_patch(task), state_id=f"calc{i}--partial"))
-    write_states(tmp, entries)
+    world(tmp, *(f"calc{i}" for i in range(N_TASKS)))
     (tmp / "base.yaml").write_text(
         json.dumps({"agents": {"candidate": {"harness": "replay", "commands": [FIX]}}})
     )
@@ -81,16 +52,6 @@ def runs(tmp_path_factory):
     _pytest(tmp, "base", "base.yaml")
     _pytest(tmp, "run", "run.yaml")
     return tmp
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def test_compare_hand_checked(runs):
@@ -176,6 +137,7 @@ def test_gate_with_a_baseline_prints_its_numbers_and_writes_the_page(runs, tmp_p
     assert f"compare: {out / 'compare.html'}" in proc.stderr and (out / "compare.html").is_file()
 
 
+@pytest.mark.browser
 def test_compare_page_in_chromium(runs, tmp_path):
     from .chromium_cdp import Browser
 

@@ -10,9 +10,7 @@ Each step's wall time is printed (`-s`) for suites/deepswe/README.md."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import yaml
 
 from tests.deepswe_release_fixture import copy_tasks, make_release, serve
 
-ROOT = Path(__file__).resolve().parent.parent
+from .drivers import cli, records, run_suite
 
 
 def _git_repo(tasks: Path) -> Path:
@@ -38,17 +36,17 @@ class Steps:
     """Runs the CLI and pytest against one cache, timing each step."""
 
     def __init__(self, cache: Path):
-        self.env = {**os.environ, "SWE_RESIDUAL_CACHE": str(cache)}
+        self.cache = cache
         self.times: dict[str, float] = {}
 
-    def run(self, step: str, argv: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
+    def run(self, step: str, driver, *args: str, **kw) -> subprocess.CompletedProcess:
         t0 = time.monotonic()
-        proc = subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
+        proc = driver(*args, cache=self.cache, **kw)
         self.times[step] = self.times.get(step, 0.0) + time.monotonic() - t0
         return proc
 
     def cli(self, step: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-        proc = self.run(step, [sys.executable, "-m", "swe_residual.cli", *args])
+        proc = self.run(step, cli, *args)
         if ok:
             assert proc.returncode == 0, f"{step}: {args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         return proc
@@ -120,29 +118,20 @@ def test_release_to_fetched_pack_to_a_suite_run(tmp_path: Path, bookworm_image):
     run = tmp_path / "run"
     proc = user.run(
         "suite run",
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/deepswe",
-            "-p",
-            "no:randomly",
-            "-n",
-            "2",
-            "--agent",
-            "oracle",
-            "--run-dir",
-            str(run),
-        ],
+        run_suite,
+        suite="suites/deepswe",
+        workers=2,
+        agents=["oracle"],
+        run_dir=run,
         timeout=1800,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    records = [json.loads(ln) for ln in (run / "results.jsonl").read_text().splitlines()]
-    clean = sorted(r["task"] for r in records if r["start"] == "clean")
-    residual = sorted(r["state"] for r in records if r["start"] == "residual")
+    recs = records(run)
+    clean = sorted(r["task"] for r in recs if r["start"] == "clean")
+    residual = sorted(r["state"] for r in recs if r["start"] == "residual")
     # every fixture task from the clean state, every fetched state from the residual start, all solved
     assert clean == sorted(tasks_of) and residual == sorted(included), (clean, residual)
-    assert all(r["outcome"] == 1 and r["backend"] == "docker" for r in records), records
+    assert all(r["outcome"] == 1 and r["backend"] == "docker" for r in recs), recs
     timings = {
         **{f"maker {k}": v for k, v in maker.times.items()},
         **{f"user {k}": v for k, v in user.times.items()},

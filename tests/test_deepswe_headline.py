@@ -5,15 +5,13 @@ skip that exits 0; with fetched tasks and a fetched states pack it runs every ca
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from .drivers import cli, records, run_suite
 from .test_tasks_fetch import TASK, task_repo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,34 +19,14 @@ FIXTURE_STATES = ROOT / "tests" / "fixtures" / "deepswe" / "states.yaml"
 STATE = "wordstats-top-words--ties-by-first-seen"
 
 
-def env_for(cache: Path) -> dict[str, str]:
-    env = {**os.environ, "SWE_RESIDUAL_CACHE": str(cache)}
-    env.pop("MOONSHOT_API_KEY", None)  # the headline agent's key: the usage error comes first
-    return env
+NO_KEY = {"MOONSHOT_API_KEY": None}  # the headline agent's key, unset: the usage error comes first
 
 
 def suite(cache: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    """The deepswe suite with this cache, and how long it took."""
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", *args],
-        cwd=ROOT,
-        env=env_for(cache),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    proc = run_suite(*args, suite="suites/deepswe", cache=cache, env=NO_KEY, timeout=1200)
     return proc, time.monotonic() - t0
-
-
-def cli(cache: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        env=env_for(cache),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def usage_error(proc: subprocess.CompletedProcess) -> str:
@@ -77,7 +55,7 @@ def test_no_tasks_is_a_usage_error_naming_how_to_get_tasks_and_states(tmp_path, 
 def test_tasks_but_no_states_is_a_usage_error_naming_how_to_get_states(tmp_path, workers):
     cache = tmp_path / "cache"
     src = task_repo(tmp_path)
-    assert cli(cache, "tasks", "fetch", "deepswe", "--url", src.as_uri()).returncode == 0
+    assert cli("tasks", "fetch", "deepswe", "--url", src.as_uri(), cache=cache, env=NO_KEY).returncode == 0
     # the project's states.yaml holds no deepswe states and no pack is installed
     proc, _ = suite(cache, *workers, "--run-dir", str(tmp_path / "run"))
     line = usage_error(proc)
@@ -116,24 +94,24 @@ def test_fetched_tasks_and_a_fetched_states_pack_run_every_case(tmp_path, bookwo
     command's shape, without --tasks-dir or --states."""
     src = task_repo(tmp_path)
     first, fresh = tmp_path / "cache-a", tmp_path / "cache-b"
-    assert cli(first, "tasks", "fetch", "deepswe", "--url", src.as_uri()).returncode == 0
+    assert cli("tasks", "fetch", "deepswe", "--url", src.as_uri(), cache=first, env=NO_KEY).returncode == 0
     out = tmp_path / "deepswe-states.tar.gz"
-    proc = cli(first, "states", "pack", "--states", str(FIXTURE_STATES), "--out", str(out))
+    proc = cli("states", "pack", "--states", str(FIXTURE_STATES), "--out", str(out), cache=first, env=NO_KEY)
     assert proc.returncode == 0 and "checked against its tasks" in proc.stdout, proc.stdout + proc.stderr
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True
     ).stdout.strip()
     assert f"task commit {commit}" in proc.stdout  # from the tasks fetch record
-    assert cli(fresh, "tasks", "fetch", "deepswe", "--url", src.as_uri()).returncode == 0
-    proc = cli(fresh, "states", "fetch", str(out))
+    assert cli("tasks", "fetch", "deepswe", "--url", src.as_uri(), cache=fresh, env=NO_KEY).returncode == 0
+    proc = cli("states", "fetch", str(out), cache=fresh, env=NO_KEY)
     assert proc.returncode == 0, proc.stderr
     assert "note:" not in proc.stdout  # the fetched tasks are at the packed commit
     t0 = time.monotonic()
     proc, elapsed = suite(fresh, "-n", "2", "--agent", "oracle", "--run-dir", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    records = [json.loads(ln) for ln in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    got = sorted((r["start"], r["state"], r["outcome"], r["backend"]) for r in records)
+    recs = records(tmp_path / "run")
+    got = sorted((r["start"], r["state"], r["outcome"], r["backend"]) for r in recs)
     assert got == [("clean", None, 1, "docker"), ("residual", STATE, 1, "docker")], got
     assert "2 passed" in proc.stdout and f"results: {tmp_path / 'run' / 'results.jsonl'}" in proc.stdout
     print(f"fixture run, 2 cases, -n 2: {elapsed:.1f} s (wall {time.monotonic() - t0:.1f} s)")
-    assert {r["task"] for r in records} == {TASK}
+    assert {r["task"] for r in recs} == {TASK}

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -44,25 +42,13 @@ from tests.deepswe_release_fixture import (
     write_flat_mirror,
 )
 
+from .drivers import cli
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(tmp: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def do_import(tmp: Path, release: str, work: Path, tasks: Path, *extra: str) -> subprocess.CompletedProcess:
     return cli(
-        tmp,
         "residualize",
         "import",
         "--format",
@@ -77,6 +63,7 @@ def do_import(tmp: Path, release: str, work: Path, tasks: Path, *extra: str) -> 
         "4",
         *extra,
         str(work),
+        cache=tmp / "cache",
     )
 
 
@@ -115,7 +102,7 @@ def imported(release):
         proc = do_import(tmp, srv.manifest_url, work, tasks)
         flaky_requests = srv.artifact_requests.count(fx.key(flaky, "verifier/reward.json"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    filt = cli(tmp, "residualize", "filter", str(work))
+    filt = cli("residualize", "filter", str(work), cache=tmp / "cache")
     assert filt.returncode == 0, filt.stderr
     return work, proc, fx, flaky, flaky_requests
 
@@ -123,6 +110,7 @@ def imported(release):
 # -- import -> Stage II, row by row ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_row_lands_in_its_bucket(imported):
     work, proc, fx, _, _ = imported
     # by hand (DEFAULT_TRIALS): 41 of the 46 rows are imported
@@ -149,6 +137,7 @@ def test_every_row_lands_in_its_bucket(imported):
     assert "imported 41 runs, 0 already imported, 0 refused, 0 not finished" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_task_comes_from_task_name_never_the_trial_name(imported):
     work, _, fx, _, _ = imported
     runs = by_trial(work)
@@ -160,6 +149,7 @@ def test_the_task_comes_from_task_name_never_the_trial_name(imported):
         assert r["task"] == fx.by_trial[t].task
 
 
+@pytest.mark.slow
 def test_records_name_where_verdict_completion_and_tests_came_from(imported):
     work, _, fx, flaky, flaky_requests = imported
     runs = by_trial(work)
@@ -255,6 +245,7 @@ def test_records_name_where_verdict_completion_and_tests_came_from(imported):
     assert run(WORDSTATS, "no-validation", "glm-4.6", "exp\ud83d")["source"]["config"] == "exp\\ud83d"
 
 
+@pytest.mark.slow
 def test_errored_rows_are_infra_with_their_category_and_rule(imported):
     work, _, fx, _, _ = imported
     runs = {r["id"]: r for r in lines(work, STAGE1)}
@@ -282,6 +273,7 @@ def test_errored_rows_are_infra_with_their_category_and_rule(imported):
     }
 
 
+@pytest.mark.slow
 def test_hostile_files_are_one_line_each_and_the_import_goes_on(imported):
     work, proc, fx, _, _ = imported
     hostile = next(t for t in fx.trials if t.extra_verifier_files)
@@ -305,6 +297,7 @@ def test_hostile_files_are_one_line_each_and_the_import_goes_on(imported):
     ]
 
 
+@pytest.mark.slow
 def test_importing_again_fetches_nothing_and_adds_nothing(imported, release):
     tmp, tasks, fx = release
     work = imported[0]
@@ -318,6 +311,7 @@ def test_importing_again_fetches_nothing_and_adds_nothing(imported, release):
 # -- interrupted and resumed ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_import_then_a_rerun_completes_without_duplicates(release):
     tmp, tasks, fx = release
     work = tmp / "work-killed"
@@ -343,7 +337,7 @@ def test_a_server_killed_mid_import_then_a_rerun_completes_without_duplicates(re
     assert len(asked2) == len(set(asked2))
     # the CDN files of imported trials were each fetched exactly once over both runs
     assert Counter(served1 + list(second.served)).most_common(1)[0][1] == 1
-    cli(tmp, "residualize", "filter", str(work))
+    cli("residualize", "filter", str(work), cache=tmp / "cache")
     assert Counter(buckets(work).values()) == fx.buckets()
 
 
@@ -372,6 +366,7 @@ def _comparable(work: Path) -> dict[str, tuple]:
     return out
 
 
+@pytest.mark.slow
 def test_mirrors_in_the_cdn_and_the_flat_layout_import_the_same_runs(release, imported):
     tmp, tasks, fx = release
     over_http = _comparable(imported[0])
@@ -404,6 +399,7 @@ def test_mirrors_in_the_cdn_and_the_flat_layout_import_the_same_runs(release, im
     assert {r["source"]["release"] for r in lines(tmp / "work-flat", STAGE1)} == {"v1.1"}
 
 
+@pytest.mark.slow
 def test_symlinks_in_a_mirror_are_never_followed(release, tmp_path):
     tmp, tasks, fx = release
     mirror = write_flat_mirror(fx, tmp_path / "flat")
@@ -453,6 +449,7 @@ def test_a_bare_list_index_filters_and_limits(tmp_path):
     assert [r["source"]["trial"] for r in lines(work2, STAGE1)] == want and len(want) == 5
 
 
+@pytest.mark.slow
 def test_a_family_map_overrides_the_built_in_table(release, tmp_path):
     tmp, tasks, fx = release
     fmap = tmp_path / "families.yaml"
@@ -513,6 +510,7 @@ def test_non_finite_and_odd_values_in_the_index_are_no_numbers(tmp_path):
     assert run["source"]["config"] == "{'a': 1}"
 
 
+@pytest.mark.slow
 def test_unreadable_manifests_and_indexes_are_usage_errors(tmp_path):
     tasks = copy_tasks(tmp_path / "tasks")
     fx = make_release(tmp_path / "rel", tasks, rows=[])
@@ -543,7 +541,7 @@ def _copy_work(src: Path, dest: Path) -> Path:
 
 
 def _status(tmp: Path, work: Path) -> dict:
-    proc = cli(tmp, "residualize", "status", "--format", "json", str(work))
+    proc = cli("residualize", "status", "--format", "json", str(work), cache=tmp / "cache")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -556,10 +554,20 @@ def _table5(work: Path) -> dict[str, str]:
     return {row[0]: row[-1] for row in t.rows}
 
 
+@pytest.mark.slow
 def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
     work = _copy_work(imported[0], tmp_path / "w")
     fx = imported[2]
-    proc = cli(tmp_path, "residualize", "filter", "--per-task", "2", "--families", "claude,gpt", str(work))
+    proc = cli(
+        "residualize",
+        "filter",
+        "--per-task",
+        "2",
+        "--families",
+        "claude,gpt",
+        str(work),
+        cache=tmp_path / "cache",
+    )
     assert proc.returncode == 0, proc.stderr
     picked = {t: fx.by_trial[t] for t, b in buckets(work).items() if b == "candidate"}
     # by hand: of the 10 candidates, per task one claude and one gpt; wordstats has two claude ones
@@ -584,16 +592,24 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
         "family gemini not among --families: task wordstats-top-words: 2 of 4 "
         "candidates selected (families claude, gpt); --per-task 2"
     )
-    text = cli(tmp_path, "residualize", "status", str(work)).stdout
+    text = cli("residualize", "status", str(work), cache=tmp_path / "cache").stdout
     assert "  not_selected       4" in text and text.count("not among --families") == 3
     assert _table5(work)["Not selected (per-task cap, families)"] == "4"
     # again with the same options: nothing changes
-    again = cli(tmp_path, "residualize", "filter", "--per-task", "2", "--families", "claude,gpt", str(work))
+    again = cli(
+        "residualize",
+        "filter",
+        "--per-task",
+        "2",
+        "--families",
+        "claude,gpt",
+        str(work),
+        cache=tmp_path / "cache",
+    )
     assert "(0 changed now)" in again.stdout
     # reproducible: a fresh copy with the same seed picks the same runs
     other = _copy_work(imported[0], tmp_path / "w2")
     cli(
-        tmp_path,
         "residualize",
         "filter",
         "--per-task",
@@ -603,14 +619,16 @@ def test_per_task_selection_prefers_distinct_families(imported, tmp_path):
         "--families",
         "gpt",
         str(other),
+        cache=tmp_path / "cache",
     )
     assert buckets(other) == buckets(work)
 
 
+@pytest.mark.slow
 def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_path):
     work = _copy_work(imported[0], tmp_path / "w")
     fx = imported[2]
-    cli(tmp_path, "residualize", "filter", str(work))
+    cli("residualize", "filter", str(work), cache=tmp_path / "cache")
     # a reviewer already looked at a wordstats candidate: the selection keeps it
     reviewed = next(
         r
@@ -619,7 +637,6 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
         == next(t.trial_name for t in fx.trials if t.task == WORDSTATS and t.attempt == "case-sensitive")
     )
     proc = cli(
-        tmp_path,
         "residualize",
         "review",
         "--reviewer",
@@ -631,9 +648,10 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
         "--consistent",
         "yes",
         str(work),
+        cache=tmp_path / "cache",
     )
     assert proc.returncode == 0, proc.stderr
-    proc = cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", "7", str(work))
+    proc = cli("residualize", "filter", "--per-task", "1", "--seed", "7", str(work), cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     kept = [t for t, b in buckets(work).items() if b == "candidate"]
     assert len(kept) == 3 and reviewed["source"]["trial"] in kept
@@ -643,19 +661,38 @@ def test_per_task_one_and_a_reviewed_candidate_is_never_dropped(imported, tmp_pa
     assert _table5(work)["Not selected (per-task cap, families)"] == "7"
     assert _table5(work)["Predecessor runs (Stage I)"] == "41"
     # a larger cap brings candidates back (a new line each; the last one counts)
-    proc = cli(tmp_path, "residualize", "filter", "--per-task", "3", "--seed", "7", str(work))
+    proc = cli("residualize", "filter", "--per-task", "3", "--seed", "7", str(work), cache=tmp_path / "cache")
     assert _status(tmp_path, work)["by_stage_result"]["not_selected"] == 1  # wordstats: 4 candidates, 3 kept
     assert len({d["run"] for d in lines(work, STAGE2)}) == 41
 
 
+@pytest.mark.slow
 def test_the_seed_orders_families_reproducibly(imported, tmp_path):
     picks = {}
     for seed in (0, 1, 2, 3):
         work = _copy_work(imported[0], tmp_path / f"s{seed}")
-        cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", str(seed), str(work))
+        cli(
+            "residualize",
+            "filter",
+            "--per-task",
+            "1",
+            "--seed",
+            str(seed),
+            str(work),
+            cache=tmp_path / "cache",
+        )
         picks[seed] = sorted(t for t, b in buckets(work).items() if b == "candidate")
         again = _copy_work(imported[0], tmp_path / f"s{seed}b")
-        cli(tmp_path, "residualize", "filter", "--per-task", "1", "--seed", str(seed), str(again))
+        cli(
+            "residualize",
+            "filter",
+            "--per-task",
+            "1",
+            "--seed",
+            str(seed),
+            str(again),
+            cache=tmp_path / "cache",
+        )
         assert sorted(t for t, b in buckets(again).items() if b == "candidate") == picks[seed]
     assert len({tuple(p) for p in picks.values()}) > 1  # the seed matters
 

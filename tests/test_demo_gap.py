@@ -12,7 +12,6 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import yaml
 from swe_residual.agents.scripted_harness import new_versions, write_command
 from swe_residual.patches import parse_patch
 
+from .drivers import records, run_suite
 from .taskfactory import make_patch, make_task, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,38 +34,12 @@ def _demo_states() -> list[dict]:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     run = tmp_path_factory.mktemp("demo-gap") / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "oracle",
-            "--agent",
-            "nop",
-            "--agent",
-            AGENT,
-            "-n",
-            "2",
-            "-p",
-            "no:randomly",
-            "--run-dir",
-            str(run),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
+    proc = run_suite(agents=["oracle", "nop", AGENT], workers=2, run_dir=run, timeout=1500)
     assert f"report:  {run / 'report.html'}" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run, proc
 
 
-def _records(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-
-
+@pytest.mark.slow
 def test_readme_command_prints_a_gap_for_the_scripted_agent(demo):
     run, proc = demo
     # nop fails every case it runs, so some cases failed: exit 1 (no gate is set)
@@ -74,8 +48,8 @@ def test_readme_command_prints_a_gap_for_the_scripted_agent(demo):
     tasks = sorted({s["task"] for s in states})
     assert (len(tasks), len(states)) == (8, 17)
     # 3 agents x (8 clean + 17 residual) cases, one record each
-    records = _records(run)
-    assert len(records) == 3 * (8 + 17)
+    recs = records(run)
+    assert len(recs) == 3 * (8 + 17)
     table3 = json.loads((run / "summary.json").read_text())["tracks"]["demo"]
     # By hand, scripted-trust: every Clean Start solved (the reference change, written file by file)
     # -> Clean = 8/8 = 100%. Every Residual State submitted as inherited, and each state fails its
@@ -103,6 +77,7 @@ def test_readme_command_prints_a_gap_for_the_scripted_agent(demo):
     assert "100.0" in line and "0.0" in line
 
 
+@pytest.mark.slow
 def test_table4_shows_acceptance_bias(demo):
     run, _ = demo
     bias = json.loads((run / "summary.json").read_text())["acceptance_bias"]["demo"][AGENT]
@@ -134,9 +109,10 @@ def test_table4_shows_acceptance_bias(demo):
     ) == (1.0, 0.0, 0.0)
 
 
+@pytest.mark.slow
 def test_steps_and_what_the_agent_saw(demo):
     run, _ = demo
-    mine = [r for r in _records(run) if r["agent"] == AGENT]
+    mine = [r for r in records(run) if r["agent"] == AGENT]
     for r in mine:
         assert (r["outcome"], r["rule"], r["integrity"]) == (
             1 if r["start"] == "clean" else 0,
@@ -165,6 +141,7 @@ def test_steps_and_what_the_agent_saw(demo):
             assert traj["steps"][-1]["message"].startswith("The inherited work looks complete")
 
 
+@pytest.mark.slow
 def test_case_page_shows_what_each_agent_changed_in_the_inherited_work(demo):
     run, _ = demo
     from swe_residual.report.html.run_page import page_name
@@ -223,6 +200,7 @@ def test_case_page_shows_what_each_agent_changed_in_the_inherited_work(demo):
 # -- the agent on hand-made tasks ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_state_that_fails_the_visible_tests_is_discarded_and_solved(tmp_path):
     """The only case where the agent does not accept: the visible tests fail on the inherited work."""
     task = make_task(tmp_path)
@@ -243,30 +221,9 @@ def test_a_state_that_fails_the_visible_tests_is_discarded_and_solved(tmp_path):
         ],
     )
     run = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--tasks-dir",
-            str(tmp_path / "tasks"),
-            "--states",
-            str(tmp_path / "states.yaml"),
-            "--run-dir",
-            str(run),
-            "--agent",
-            AGENT,
-            "-p",
-            "no:randomly",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_suite(world=tmp_path, run_dir=run, agents=[AGENT])
     assert proc.returncode == 0, proc.stdout[-3000:]
-    (res,) = [r for r in _records(run) if r["start"] == "residual"]
+    (res,) = [r for r in records(run) if r["start"] == "residual"]
     traj = json.loads((run / res["artifacts"]["trajectory"]).read_text())
     messages = [s["message"] for s in traj["steps"]]
     assert "The inherited work fails the visible tests: start over from the last commit." in messages

@@ -29,6 +29,7 @@ from swe_residual.run.verifier import Verifier
 from swe_residual.states import load_states
 from swe_residual.tasks import load_task, load_tasks
 
+from .drivers import records, run_suite, world
 from .taskfactory import F2P, P2P, docker_task, partial_state_patch, run_one, state_entry, write_states
 
 try:
@@ -482,33 +483,14 @@ def test_concurrent_processes_build_an_image_once(backend, tmp_path, docker_clie
 
 
 def _suite(backend_name: str, run_dir: Path, task_id: str, *extra: str) -> dict[str, dict]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--backend",
-        backend_name,
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        "-k",
-        task_id,
-        "--run-dir",
-        str(run_dir),
-        "-q",
-        "-p",
-        "no:randomly",
-        *extra,
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = run_suite(
+        "-k", task_id, "-q", *extra, backend=backend_name, agents=["oracle", "nop"], run_dir=run_dir
+    )
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     tail = proc.stdout.split("short test summary")[-1]
     assert " error" not in tail, proc.stdout[-3000:]
     out = {}
-    for line in (run_dir / "results.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for r in records(run_dir):
         out[r["case_id"]] = {
             "verdict": r["verdict"],
             "outcome": r["outcome"],
@@ -533,44 +515,16 @@ def test_demo_cases_have_identical_outcomes_on_local_and_docker(no_leftovers, tm
 
 
 def test_failed_image_build_fails_only_that_tasks_cases_with_records(no_leftovers, tmp_path):
-    from .taskfactory import write_states as write
-
-    good = docker_task(tmp_path, task_id="calc")
-    broken = docker_task(tmp_path, task_id="broken")
+    (_, broken) = world(tmp_path, "calc", "broken", backend="docker").tasks
     with open(broken / "environment" / "Dockerfile", "a") as fh:
         fh.write("RUN echo this build fails && exit 3\n")
-    write(
-        tmp_path,
-        [
-            state_entry(tmp_path, t, partial_state_patch(t), state_id=f"{t.name}--partial")
-            for t in (good, broken)
-        ],
-    )
     run_dir = tmp_path / f"{RUN_PREFIX}-broken-build"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--backend",
-        "docker",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--run-dir",
-        str(run_dir),
-        "--agent",
-        "nop",
-        "-n",
-        "2",
-        "--infra-retries",
-        "1",
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = run_suite(
+        "--infra-retries", "1", world=tmp_path, run_dir=run_dir, backend="docker", agents=["nop"], workers=2
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 failed" in proc.stdout and "2 error" in proc.stdout  # the good task's cases still ran
-    recs = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    recs = records(run_dir)
     bad = [r for r in recs if r["task"] == "broken"]
     assert sorted((r["case_id"], r["attempt"]) for r in bad) == [
         ("nop-broken-clean", 1),

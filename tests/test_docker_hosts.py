@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+
+from .drivers import records, start_suite
 
 pytestmark = pytest.mark.docker
 
@@ -47,31 +48,12 @@ def two_hosts(docker_client, bookworm_image):
         yield first, second, stop
 
 
-def suite(run_dir: Path, hosts: list[str], *extra: str, timeout: float = 900) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--backend",
-        "docker",
-        "-n",
-        "2",
-        "-p",
-        "no:randomly",
-        "--run-dir",
-        str(run_dir),
-        "-k",
-        " or ".join(TASKS),
-        *extra,
-    ]
-    for h in hosts:
-        cmd += ["--docker-host", h]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+def suite(run_dir: Path, hosts: list[str], *extra: str) -> subprocess.Popen:
+    """The demo suite on TASKS, spread over `hosts`, left running (output: stdout, stderr in it)."""
+    on_hosts = [a for h in hosts for a in ("--docker-host", h)]
+    return start_suite(
+        "-k", " or ".join(TASKS), *extra, *on_hosts, backend="docker", workers=2, run_dir=run_dir
+    )
 
 
 def test_cases_are_spread_over_hosts(tmp_path, two_hosts):

@@ -9,6 +9,7 @@ uncommitted.
 from __future__ import annotations
 
 import filecmp
+import functools
 import hashlib
 import json
 import os
@@ -38,27 +39,18 @@ from swe_residual.patches import parse_patch, patch_files
 from swe_residual.states import LoadedState, load_states
 from swe_residual.tasks import load_tasks
 
+from . import drivers
+from .drivers import ON_PYTHONPATH, world
 from .harbor_helpers import harbor_venv_python
-from .taskfactory import docker_task, partial_state_patch, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
 DEEPSWE = ROOT / "tests" / "fixtures" / "deepswe"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 # The demo track: 8 tasks; states.yaml lists 2+2+3+2+2+2+2+2 = 17 states for them.
 DEMO_TASKS, DEMO_STATES = 8, 17
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+cli = functools.partial(drivers.cli, env=ON_PYTHONPATH)
 
 
 def tree_files(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -149,6 +141,7 @@ def deepswe_export(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_demo_export_index_and_clean_copies(demo_export):
     index = json.loads((demo_export / "export.json").read_text())
     assert index["format"] == EXPORT_FORMAT and index["track"] == "demo" and index["n_tasks"] == 25
@@ -170,6 +163,7 @@ def test_demo_export_index_and_clean_copies(demo_export):
             assert e["ctrf"] == "junit" and e["solution"] == "reference"
 
 
+@pytest.mark.slow
 def test_demo_residual_dirs(demo_export):
     states = {
         s.id: s
@@ -223,6 +217,7 @@ def test_demo_residual_dirs(demo_export):
         ).read_bytes()
 
 
+@pytest.mark.slow
 def test_start_selects_what_is_exported(tmp_path):
     assert (
         cli(
@@ -241,6 +236,7 @@ def test_start_selects_what_is_exported(tmp_path):
     assert starts == {"residual"} and len(list((tmp_path / "r").iterdir())) == DEMO_STATES + 1
 
 
+@pytest.mark.slow
 def test_out_must_be_new_or_empty(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")
@@ -276,6 +272,7 @@ def test_a_residual_export_without_states_is_one_error_line(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
     index = json.loads((deepswe_export / "export.json").read_text())
     by_start = {e["start"]: e for e in index["tasks"]}
@@ -314,9 +311,8 @@ def test_deepswe_residual_starts_from_the_prebuilt_image(deepswe_export):
 
 # -- hostile or unsupported input --------------------------------------------------------------
 def _calc(tmp_path: Path, **kw):
-    task = docker_task(tmp_path, **kw)
-    states_path = write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    return task, states_path
+    w = world(tmp_path, backend="docker", **kw)
+    return w.tasks[0], w.states
 
 
 def _export(tmp_path: Path, states_path: Path, out: str = "out", start: str = "both"):
@@ -640,6 +636,7 @@ def test_param(x):
 """
 
 
+@pytest.mark.slow
 def test_junit_to_ctrf_gives_our_grading_statuses(tmp_path):
     from swe_residual.verdicts import ctrf_statuses, read_statuses
 

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .drivers import cli, run_suite, world
+
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 N_TASKS = 6
 FIX = "sed -i 's/return a \\/ b if b else 0/return a \\/ b/' calc.py"
 
 
 def _world(tmp: Path, n: int = 1, **kw) -> None:
-    entries = []
-    for i in range(n):
-        task = make_task(tmp, task_id=f"calc{i}", **kw)
-        entries.append(state_entry(tmp, task, partial_state_patch(task), state_id=f"calc{i}--partial"))
-    write_states(tmp, entries)
+    world(tmp, *(f"calc{i}" for i in range(n)), **kw)
     # the same agent name, once fixing the state and once not: a baseline and a regressed candidate
     (tmp / "good.yaml").write_text(
         json.dumps({"agents": {"candidate": {"harness": "replay", "commands": [FIX]}}})
@@ -30,24 +28,7 @@ def _world(tmp: Path, n: int = 1, **kw) -> None:
 
 
 def pytest_run(tmp: Path, run: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "--run-dir",
-        str(tmp / run),
-        "-n",
-        "2",
-        "--start",
-        "residual",
-        *args,
-    ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return run_suite(*args, world=tmp, run_dir=tmp / run, workers=2, start="residual")
 
 
 def test_threshold_gates(tmp_path):
@@ -62,46 +43,33 @@ def test_threshold_gates(tmp_path):
     summary = json.loads((tmp_path / "bad" / "summary.json").read_text())
     assert summary["gates"]["status"] == 10
     # the same checks offline, each with the numbers behind its verdict
-    cli = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "gate", str(tmp_path / "bad"), "--min-residual", "50"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert cli.returncode == 10 and cli.stdout.splitlines() == [
+    gate = cli("gate", str(tmp_path / "bad"), "--min-residual", "50")
+    assert gate.returncode == 10 and gate.stdout.splitlines() == [
         "ok:   missing cases: 0 of 1 collected cases without a record",
         "GATE: demo/nop: residual success 0.0% < min 50.0%",
         "gates: failed, exit status 10 (1 of 2 checks failed)",
-    ], cli.stdout
+    ], gate.stdout
     # every gate that holds says its value and threshold too (a residual-only run has no Gap to check)
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "gate",
-            str(tmp_path / "ok"),
-            "--min-residual",
-            "50",
-            "--max-gap",
-            "5",
-            "--max-flagged",
-            "0",
-            "--max-infra",
-            "0.1",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    gate = cli(
+        "gate",
+        str(tmp_path / "ok"),
+        "--min-residual",
+        "50",
+        "--max-gap",
+        "5",
+        "--max-flagged",
+        "0",
+        "--max-infra",
+        "0.1",
     )
-    assert cli.returncode == 0 and cli.stdout.splitlines() == [
+    assert gate.returncode == 0 and gate.stdout.splitlines() == [
         "ok:   missing cases: 0 of 1 collected cases without a record",
         "ok:   infra errors: 0/1 cases (0.0%) without a valid verdict <= max 10.0%",
         "ok:   demo/oracle: residual success 100.0% >= min 50.0%",
         "ok:   demo/oracle: gap n/a (no clean and residual runs on shared tasks): not checked",
         "ok:   demo/oracle: 0 runs with integrity flags <= max 0",
         "gates: passed (5 checks)",
-    ], cli.stdout
+    ], gate.stdout
 
 
 def test_too_many_infra_errors_make_an_invalid_run(tmp_path):
@@ -149,50 +117,34 @@ def test_baseline_drop_counts_only_beyond_noise(tmp_path):
     )
     assert one.returncode == 1 and "gates: passed" in one.stdout, one.stdout[-2000:]
     # offline, with the baseline's value next to the run's; the comparison page is written too
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "gate",
-            str(tmp_path / "cur"),
-            "--baseline",
-            str(tmp_path / "base"),
-            "--max-drop",
-            "10",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    gate = cli(
+        "gate",
+        str(tmp_path / "cur"),
+        "--baseline",
+        str(tmp_path / "base"),
+        "--max-drop",
+        "10",
     )
-    assert cli.returncode == 10, cli.stdout + cli.stderr
+    assert gate.returncode == 10, gate.stdout + gate.stderr
     assert (
         "GATE: demo/candidate: residual success dropped by 100.0 pts vs baseline on 6 shared tasks (> 10.0, "
         "p=0.0312 < 0.05): residual success 0.0% vs baseline 100.0% on 6 shared tasks"
-    ) in cli.stdout
-    assert f"compare: {tmp_path / 'cur' / 'compare.html'}" in cli.stderr
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "gate",
-            str(tmp_path / "one"),
-            "--baseline",
-            str(tmp_path / "base"),
-            "--max-drop",
-            "10",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    ) in gate.stdout
+    assert f"compare: {tmp_path / 'cur' / 'compare.html'}" in gate.stderr
+    gate = cli(
+        "gate",
+        str(tmp_path / "one"),
+        "--baseline",
+        str(tmp_path / "base"),
+        "--max-drop",
+        "10",
     )
     assert (
-        cli.returncode == 0
+        gate.returncode == 0
         and (
             "ok:   demo/candidate: residual success 0.0% vs baseline 100.0% on 1 shared "
             "tasks: worse by 100.0 pts, beyond the allowed 10.0 pts but within noise (p=1 "
             ">= 0.05)"
         )
-        in cli.stdout
-    ), cli.stdout
+        in gate.stdout
+    ), gate.stdout

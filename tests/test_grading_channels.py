@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from .taskfactory import TEST_SH, docker_task, make_task, partial_state_patch, state_entry, write_states
+from .drivers import cli, records, run_suite, world
+from .taskfactory import TEST_SH, docker_task, make_task
+
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,42 +51,16 @@ ATTACKS = {
 
 
 def _world(tmp: Path, backend: str) -> None:
-    task = (docker_task if backend == "docker" else make_task)(tmp)
-    write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
     agents = {
         name: {"harness": "command", "command": f"printf '%s\\n' {shlex.quote(code)} >> calc.py"}
         for name, code in ATTACKS.items()
     }
-    (tmp / "agents.yaml").write_text(json.dumps({"agents": agents}))
+    world(tmp, backend=backend, agents=agents)
 
 
 def _run(tmp: Path, backend: str) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "--run-dir",
-        str(tmp / "run"),
-        "--agent-config",
-        str(tmp / "agents.yaml"),
-        "--backend",
-        backend,
-        "--start",
-        "clean",
-        "-n",
-        "2",
-        "-p",
-        "no:randomly",
-        *[a for name in ATTACKS for a in ("--agent", name)],
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=dict(os.environ))
-    lines = (tmp / "run" / "results.jsonl").read_text().splitlines()
-    return proc, {r["case_id"]: r for r in map(json.loads, lines)}
+    proc = run_suite(world=tmp, backend=backend, start="clean", workers=2, agents=ATTACKS)
+    return proc, records(tmp / "run", by="case_id")
 
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
@@ -124,42 +101,11 @@ def test_unbounded_final_states_end_quickly_as_the_agents_failure(tmp_path, back
         from .docker_helpers import require_docker
 
         require_docker()
-    task = (docker_task if backend == "docker" else make_task)(tmp_path)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    (tmp_path / "agents.yaml").write_text(
-        json.dumps(
-            {"agents": {name: {"harness": "command", "command": cmd} for name, cmd in UNBOUNDED.items()}}
-        )
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--run-dir",
-        str(tmp_path / "run"),
-        "--agent-config",
-        str(tmp_path / "agents.yaml"),
-        "--backend",
-        backend,
-        "--start",
-        "clean",
-        "-n",
-        "2",
-        "-p",
-        "no:randomly",
-        *[a for name in UNBOUNDED for a in ("--agent", name)],
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    agents = {name: {"harness": "command", "command": cmd} for name, cmd in UNBOUNDED.items()}
+    world(tmp_path, backend=backend, agents=agents)
+    proc = run_suite(world=tmp_path, backend=backend, start="clean", workers=2, agents=UNBOUNDED)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    recs = {
-        r["case_id"]: r
-        for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())
-    }
+    recs = records(tmp_path / "run", by="case_id")
     assert sorted(recs) == sorted(f"{name}-calc-clean" for name in UNBOUNDED)
     why = {"many-files": "more than 100000 files", "fifo-in-git": "holds a special file"}
     for name in UNBOUNDED:
@@ -175,44 +121,12 @@ def test_an_agent_that_ends_its_containers_pid_1_is_graded(tmp_path):
     from .docker_helpers import require_docker
 
     require_docker()
-    task = docker_task(tmp_path)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
     # appends to calc.py, then stops the container's init: the state on disk is what is graded
-    (tmp_path / "agents.yaml").write_text(
-        json.dumps(
-            {
-                "agents": {
-                    "ends-pid-1": {
-                        "harness": "command",
-                        "command": "echo '# touched' >> calc.py; kill -TERM 1; sleep 2",
-                    }
-                }
-            }
-        )
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--run-dir",
-        str(tmp_path / "run"),
-        "--agent-config",
-        str(tmp_path / "agents.yaml"),
-        "--backend",
-        "docker",
-        "--agent",
-        "ends-pid-1",
-        "-p",
-        "no:randomly",
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    agent = {"harness": "command", "command": "echo '# touched' >> calc.py; kill -TERM 1; sleep 2"}
+    world(tmp_path, backend="docker", agents={"ends-pid-1": agent})
+    proc = run_suite(world=tmp_path, backend="docker", agents=["ends-pid-1"])
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]  # failures, not errors
-    recs = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    recs = records(tmp_path / "run")
     assert len(recs) == 2 and all(r["attempt"] == 1 for r in recs)  # never rerun as infra
     for r in recs:
         # its own command died with the container: the agent's error, counted, outcome from the verifier
@@ -305,39 +219,13 @@ def _suite(
     regrade: str | None = None,
 ) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
     kw = {"test_sh": test_sh} if test_sh else {}
-    task = (docker_task if backend == "docker" else make_task)(tmp, **kw)
-    write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
-    (tmp / "agents.yaml").write_text(
-        json.dumps({"agents": {name: {"harness": "command", "command": cmd} for name, cmd in agents.items()}})
+    specs = {name: {"harness": "command", "command": cmd} for name, cmd in agents.items()}
+    world(tmp, backend=backend, agents=specs, **kw)
+    env = {"SWE_RESIDUAL_REGRADE": regrade} if regrade else {}
+    proc = run_suite(
+        *extra, world=tmp, backend=backend, start="clean", workers=2, agents=agents, env=env, timeout=1200
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "--run-dir",
-        str(tmp / "run"),
-        "--agent-config",
-        str(tmp / "agents.yaml"),
-        "--backend",
-        backend,
-        "--start",
-        "clean",
-        "-n",
-        "2",
-        "-p",
-        "no:randomly",
-        *extra,
-        *[a for name in agents for a in ("--agent", name)],
-    ]
-    env = {**os.environ, **({"SWE_RESIDUAL_REGRADE": regrade} if regrade else {})}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
-    lines = (tmp / "run" / "results.jsonl").read_text().splitlines()
-    return proc, {r["case_id"]: r for r in map(json.loads, lines)}
+    return proc, records(tmp / "run", by="case_id")
 
 
 def _grading(r: dict) -> list[str]:
@@ -377,13 +265,7 @@ def test_grading_channels_flag_forged_reports_and_leave_an_honest_run_alone(tmp_
     late = recs["atexit-rewrite-calc-clean"]
     assert (late["rule"], late["outcome"]) == ("verdict", 1) and _grading(late) == mismatch, late
     # the signals count: Table 3 flags the four, the gate says so
-    gate = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "gate", str(run), "--max-flagged", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    gate = cli("gate", str(run), "--max-flagged", "0")
     assert gate.returncode == 10, gate.stdout + gate.stderr
     # checked once on the reference solution's state: both channels read this task's verifier
     grading = json.loads((run / "reference" / "demo--calc.grading.json").read_text())
@@ -505,41 +387,17 @@ def test_the_regrade_instance_started_beside_the_grade_serves_a_pass_only(tmp_pa
     from .docker_helpers import left_behind, require_docker
 
     require_docker()
-    task = docker_task(tmp_path)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--run-dir",
-        str(tmp_path / "run"),
-        "--backend",
-        "docker",
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        "--start",
-        "clean",
-        "-p",
-        "no:randomly",
-    ]
-    proc = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "SWE_RESIDUAL_REGRADE": regrade},
+    world(tmp_path, backend="docker")
+    proc = run_suite(
+        world=tmp_path,
+        backend="docker",
+        agents=["oracle", "nop"],
+        start="clean",
+        env={"SWE_RESIDUAL_REGRADE": regrade},
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]  # nop fails, nothing errors
     run = tmp_path / "run"
-    recs = {r["case_id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
+    recs = records(run, by="case_id")
     oracle, nop = recs["oracle-calc-clean"], recs["nop-calc-clean"]
     assert (oracle["outcome"], oracle["integrity"]) == (1, []), oracle
     assert "hardened_log" in oracle["artifacts"]  # re-graded ...
@@ -639,23 +497,8 @@ def test_where_the_regrade_runs_follows_the_cpus_per_worker_unless_chosen(tmp_pa
         assert (mode(2, 1), mode(2, 2), mode(2, 2, "beside")) == ("beside", "after", "beside")
         assert (mode(2, 1, backend="local"), mode(2, 1, "beside", backend="local")) == ("after", "beside")
     assert mode(2, 1, "after") == "after"
-    env = {**os.environ, "SWE_RESIDUAL_REGRADE": "sometimes"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--collect-only",
-            "-q",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = run_suite(
+        "--collect-only", "-q", run_dir=tmp_path / "run", env={"SWE_RESIDUAL_REGRADE": "sometimes"}
     )
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "SWE_RESIDUAL_REGRADE='sometimes': expected one of beside, after" in proc.stderr

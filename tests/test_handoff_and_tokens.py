@@ -4,49 +4,31 @@ of the demo suite with the scripted model server, and small cases worked by hand
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from swe_residual.report.tables import build_report, render_text
 from swe_residual.results import Manifest, Record
 from swe_residual.sources.atif import from_atif
 
+from .drivers import ON_PYTHONPATH, records, run_suite
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_suite(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--run-dir",
-            str(run_dir),
-            "-n",
-            "2",
-            "-p",
-            "no:randomly",
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-
-
-def records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-
-
+@pytest.mark.slow
 def test_scripted_model_run_records_tokens_per_step_and_run(tmp_path):
-    proc = run_suite(tmp_path / "run", "--agent", "scripted-msa", "--start", "clean", "-k", "ttl-cache")
+    proc = run_suite(
+        "-k",
+        "ttl-cache",
+        run_dir=tmp_path / "run",
+        agents=["scripted-msa"],
+        start="clean",
+        workers=2,
+        env=ON_PYTHONPATH,
+    )
     [rec] = records(tmp_path / "run")
     assert rec["termination"] == "submitted", proc.stdout[-2000:]
     traj = json.loads((tmp_path / "run" / rec["artifacts"]["trajectory"]).read_text())
@@ -130,11 +112,21 @@ def test_token_medians_and_ratio_by_hand():
     assert ratio["value"] == 1.25 and ratio["n_tasks"] == 2
 
 
+@pytest.mark.slow
 def test_handoff_summary_view_is_its_own_start_with_the_digest_in_the_request(tmp_path):
     run = tmp_path / "run"
     # an agent that shows what it was asked, then stops without changes
     agent = 'command:cat "$TASK_DIR/instruction.md"'
-    proc = run_suite(run, "--agent", agent, "--handoff-view", "summary", "-k", "ttl-cache")
+    proc = run_suite(
+        "--handoff-view",
+        "summary",
+        "-k",
+        "ttl-cache",
+        run_dir=run,
+        agents=[agent],
+        workers=2,
+        env=ON_PYTHONPATH,
+    )
     recs = records(run)
     starts = sorted(r["start"] for r in recs)
     # ttl-cache: 1 clean, 2 states blind, the same 2 states with the summary view
@@ -158,6 +150,7 @@ def test_handoff_summary_view_is_its_own_start_with_the_digest_in_the_request(tm
     assert "handoff view 'summary'" in (run / "tables.md").read_text()
 
 
+@pytest.mark.slow
 def test_handoff_view_needs_state_trajectories(tmp_path):
     states = yaml.safe_load((ROOT / "states.yaml").read_text())
     entry = next(s for s in states["states"] if s["task"] == "ttl-cache")
@@ -167,13 +160,14 @@ def test_handoff_view_needs_state_trajectories(tmp_path):
     patch.write_bytes((ROOT / entry["artifact"]["patch"]).read_bytes())
     (tmp_path / "states.yaml").write_text(yaml.safe_dump({"states": [entry]}))
     proc = run_suite(
-        tmp_path / "run",
-        "--agent",
-        "nop",
         "--states",
         str(tmp_path / "states.yaml"),
         "--handoff-view",
         "trace",
+        run_dir=tmp_path / "run",
+        agents=["nop"],
+        workers=2,
+        env=ON_PYTHONPATH,
     )
     assert proc.returncode == 4
     assert (

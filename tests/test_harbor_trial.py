@@ -28,17 +28,15 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from .drivers import ON_PYTHONPATH, cli, records, start_suite
 from .harbor_helpers import HARBOR_DRIVER, harbor_venv_python
 
-ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 DEMO_TASKS, DEMO_STATES = 8, 17
 AGENTS = ("oracle", "nop")
 CONCURRENCY = int(os.environ.get("SWE_RESIDUAL_HARBOR_TRIALS", "4"))
@@ -49,18 +47,6 @@ def harbor_python() -> str:
     return harbor_venv_python()
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
 def table3(report_text: str) -> str:
     """The Table 3 block of `swe-residual report`'s text output."""
     m = re.search(r"^Table 3 - success by track.*?(?=\n\n|\Z)", report_text, re.S | re.M)
@@ -68,40 +54,26 @@ def table3(report_text: str) -> str:
     return m.group(0)
 
 
-def records(run_dir: Path) -> dict[str, dict]:
-    lines = (run_dir / "results.jsonl").read_text().splitlines()
-    out = {}
-    for line in lines:
-        r = json.loads(line)
-        out[r["case_id"]] = r
-    assert len(out) == len(lines)  # one attempt per case
+def by_case(run_dir: Path) -> dict[str, dict]:
+    out = records(run_dir, by="case_id")
+    assert len(out) == len(records(run_dir))  # one attempt per case
     return out
 
 
 def local_run(run_dir: Path, log: Path) -> subprocess.Popen:
     """`pytest suites/demo --agent oracle --agent nop --run-dir RUN`, as a user runs it."""
-    env = {k: v for k, v in ENV.items() if not k.startswith(("PYTEST_", "PYTEST"))}
+    env = {**ON_PYTHONPATH, **{k: None for k in os.environ if k.startswith("PYTEST")}}
     with open(log, "w") as fh:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "suites/demo",
-                "--agent",
-                "oracle",
-                "--agent",
-                "nop",
-                "--run-dir",
-                str(run_dir),
-                "-q",
-                "-p",
-                "no:cacheprovider",
-            ],
-            cwd=ROOT,
+        return start_suite(
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            agents=list(AGENTS),
+            run_dir=run_dir,
+            random_order=True,
             env=env,
             stdout=fh,
-            stderr=subprocess.STDOUT,
+            text=False,
         )
 
 
@@ -109,7 +81,7 @@ def local_run(run_dir: Path, log: Path) -> subprocess.Popen:
 def test_exported_demo_track_through_harbors_trial(harbor_python, docker_client, bookworm_image, tmp_path):
     started = time.monotonic()
     export = tmp_path / "export"
-    res = cli("export", "harbor", "--track", "demo", "--out", str(export))
+    res = cli("export", "harbor", "--track", "demo", "--out", str(export), env=ON_PYTHONPATH)
     assert res.returncode == 0, res.stderr
     entries = json.loads((export / "export.json").read_text())["tasks"]
     residual = [e for e in entries if e["start"] == "residual"]
@@ -176,19 +148,26 @@ def test_exported_demo_track_through_harbors_trial(harbor_python, docker_client,
 
     # Harbor's trial dirs -> our run dir; the same report as the local run of the same cases
     harbor_dir = tmp_path / "harbor-run"
-    res = cli("import", "harbor-job", *(str(jobs[a]) for a in AGENTS), "--run-dir", str(harbor_dir))
+    res = cli(
+        "import",
+        "harbor-job",
+        *(str(jobs[a]) for a in AGENTS),
+        "--run-dir",
+        str(harbor_dir),
+        env=ON_PYTHONPATH,
+    )
     assert (
         res.returncode == 0 and "imported 50 trials (50 cases), 0 already imported, 0 failed" in res.stdout
     ), res.stdout[-3000:] + res.stderr[-2000:]
     reports = {}
     for name, run_dir in (("harbor", harbor_dir), ("local", local_dir)):
-        res = cli("report", str(run_dir))
+        res = cli("report", str(run_dir), env=ON_PYTHONPATH)
         assert res.returncode == 0, res.stderr
         reports[name] = table3(res.stdout)
     assert reports["harbor"] == reports["local"], "\n".join(f"--- {k}\n{v}" for k, v in reports.items())
     rows = {tuple(line.split()[:4]) for line in reports["local"].splitlines()}
     assert ("demo", "oracle", "100.0*", "100.0*") in rows and ("demo", "nop", "0.0", "0.0") in rows
-    imported, local_records = records(harbor_dir), records(local_dir)
+    imported, local_records = by_case(harbor_dir), by_case(local_dir)
     assert sorted(imported) == sorted(local_records) and len(imported) == 50
     same = (
         "agent",

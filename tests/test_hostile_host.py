@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,14 @@ from swe_residual.backends.safecopy import copy_tree, remove_tree
 from swe_residual.errors import HarnessError
 from swe_residual.tasks import load_tasks
 
-from .taskfactory import docker_task, make_task, partial_state_patch, state_entry, write_states
+from .drivers import run_suite, world
+from .taskfactory import docker_task, make_task
 
 try:
     from docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
 except ImportError:  # tests/ is a package
     from tests.docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPTH = 3000
 
 
@@ -51,6 +50,7 @@ def deep_tree(top: Path, outside: Path, depth: int = DEPTH) -> None:
         os.close(fd)
 
 
+@pytest.mark.slow
 def test_remove_tree_takes_any_depth_and_follows_nothing(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -83,6 +83,7 @@ def test_copy_tree_stops_at_its_depth_and_skips_special_files(tmp_path):
     remove_tree(tmp_path / "dst")
 
 
+@pytest.mark.slow
 def test_a_dead_runs_deep_leftover_and_fifo_do_not_stop_the_next_run(tmp_path):
     # a scratch dir of a process that is gone (its pid no longer runs), 3,000 levels deep
     dead = subprocess.Popen(["true"])
@@ -90,32 +91,8 @@ def test_a_dead_runs_deep_leftover_and_fifo_do_not_stop_the_next_run(tmp_path):
     scratch = tmp_path / "tmp" / "swe-residual-local" / f"{socket.gethostname()}--{dead.pid}--1"
     deep_tree(scratch / "env-x", tmp_path)
     os.mkfifo(scratch / "fifo")
-    task = make_task(tmp_path)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--tasks-dir",
-            str(tmp_path / "tasks"),
-            "--states",
-            str(tmp_path / "states.yaml"),
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--agent",
-            "oracle",
-            "-p",
-            "no:randomly",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    world(tmp_path)
+    proc = run_suite(world=tmp_path, agents=["oracle"], env={"TMPDIR": str(tmp_path / "tmp")})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "run" / "report.html").is_file() and (tmp_path / "run" / "summary.json").is_file()
     assert not scratch.exists()  # swept at the end of the run

@@ -14,9 +14,6 @@ surrogates and wrong types.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -25,11 +22,9 @@ from swe_residual.report.tables import load_runs
 from swe_residual.results import RESULTS, Record, RecordRow, iter_records
 from swe_residual.trajectory import Trajectory
 
-from .taskfactory import docker_task, make_task, partial_state_patch, state_entry, write_states
+from .drivers import cli, run_suite, world
 from .test_residualize_import import TTL_PATCH, _msa_traj, do_import, write_trial
 
-ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "swe_residual.cli"]
 DEEP = 100_000
 RUN = "hostile-run"  # not "run": other tests find their containers by the run dir's name
 
@@ -66,41 +61,13 @@ def read_rows(run_dir, bad: list[str] | None = None) -> list:
     return records.rows
 
 
-def world(tmp: Path, backend: str) -> None:
-    task = (docker_task if backend == "docker" else make_task)(tmp)
-    write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
-
-
-def suite(tmp: Path, backend: str, *extra: str, run_flag: str = "--run-dir") -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        run_flag,
-        str(tmp / RUN),
-        "--backend",
-        backend,
-        "--start",
-        "clean",
-        "-p",
-        "no:randomly",
-        *extra,
-    ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
-
-
+@pytest.mark.slow
 def test_an_unreadable_line_is_named_left_out_and_makes_the_run_invalid(tmp_path):
-    world(tmp_path, "local")
-    proc = suite(tmp_path, "local", "--agent", "oracle", "--agent", "nop")
+    world(tmp_path)
+    suite = dict(
+        world=tmp_path, run_dir=tmp_path / RUN, backend="local", start="clean", agents=["oracle", "nop"]
+    )
+    proc = run_suite(**suite, timeout=1200)
     assert proc.returncode == 1, proc.stdout[-3000:]  # nop's clean case fails: a test failure
     run = tmp_path / RUN
     lines = (run / RESULTS).read_bytes().splitlines(keepends=True)
@@ -136,7 +103,7 @@ def test_an_unreadable_line_is_named_left_out_and_makes_the_run_invalid(tmp_path
     # the suite: --resume reruns nop's case (its only record is unreadable: it has none), the bad
     # lines stay named, the tables and report are written, and the run is invalid
     (run / "report.html").unlink()
-    again = suite(tmp_path, "local", "--agent", "oracle", "--agent", "nop", run_flag="--resume")
+    again = run_suite(**suite, resume=True, timeout=1200)
     assert again.returncode == 11, again.stdout[-3000:] + again.stderr[-2000:]
     assert f"GATE: unreadable results lines, not counted: {'; '.join(named)}" in again.stdout
     assert "gates: failed, exit status 11" in again.stdout and "Table 3 - success by track" in again.stdout

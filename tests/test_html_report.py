@@ -7,14 +7,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
-
-ROOT = Path(__file__).resolve().parent.parent
+from .drivers import run_suite, world
 
 # A page next to the report that loads it in an iframe and writes what the browser rendered.
 PROBE = """<html><body><pre id="out">pending</pre>
@@ -41,33 +37,12 @@ def chromium() -> str:
     return exe
 
 
+@pytest.mark.browser
 def test_html_report_renders_tables_and_figures(tmp_path):
     exe = chromium()
-    task = make_task(tmp_path)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
+    world(tmp_path)
     run = tmp_path / "run"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--tasks-dir",
-            str(tmp_path / "tasks"),
-            "--states",
-            str(tmp_path / "states.yaml"),
-            "--run-dir",
-            str(run),
-            "--agent",
-            "oracle",
-            "--agent",
-            "nop",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    run_suite(world=tmp_path, agents=["oracle", "nop"])
     (run / "probe.html").write_text(PROBE)
     proc = subprocess.run(
         [

@@ -5,8 +5,8 @@ task's docker_image that no registry serves falls back to its Dockerfile within 
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
 import sys
 import time
 import uuid
@@ -22,15 +22,8 @@ from swe_residual.run.attempt import Case
 from swe_residual.states import load_states
 from swe_residual.tasks import load_tasks
 
-from .taskfactory import (
-    CALC_DOCKERFILE,
-    CALC_SOLVED,
-    docker_task,
-    partial_state_patch,
-    run_one,
-    state_entry,
-    write_states,
-)
+from .drivers import cli, world
+from .taskfactory import CALC_DOCKERFILE, CALC_SOLVED, run_one
 
 try:
     from docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
@@ -38,7 +31,6 @@ except ImportError:  # tests/ is a package
     from tests.docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.docker
-ROOT = Path(__file__).resolve().parent.parent
 # the calc image plus a file it ships untracked (as DeepSWE's older images ship pre_artifacts.sh)
 SHIPPING = CALC_DOCKERFILE + "RUN echo shipped > /app/shipped.txt\n"
 # solves the task and leaves the shipped file alone (the oracle's `git clean` would remove it)
@@ -49,7 +41,8 @@ def _task(root: Path, dockerfile: str = CALC_DOCKERFILE, docker_image: str | Non
     """A calc task of its own id (its own image tags), with one residual state."""
     task_id = f"cache-{uuid.uuid4().hex[:8]}"
     MADE.append(task_id)
-    task_dir = docker_task(root, task_id=task_id)
+    w = world(root, task_id, backend="docker")
+    task_dir = w.tasks[0]
     (task_dir / "environment" / "Dockerfile").write_text(dockerfile)
     if docker_image:
         toml = (
@@ -58,11 +51,8 @@ def _task(root: Path, dockerfile: str = CALC_DOCKERFILE, docker_image: str | Non
             .replace("[environment]\n", f'[environment]\ndocker_image = "{docker_image}"\n')
         )
         (task_dir / "task.toml").write_text(toml)
-    states = write_states(
-        root, [state_entry(root, task_dir, partial_state_patch(task_dir), state_id=f"{task_id}--partial")]
-    )
     tasks = load_tasks(root / "tasks", "demo")
-    return tasks[task_id], load_states(states, {"demo": tasks})[0]
+    return tasks[task_id], load_states(w.states, {"demo": tasks})[0]
 
 
 MADE: list[str] = []  # task ids the current test made (each has its own image tags)
@@ -86,17 +76,7 @@ def _backend(tmp_path: Path, cache: Path, name: str) -> DockerBackend:
     return DockerBackend(cache_dir=cache, work_root=tmp_path / f"work-{name}")
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "images", *args],
-        cwd=ROOT,
-        text=True,
-        capture_output=True,
-        timeout=300,
-        env={**os.environ, **(env or {})},
-    )
+_cli = functools.partial(cli, "images")  # `swe-residual images ARGS`
 
 
 def test_a_probe_that_times_out_caches_nothing_and_the_next_case_probes_again(tmp_path, bookworm_image):

@@ -9,11 +9,11 @@ a real local oracle run for the case-id and --append checks.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,10 +24,11 @@ import pytest
 from swe_residual.errors import InputError
 from swe_residual.harbor.import_job import harbor_agent_label
 
+from . import drivers
+from .drivers import ON_PYTHONPATH, records, run_suite
 from .test_export_harbor import harbor_python  # noqa: F401  (fixture: a venv with the harbor package)
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 AGENT, MODEL = "terminus-2", "anthropic/claude-sonnet-4-5"
 LABEL = "terminus-2@claude-sonnet-4-5"
 T0 = datetime(2025, 11, 3, 14, 2, 11, tzinfo=UTC)
@@ -37,16 +38,7 @@ CONFTEST_PATCH = (
 )
 
 
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+cli = functools.partial(drivers.cli, env=ON_PYTHONPATH)
 
 
 def iso(dt: datetime) -> str:
@@ -328,10 +320,6 @@ def job(demo_export, tmp_path_factory) -> Path:
     return j
 
 
-def records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-
-
 # -- the fixtures are what Harbor writes --------------------------------------------------------------
 
 CHECK_WITH_HARBOR = r"""
@@ -388,6 +376,7 @@ def test_fixture_trials_are_valid_harbor_results(harbor_python, job):  # noqa: F
 # -- the round trip -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_round_trip_report_and_gates(job, demo_export, tmp_path):
     run = tmp_path / "run"
     res = cli("import", "harbor-job", str(job), "--run-dir", str(run))
@@ -531,6 +520,7 @@ def test_round_trip_report_and_gates(job, demo_export, tmp_path):
     assert gate("--max-infra", "0.2") == 11
 
 
+@pytest.mark.slow
 def test_reimport_adds_nothing(job, tmp_path):
     run = tmp_path / "run"
     assert cli("import", "harbor-job", str(job), "--run-dir", str(run)).returncode == 0
@@ -549,31 +539,12 @@ def test_reimport_adds_nothing(job, tmp_path):
 
 
 def _collected_ids(*args: str, run_dir: Path) -> set[str]:
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            *args,
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:xdist",
-            "--run-dir",
-            str(run_dir),
-        ],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    res = run_suite(*args, "--collect-only", "-q", "-p", "no:xdist", run_dir=run_dir, env=ON_PYTHONPATH)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return {line.split("[", 1)[1].rstrip("]") for line in res.stdout.splitlines() if "::test_case[" in line}
 
 
+@pytest.mark.slow
 def test_case_ids_and_append_to_our_own_run(demo_export, tmp_path):
     """Harbor's oracle imports under our oracle's case ids; a run dir of a real local oracle run
     takes them only with --append, as further attempts, and the report merges both."""
@@ -596,28 +567,15 @@ def test_case_ids_and_append_to_our_own_run(demo_export, tmp_path):
     assert imported <= collected
 
     own = tmp_path / "own"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "oracle",
-            "-p",
-            "no:xdist",
-            "-q",
-            "-k",
-            "date-range-merge-clean",
-            "--run-dir",
-            str(own),
-        ],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    run = run_suite(
+        "-p",
+        "no:xdist",
+        "-q",
+        "-k",
+        "date-range-merge-clean",
+        agents=["oracle"],
+        run_dir=own,
+        env=ON_PYTHONPATH,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert [r["case_id"] for r in records(own)] == ["oracle-date-range-merge-clean"]
@@ -653,6 +611,7 @@ def test_case_ids_and_append_to_our_own_run(demo_export, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_hostile_trials_are_refused_or_not_read(demo_export, tmp_path):
     job = new_job(tmp_path / "jobs")
     outside = tmp_path / "secret.txt"
@@ -694,6 +653,7 @@ def test_hostile_trials_are_refused_or_not_read(demo_export, tmp_path):
     assert leaked == [] and not any(p.is_symlink() for p in run.rglob("*"))
 
 
+@pytest.mark.slow
 def test_trials_must_match_the_export(demo_export, tmp_path):
     # the config records the task dirs where Harbor ran (another machine): --export is needed
     job = new_job(tmp_path / "jobs")
@@ -770,6 +730,7 @@ def test_agent_labels():
         harbor_agent_label(None, "gpt-5", "x")
 
 
+@pytest.mark.slow
 def test_agent_written_exit_status_never_excludes_a_run(demo_export, tmp_path):
     """mini-swe-agent's trajectory is written inside the environment: its exit status may make a
     run a counted failure (a step limit: budget, outcome 0 even with reward 1) but a model-service
@@ -802,6 +763,7 @@ def test_agent_written_exit_status_never_excludes_a_run(demo_export, tmp_path):
     assert service["agent"] == "mini-swe-agent@claude-sonnet-4-5"
 
 
+@pytest.mark.slow
 def test_reward_files_against_result_json(demo_export, tmp_path):
     """result.json's verifier_result is Harbor's record of the reward; the verifier's reward file
     alone counts only when the verifier's run finished (else an agent could have planted it)."""

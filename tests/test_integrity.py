@@ -11,17 +11,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .taskfactory import docker_task, make_task, partial_state_patch, state_entry, write_states
+from .drivers import records, run_suite, start_suite, world
+from .taskfactory import docker_task, make_task
 from .test_import_harbor_job import demo_export  # noqa: F401  (fixture: the demo track exported for Harbor)
 
-ROOT = Path(__file__).resolve().parent.parent
 STUBS = "printf '\\ndef sub(a, b):\\n    return None\\n\\ndef div(a, b):\\n    return None\\n' >> calc.py"
 
 REPORT_WRAPPER = """import pytest
@@ -131,6 +130,7 @@ def backend(backend, request) -> str:
     return backend
 
 
+@pytest.mark.slow
 def test_hostile_agents_flip_no_verdict_unflagged_and_reach_nothing(tmp_path, backend):
     host = tmp_path / "host"  # where a command run on the host would leave files
     host.mkdir()
@@ -138,9 +138,8 @@ def test_hostile_agents_flip_no_verdict_unflagged_and_reach_nothing(tmp_path, ba
     file_canary = f"file-canary-{uuid.uuid4().hex}"
     env_canary = f"sk-canary-{uuid.uuid4().hex}"
     canary_file.write_text(file_canary)
-    task = (docker_task if backend == "docker" else make_task)(tmp_path / "w")
-    # clean cases run for tasks that have residual states: give the task one
-    write_states(tmp_path / "w", [state_entry(tmp_path / "w", task, partial_state_patch(task))])
+    # clean cases run for tasks that have residual states: the task has one
+    world(tmp_path / "w", backend=backend)
     agents = {
         name: {
             "harness": "command",
@@ -151,43 +150,22 @@ def test_hostile_agents_flip_no_verdict_unflagged_and_reach_nothing(tmp_path, ba
     }
     (tmp_path / "agents.yaml").write_text(yaml.safe_dump({"agents": agents}))
     run = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "w" / "tasks"),
-        "--states",
-        str(tmp_path / "w" / "states.yaml"),
-        "--run-dir",
-        str(run),
-        "--backend",
-        backend,
-        "--agent-config",
-        str(tmp_path / "agents.yaml"),
-        "--start",
-        "clean",
-        "-n",
-        "2",
-        "-p",
-        "no:randomly",
-        *[a for name in agents for a in ("--agent", name)],
-    ]
-    proc = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "OPENAI_API_KEY": env_canary},
+    proc = run_suite(
+        world=tmp_path / "w",
+        run_dir=run,
+        backend=backend,
+        agent_config=tmp_path / "agents.yaml",
+        start="clean",
+        workers=2,
+        agents=agents,
+        env={"OPENAI_API_KEY": env_canary},
     )
     assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-2000:]
-    records = {r["agent"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
-    assert sorted(records) == sorted(EXPECTED), proc.stdout[-3000:]
+    recs = records(run, by="agent")
+    assert sorted(recs) == sorted(EXPECTED), proc.stdout[-3000:]
     table = []
     for name, (outcome, flag) in EXPECTED.items():
-        r = records[name]
+        r = recs[name]
         table.append((name, backend, r["outcome"], r["rule"], r["integrity"]))
         assert r["verdict"] in ("pass", "fail"), r  # every attack gets a verdict
         if r["outcome"] == 1:
@@ -210,6 +188,7 @@ def test_hostile_agents_flip_no_verdict_unflagged_and_reach_nothing(tmp_path, ba
     assert leaks == []
 
 
+@pytest.mark.slow
 def test_agent_limits_no_host_secrets_bounded_processes_memory_and_output(tmp_path, backend):
     from swe_residual.backends import get_backend
     from swe_residual.tasks import load_task
@@ -252,42 +231,19 @@ def test_agent_limits_no_host_secrets_bounded_processes_memory_and_output(tmp_pa
         b.close()
 
 
+@pytest.mark.slow
 def test_killed_controller_leaves_nothing_and_resume_completes_the_run(tmp_path, backend):
     import signal
     import time
 
-    task = (docker_task if backend == "docker" else make_task)(tmp_path / "w")
-    write_states(tmp_path / "w", [state_entry(tmp_path / "w", task, partial_state_patch(task))])
+    world(tmp_path / "w", backend=backend)
     agents = tmp_path / "agents.yaml"
     agents.write_text(yaml.safe_dump({"agents": {"slow": {"harness": "command", "command": "sleep 120"}}}))
     run = tmp_path / f"run-{uuid.uuid4().hex[:8]}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "w" / "tasks"),
-        "--states",
-        str(tmp_path / "w" / "states.yaml"),
-        "--backend",
-        backend,
-        "--agent-config",
-        str(agents),
-        "--agent",
-        "slow",
-        "-n",
-        "2",
-        "-p",
-        "no:randomly",
-    ]
-    proc = subprocess.Popen(
-        cmd + ["--run-dir", str(run)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    suite = dict(
+        world=tmp_path / "w", run_dir=run, backend=backend, agent_config=agents, agents=["slow"], workers=2
     )
+    proc = start_suite(**suite, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     workers: set[str] = set()
     deadline = time.monotonic() + 120
     while (len(workers) < 2 or len(leftovers(backend, workers)) < 2) and time.monotonic() < deadline:
@@ -299,7 +255,7 @@ def test_killed_controller_leaves_nothing_and_resume_completes_the_run(tmp_path,
     # what the dead processes left behind (a run starting meanwhile on the other xdist worker may
     # already sweep it: that is the behaviour under test as well)...
     agents.write_text(yaml.safe_dump({"agents": {"slow": {"harness": "command", "command": "true"}}}))
-    done = subprocess.run(cmd + ["--resume", str(run)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_suite(**suite, resume=True)
     assert done.returncode == 1, done.stdout[-3000:]  # the agent solves nothing: failures, no errors
     summary = json.loads((run / "summary.json").read_text())
     assert summary["cases"]["missing"] == [] and summary["cases"]["infra_errors"] == []
@@ -342,6 +298,7 @@ def leftovers(backend: str, pids: set[str]) -> list:
     ]
 
 
+@pytest.mark.slow
 def test_a_final_state_too_large_to_grade_is_a_failure_with_a_note(tmp_path, monkeypatch):
     import swe_residual.backends.workspace as workspace
     from swe_residual.agents import AgentRegistry
@@ -379,8 +336,7 @@ def test_engine_restarted_mid_case_is_infra_and_resume_completes_the_run(tmp_pat
     from swe_residual.backends.docker.backend import DockerBackend
 
     host, start, stop = private_engine
-    task = docker_task(tmp_path / "w")
-    write_states(tmp_path / "w", [state_entry(tmp_path / "w", task, partial_state_patch(task))])
+    (task,) = world(tmp_path / "w", backend="docker").tasks
     main = DockerBackend(run_id=f"engine-restart-{os.getpid()}", sweep=False)
     try:  # the task's image, built on the main engine, moved to the private one
         tag = main.images.clean(load_task_(task)).ref
@@ -397,37 +353,16 @@ def test_engine_restarted_mid_case_is_infra_and_resume_completes_the_run(tmp_pat
         yaml.safe_dump({"agents": {"slow": {"harness": "command", "command": "sleep 4; true"}}})
     )
     run = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "w" / "tasks"),
-        "--states",
-        str(tmp_path / "w" / "states.yaml"),
-        "--backend",
-        "docker",
-        "--agent-config",
-        str(agents),
-        "--agent",
-        "slow",
-        "--start",
-        "clean",
-        "--infra-retries",
-        "2",
-        "-p",
-        "no:randomly",
-    ]
-    env = {**os.environ, "DOCKER_HOST": host}
-    proc = subprocess.Popen(
-        cmd + ["--run-dir", str(run)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    suite = dict(
+        world=tmp_path / "w",
+        run_dir=run,
+        backend="docker",
+        agent_config=agents,
+        agents=["slow"],
+        start="clean",
+        env={"DOCKER_HOST": host},
     )
+    proc = start_suite("--infra-retries", "2", **suite)
     deadline = time.monotonic() + 120
     while (
         time.monotonic() < deadline
@@ -442,16 +377,12 @@ def test_engine_restarted_mid_case_is_infra_and_resume_completes_the_run(tmp_pat
     time.sleep(1)
     start()
     out, _ = proc.communicate(timeout=600)
-    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    recs = records(run)
     # the attempt the engine vanished under is infra (never the agent's agent_error), then retried
-    assert records and records[0]["rule"] == "infra_harness" and records[0]["verdict"] == "infra_error", out[
-        -3000:
-    ]
-    assert records[0]["attempt"] == 1 and "Docker" in records[0]["error"], records[0]
-    assert all(r["rule"] in ("infra_harness", "verdict") for r in records), records
-    done = subprocess.run(
-        cmd + ["--resume", str(run)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
+    assert recs and recs[0]["rule"] == "infra_harness" and recs[0]["verdict"] == "infra_error", out[-3000:]
+    assert recs[0]["attempt"] == 1 and "Docker" in recs[0]["error"], recs[0]
+    assert all(r["rule"] in ("infra_harness", "verdict") for r in recs), recs
+    done = run_suite("--infra-retries", "2", **suite, resume=True)
     assert done.returncode in (0, 1), done.stdout[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["cases"]["missing"] == [] and summary["cases"]["infra_errors"] == []
@@ -515,8 +446,9 @@ FIXTURE_PATCH = (
 )
 
 
+@pytest.mark.slow
 def test_imported_harbor_trials_get_notes_like_local_runs(demo_export, tmp_path):  # noqa: F811
-    from .test_import_harbor_job import Spec, cli, new_job, records, write_trial
+    from .test_import_harbor_job import Spec, cli, new_job, write_trial
 
     job = new_job(tmp_path)
     write_trial(job, demo_export, Spec("date-range-merge", "Hk3pQ9z", 0, patch=FIXTURE_PATCH))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from .drivers import records
 from .taskfactory import CALC, make_patch, make_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,7 +281,7 @@ def test_an_infra_record_with_a_final_state_gets_its_flags(tmp_path):
     assert rec.rule == "infra_verifier" and rec.outcome is None, rec
     assert "test-infrastructure: conftest.py" in rec.integrity, rec
     assert rec.integrity_notes == ["test-infrastructure: tests/conftest.py"], rec
-    line = json.loads((tmp_path / "run" / "results.jsonl").read_text().splitlines()[-1])
+    line = records(tmp_path / "run")[-1]
     assert line["integrity"] == rec.integrity and line["integrity_notes"] == rec.integrity_notes
 
 
@@ -752,6 +753,7 @@ def test_a_file_exactly_as_inherited_is_not_the_agents(tmp_path):
     assert integrity.flags(patch, [], task) == ["test-infrastructure: conftest.py"]
 
 
+@pytest.mark.slow
 def test_a_1mb_patch_is_read_fast(tmp_path):
     """A patch of 1 MB (code, data, docs), and one of 1 MB of nothing but Python, in CPU time."""
     from swe_residual import integrity

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+from .drivers import records, start_suite, world
+
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("calc0", "calc1", "calc2")
@@ -24,50 +26,18 @@ CASES = sorted(
 )
 
 
-def _world(tmp: Path) -> None:
-    entries = []
-    for task_id in TASKS:
-        task = make_task(tmp, task_id=task_id)
-        entries.append(state_entry(tmp, task, partial_state_patch(task), state_id=f"{task_id}--partial"))
-    write_states(tmp, entries)
-
-
-def _args(tmp: Path, *extra: str) -> list[str]:
-    return [
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "-p",
-        "no:randomly",
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        *extra,
-    ]
-
-
-def _records(run: Path) -> list[dict]:
-    path = run / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _interrupt(tmp: Path, args: list[str], *, group: bool) -> subprocess.CompletedProcess:
-    """Start the run, send SIGINT once its first record is written, wait for it to end."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
+def _interrupt(tmp: Path, *, group: bool, **suite) -> subprocess.CompletedProcess:
+    """Start the run of tmp's world, send SIGINT once its first record is written, wait for it to end."""
+    proc = start_suite(
+        world=tmp,
+        agents=["oracle", "nop"],
         stderr=subprocess.PIPE,
-        text=True,
-        env={**env, "CI": "1"},
+        env={"CI": "1", "PYTEST_ADDOPTS": None},
         start_new_session=group,
+        **suite,
     )
     deadline = time.monotonic() + 300
-    while not _records(tmp / "run") and proc.poll() is None and time.monotonic() < deadline:
+    while not records(tmp / "run", missing_ok=True) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before the first record: nothing to interrupt"
     if group:
@@ -80,15 +50,15 @@ def _interrupt(tmp: Path, args: list[str], *, group: bool) -> subprocess.Complet
 
 @pytest.mark.parametrize("xdist", [True, False], ids=["n2-controller", "no-xdist-group"])
 def test_ctrl_c_counts_what_ran_names_the_resume_command_and_resume_completes(tmp_path, xdist):
-    _world(tmp_path)
+    world(tmp_path, *TASKS)
     run = tmp_path / "run"
-    args = _args(tmp_path, *(["-n", "2"] if xdist else []), "--run-dir", str(run))
-    proc = _interrupt(tmp_path, args, group=not xdist)
+    proc = _interrupt(tmp_path, group=not xdist, workers=2 if xdist else None)
+    args = proc.args[3:]  # after `python -m pytest`
     out = proc.stdout
     assert proc.returncode == 2, out[-4000:] + proc.stderr[-3000:]
     # the summary agrees with results.jsonl as it is after the run ended
-    records = _records(run)
-    recorded = {r["case_id"] for r in records}
+    recs = records(run)
+    recorded = {r["case_id"] for r in recs}
     assert recorded and recorded < set(CASES)
     summary = json.loads((run / "summary.json").read_text())
     cases = summary["cases"]
@@ -116,15 +86,13 @@ def test_ctrl_c_counts_what_ran_names_the_resume_command_and_resume_completes(tm
     assert "interrupted" in page.lower() and resume.split(" --resume ")[0] in page.replace("&#x27;", "'")
     assert "matplotlib is missing" not in page
     # --resume: says what it keeps and what it runs, then completes the run
-    kept = sum(
-        1 for c in recorded if any(r["case_id"] == c and r["verdict"] != "infra_error" for r in records)
-    )
+    kept = sum(1 for c in recorded if any(r["case_id"] == c and r["verdict"] != "infra_error" for r in recs))
     proc = subprocess.run(
         [sys.executable, "-m", *shlex.split(resume)], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     # nop's failures, if one of its cases is among those left to run (how many ran before the
     # interrupt stopped the run depends on the machine's speed)
-    left = {c for c in CASES if not any(r["case_id"] == c and r["verdict"] != "infra_error" for r in records)}
+    left = {c for c in CASES if not any(r["case_id"] == c and r["verdict"] != "infra_error" for r in recs)}
     expected = 1 if any(c.startswith("nop-") for c in left) else 0
     assert proc.returncode == expected, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert (
@@ -137,4 +105,4 @@ def test_ctrl_c_counts_what_ran_names_the_resume_command_and_resume_completes(tm
         and summary["cases"]["recorded"] == 12
         and "interrupted" not in summary
     )
-    assert {r["case_id"] for r in _records(run)} == set(CASES)
+    assert {r["case_id"] for r in records(run)} == set(CASES)

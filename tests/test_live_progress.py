@@ -8,14 +8,14 @@ import json
 import os
 import re
 import select
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from swe_residual.progress import EventChannel, Progress, RunDisplay, RunProgress, bar
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+from .drivers import environ, run_suite, suite_command, world
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -165,47 +165,16 @@ def test_loop_progress_bar_on_a_terminal_only():
 # -- real suite runs --------------------------------------------------------------------------------
 
 
-def _world(tmp: Path) -> None:
-    task = make_task(tmp)
-    write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
+def _env(**over: str) -> dict[str, str | None]:
+    """No CI, BUILD_NUMBER or PYTEST_ADDOPTS of this process; `over` set."""
+    return {"CI": None, "BUILD_NUMBER": None, "PYTEST_ADDOPTS": None, **over}
 
 
-def _cmd(tmp: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "--run-dir",
-        str(tmp / "run"),
-        "-p",
-        "no:randomly",
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        *extra,
-    ]
-
-
-def _env(**over: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER", "PYTEST_ADDOPTS")}
-    return {**env, **over}
-
-
+@pytest.mark.slow
 def test_plain_progress_lines_under_ci_with_xdist(tmp_path):
-    _world(tmp_path)
-    proc = subprocess.run(
-        _cmd(tmp_path, "-n", "2", "--progress-interval", "0.2"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=_env(CI="1"),
+    world(tmp_path)
+    proc = run_suite(
+        "--progress-interval", "0.2", world=tmp_path, agents=["oracle", "nop"], workers=2, env=_env(CI="1")
     )
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:] + proc.stderr[-2000:]
@@ -222,11 +191,10 @@ def test_plain_progress_lines_under_ci_with_xdist(tmp_path):
     assert "\x1b[" not in out  # no live drawing in a log
 
 
+@pytest.mark.slow
 def test_quiet_run_prints_no_progress(tmp_path):
-    _world(tmp_path)
-    proc = subprocess.run(
-        _cmd(tmp_path, "-q"), cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(CI="1")
-    )
+    world(tmp_path)
+    proc = run_suite("-q", world=tmp_path, agents=["oracle", "nop"], env=_env(CI="1"))
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "swe-residual: " not in proc.stdout and "Table 3" in proc.stdout
 
@@ -265,9 +233,13 @@ def _run_in_pty(cmd: list[str], env: dict[str, str], timeout: float = 600) -> tu
     return os.waitstatus_to_exitcode(status), out
 
 
+@pytest.mark.slow
 def test_live_display_on_a_terminal(tmp_path):
-    _world(tmp_path)
-    code, raw = _run_in_pty(_cmd(tmp_path, "-n", "2"), _env(COLUMNS="120", LINES="40", TERM="xterm"))
+    world(tmp_path)
+    code, raw = _run_in_pty(
+        suite_command(world=tmp_path, agents=["oracle", "nop"], workers=2),
+        environ(_env(COLUMNS="120", LINES="40", TERM="xterm")),
+    )
     out = raw.decode("utf-8", "replace")
     assert code == 1, out[-3000:]
     # the display is redrawn in place (cursor up, erase line) with the phase, counts and ETA

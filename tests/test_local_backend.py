@@ -17,23 +17,24 @@ from swe_residual.run.attempt import Case
 from swe_residual.states import load_states
 from swe_residual.tasks import load_task, load_tasks
 
-from .taskfactory import git_out, make_task, partial_state_patch, run_one, state_entry, write_states
+from . import drivers
+from .taskfactory import git_out, make_task, run_one, state_entry, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def world(tmp_path):
-    task_dir = make_task(tmp_path)
-    patch = partial_state_patch(task_dir)
-    states_path = write_states(tmp_path, [state_entry(tmp_path, task_dir, patch)])
+    w = drivers.world(tmp_path)
+    patch = (tmp_path / "states" / "calc--partial.patch").read_bytes()
     tasks = load_tasks(tmp_path / "tasks", "demo")
-    states = load_states(states_path, {"demo": tasks})
+    states = load_states(w.states, {"demo": tasks})
     backend = LocalBackend(work_root=tmp_path / "work")
     yield tmp_path, tasks["calc"], states[0], patch, backend
     backend.close()
 
 
+@pytest.mark.slow
 def test_residual_workspace_has_clean_history_and_uncommitted_patch(world):
     _, task, state, patch, backend = world
     with backend.materialize(task, None) as clean, backend.materialize(task, state) as res:
@@ -63,6 +64,7 @@ def test_base_commit_hash_is_stable_across_builds(tmp_path):
     assert len(hashes) == 1
 
 
+@pytest.mark.slow
 def test_agent_in_sandbox_cannot_find_hidden_tests_solution_or_project(world, require_bwrap):
     root, task, state, _, backend = world
     with backend.materialize(task, state) as env:
@@ -95,6 +97,7 @@ def test_agent_in_sandbox_cannot_find_hidden_tests_solution_or_project(world, re
         assert net.exit_code != 0
 
 
+@pytest.mark.slow
 def test_sandboxed_processes_die_with_the_command(world, require_bwrap):
     _, task, _, _, backend = world
     with backend.materialize(task, None) as env:
@@ -108,6 +111,7 @@ def test_sandboxed_processes_die_with_the_command(world, require_bwrap):
         assert timed.timed_out and timed.exit_code is None and timed.duration_s < 5
 
 
+@pytest.mark.slow
 def test_oracle_and_nop_records(world):
     tmp, task, state, _, backend = world
     run_dir = tmp / "run"
@@ -173,6 +177,7 @@ def test_patch_that_does_not_apply_is_an_infra_error_without_outcome(world):
     assert msg.startswith("state bad: patch ") and "does not apply" in msg
 
 
+@pytest.mark.slow
 def test_hanging_test_runner_is_an_infra_error(tmp_path):
     task_dir = make_task(tmp_path, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1.5)
     task = load_task(task_dir, "demo")
@@ -185,6 +190,7 @@ def test_hanging_test_runner_is_an_infra_error(tmp_path):
     ), msg
 
 
+@pytest.mark.slow
 def test_missing_report_is_an_infra_error(tmp_path):
     task_dir = make_task(tmp_path, test_sh="#!/bin/bash\necho no report\n")
     task = load_task(task_dir, "demo")
@@ -209,6 +215,7 @@ def test_task_toml_keeps_unknown_fields_and_names_bad_fields(tmp_path):
     assert str(err.value).startswith(f"{task_dir / 'task.toml'}: verifier.timeout_sec: ")
 
 
+@pytest.mark.slow
 def test_without_bwrap_the_same_cases_run_unsandboxed_on_host_paths(world):
     # a fresh machine has no bubblewrap: commands then run on host paths given in $APP_DIR,
     # $SOLUTION_DIR, $TESTS_DIR and $LOGS_DIR (the demo tasks use them), with the same outcomes

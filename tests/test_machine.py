@@ -30,6 +30,8 @@ from swe_residual.states import load_states
 from swe_residual.tasks import load_tasks
 from swe_residual.tracks import load_track_config
 
+from .drivers import run_suite
+
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "suites" / "terminal_bench"
 
@@ -388,32 +390,9 @@ def test_track_kind_and_legacy_sizes(tmp_path):
         load_tasks(tmp_path, "terminal_bench")
 
 
+@pytest.mark.slow
 def test_local_backend_refuses_machine_tracks_before_any_case(tmp_path):
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(TB),
-            "--backend",
-            "local",
-            "--agent",
-            "nop",
-            "--run-dir",
-            str(tmp_path / "run"),
-            "-p",
-            "no:randomly",
-            "-q",
-        ],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_suite("-q", suite=TB, backend="local", agents=["nop"], run_dir=tmp_path / "run")
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert (
         "--backend local: task kv-service of track 'terminal_bench' is a machine task: the local backend cannot "

@@ -9,8 +9,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,8 @@ try:
     from docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
 except ImportError:  # tests/ is a package
     from tests.docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
+
+from .drivers import cli, records, run_suite
 
 pytestmark = pytest.mark.docker
 
@@ -246,24 +246,8 @@ def test_validation_fails_with_one_line_when_the_live_process_is_killed_in_the_s
         [{"kind": "keys", "input": "pkill -f emu.py\n", "wait": 0.5}],
         live_processes=[{"match": "emu.py", "ports": [4555]}],
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "validate",
-            "--track",
-            "terminal_bench",
-            "--states",
-            str(path),
-            "--run-dir",
-            str(tmp_path / "v"),
-        ],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    proc = cli(
+        "validate", "--track", "terminal_bench", "--states", str(path), "--run-dir", str(tmp_path / "v")
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
@@ -283,43 +267,24 @@ def test_suite_oracle_solves_every_state_nop_fails_them_and_terminus_repairs_kv_
     # `pytest suites/terminal_bench --backend docker --agent oracle --agent nop -n 2`, with the
     # scripted terminal agent as a third agent
     run = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(TB),
-            "--backend",
-            "docker",
-            "--agent",
-            "oracle",
-            "--agent",
-            "nop",
-            "--agent",
-            "scripted-terminus",
-            "-n",
-            "2",
-            "--run-dir",
-            str(run),
-            "-p",
-            "no:randomly",
-            "-q",
-        ],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_suite(
+        "-q",
+        suite=TB,
+        backend="docker",
+        agents=["oracle", "nop", "scripted-terminus"],
+        workers=2,
+        run_dir=run,
         timeout=1800,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # failures, no errors
     assert " error" not in proc.stdout.splitlines()[-1], proc.stdout.splitlines()[-1]
-    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    recs = records(run)
     states = yaml.safe_load((ROOT / "states.yaml").read_text())["states"]
     tb = {s["id"]: s for s in states if s["track"] == "terminal_bench"}
     tasks = sorted({s["task"] for s in tb.values()})
     assert len(tasks) >= 5 and all(1 <= sum(s["task"] == t for s in tb.values()) <= 2 for t in tasks)
-    assert len(records) == 3 * (len(tasks) + len(tb)), [r["case_id"] for r in records]
-    for r in records:
+    assert len(recs) == 3 * (len(tasks) + len(tb)), [r["case_id"] for r in recs]
+    for r in recs:
         assert r["verdict"] != "infra_error" and r["rule"] == "verdict", (r["case_id"], r["error"])
         solved = r["agent"] == "oracle" or (r["agent"] == "scripted-terminus" and r["task"] == "kv-service")
         assert r["outcome"] == int(solved), r["case_id"]
@@ -333,7 +298,7 @@ def test_suite_oracle_solves_every_state_nop_fails_them_and_terminus_repairs_kv_
                 # nop submits the state as it is: its failing tests are the recorded ones
                 failing = sorted(t for t, st in r["tests"].items() if st != "passed")
                 assert failing == tb[r["state"]]["initial_verdict"]["failing_tests"], r["case_id"]
-    oracle = next(r for r in records if r["agent"] == "oracle" and r["start"] == "residual")
+    oracle = next(r for r in recs if r["agent"] == "oracle" and r["start"] == "residual")
     steps = [
         json.loads(line) for line in (run / oracle["artifacts"]["interactions"]).read_text().splitlines()
     ]
@@ -407,36 +372,20 @@ def test_published_layout_task_dirs_run_unchanged_from_tasks_dir(docker_client, 
         )
     )
     run = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(TB),
-            "--tasks-dir",
-            str(tmp_path / "tasks"),
-            "--states",
-            str(path),
-            "--agent",
-            "oracle",
-            "--agent",
-            "nop",
-            "--run-dir",
-            str(run),
-            "-p",
-            "no:randomly",
-            "-q",
-        ],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_suite(
+        "-q",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        "--states",
+        str(path),
+        suite=TB,
+        agents=["oracle", "nop"],
+        run_dir=run,
         timeout=1800,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = {}
-    for line in (run / "results.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for r in records(run):
         out[r["case_id"]] = (r["outcome"], sorted(t for t, s in r["tests"].items() if s != "passed"))
     # graded from ctrf.json (test names as CTRF gives them) and reward.txt
     assert out == {

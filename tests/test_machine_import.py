@@ -11,8 +11,6 @@ the bundled terminal_bench ones.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,8 @@ from swe_residual.residualize.filter import run_filter
 from swe_residual.residualize.importers import import_runs
 from swe_residual.residualize.workdir import WorkDir
 from swe_residual.sources.endings import tb1_ending
+
+from . import drivers
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "suites" / "terminal_bench" / "tasks"
@@ -307,16 +307,7 @@ def test_stage_iv_rebuilds_an_imported_tb1_run_into_a_machine_state(
     work = tmp_path / "work"
 
     def cli(*args):
-        proc = subprocess.run(
-            [sys.executable, "-m", "swe_residual.cli", "residualize", *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout
+        return drivers.cli("residualize", *args, check=0, timeout=1200).stdout
 
     cli("import", "--format", "terminal-bench-1", "--track", "terminal_bench", str(tb1_run), str(work))
     cli("filter", str(work))

@@ -21,18 +21,20 @@ Worked example, checked by hand:
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from swe_residual.agents.config import AgentSpec
 from swe_residual.residualize.stage1 import agent_family
 from swe_residual.sources.endings import model_family
+
+from . import drivers
+from .drivers import ON_PYTHONPATH, records, run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIAL = ROOT / "tests" / "fixtures" / "harbor-trials" / "2025-11-03__14-02-11" / "ttl-cache__Vb7nM2c"
@@ -41,18 +43,7 @@ MODEL = "anthropic/claude-sonnet-4-5"
 STUB = r"printf '\n\ndef merge(ranges):\n    raise NotImplementedError\n' >> daterange/ranges.py"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+cli = functools.partial(drivers.cli, check=0, env=ON_PYTHONPATH)  # exit 0 asserted
 
 
 def test_a_local_predecessor_is_recorded_under_its_models_family(monkeypatch):
@@ -74,6 +65,7 @@ def test_a_local_predecessor_is_recorded_under_its_models_family(monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_local_and_imported_runs_of_one_model_are_one_table8_group(tmp_path: Path):
     work, out, run_dir = tmp_path / "work", tmp_path / "out" / "states.yaml", tmp_path / "run"
     config = tmp_path / "agents.yaml"
@@ -146,41 +138,24 @@ def test_local_and_imported_runs_of_one_model_are_one_table8_group(tmp_path: Pat
     ]
 
     # a suite run from those states, and its Table 8
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "nop",
-            "--agent",
-            "oracle",
-            "--start",
-            "both",
-            "--states",
-            str(out),
-            "--run-dir",
-            str(run_dir),
-            "-k",
-            "date-range-merge or ttl-cache",
-            "-n",
-            "2",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
+    proc = run_suite(
+        "--states",
+        str(out),
+        "-k",
+        "date-range-merge or ttl-cache",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        agents=["nop", "oracle"],
+        start="both",
+        run_dir=run_dir,
+        workers=2,
+        env=ON_PYTHONPATH,
     )
     assert (run_dir / "results.jsonl").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 8  # 2 agents x 2 tasks x (clean + the task's state)
-    assert {r["predecessor"]["model_family"] for r in records if r["start"] == "residual"} == {"claude"}
+    recs = records(run_dir)
+    assert len(recs) == 8  # 2 agents x 2 tasks x (clean + the task's state)
+    assert {r["predecessor"]["model_family"] for r in recs if r["start"] == "residual"} == {"claude"}
 
     report = json.loads(cli("report", str(run_dir), "--format", "json", "--n-boot", "20").stdout)
     t8 = report["predecessors"]

@@ -5,39 +5,16 @@ real CLI, on task dirs built by tests/taskfactory.py."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+from .drivers import cli, records, run_suite, world
+from .taskfactory import make_task, write_states
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def suite(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--run-dir",
-        str(tmp / "run"),
-        "-p",
-        "no:randomly",
-        *args,
-    ]
-    return subprocess.run(
-        cmd,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache"), **(env or {})},
-    )
 
 
 def usage_error(proc: subprocess.CompletedProcess) -> str:
@@ -47,47 +24,34 @@ def usage_error(proc: subprocess.CompletedProcess) -> str:
     return line
 
 
-def records(tmp: Path) -> list[dict]:
-    path = tmp / "run" / "results.jsonl"
-    return [json.loads(ln) for ln in path.read_text().splitlines()] if path.exists() else []
-
-
-def calc_world(tmp: Path, **entry_changes) -> Path:
-    """One task (calc) and an explicit states file with one state of it, changed by `entry_changes`."""
-    task = make_task(tmp)
-    entry = state_entry(tmp, task, partial_state_patch(task))
-    entry.update(entry_changes)
-    return write_states(tmp, [entry])
-
-
 def test_explicit_states_with_a_misspelt_track_stop_the_run_naming_it(tmp_path):
-    states = calc_world(tmp_path, track="dmeo")
-    proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--states", str(states), "-n", "2")
+    states = world(tmp_path, state={"track": "dmeo"}).states
+    proc = run_suite(world=tmp_path, workers=2, cache=tmp_path / "cache")
     line = usage_error(proc)
     # before: the state was dropped without a word and the track had "no states"
     assert line == (
         f"ERROR: {states}: states[0] (id 'calc--partial'): track: unknown track 'dmeo' "
         "(did you mean 'demo'? known: deepswe, demo, terminal_bench)"
     ), line
-    assert "workers" not in proc.stdout and records(tmp_path) == []
+    assert "workers" not in proc.stdout and records(tmp_path / "run", missing_ok=True) == []
 
 
 def test_explicit_states_with_an_unknown_task_stop_the_run_naming_the_tasks(tmp_path):
-    states = calc_world(tmp_path, task="clac")
-    proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--states", str(states))
+    states = world(tmp_path, state={"task": "clac"}).states
+    proc = run_suite(world=tmp_path, cache=tmp_path / "cache")
     line = usage_error(proc)
     assert line == (
         f"ERROR: {states}: states[0] (id 'calc--partial'): task: unknown task 'clac': no such task of "
         f"track 'demo' in {(tmp_path / 'tasks').resolve()} (did you mean 'calc'? tasks: calc)"
     ), line
-    assert records(tmp_path) == []
+    assert records(tmp_path / "run", missing_ok=True) == []
 
 
+@pytest.mark.slow
 def test_a_fetched_pack_is_explicit_too(tmp_path):
     """A pack someone shared names its tasks: a --tasks-dir without them is an error, not a note."""
-    states = calc_world(tmp_path)
+    states = world(tmp_path).states
     cache = tmp_path / "cache"
-    env = {**os.environ, "SWE_RESIDUAL_CACHE": str(cache)}
     for args in (
         [
             "states",
@@ -101,18 +65,10 @@ def test_a_fetched_pack_is_explicit_too(tmp_path):
         ],
         ["states", "fetch", str(tmp_path / "pack")],
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "swe_residual.cli", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        cli(*args, cache=cache, check=0)
     other = tmp_path / "other"
     make_task(other, task_id="calc2")
-    proc = suite(tmp_path, "--tasks-dir", str(other / "tasks"))
+    proc = run_suite("--tasks-dir", str(other / "tasks"), run_dir=tmp_path / "run", cache=cache)
     line = usage_error(proc)
     pack_states = cache / "states" / "demo" / "states.yaml"
     assert line.startswith(
@@ -121,6 +77,7 @@ def test_a_fetched_pack_is_explicit_too(tmp_path):
     assert "tasks: calc2)" in line
 
 
+@pytest.mark.slow
 def test_default_states_of_tasks_not_in_tasks_dir_are_left_out_with_one_line(tmp_path):
     # only ttl-cache of the bundled demo tasks: its 2 states run, the other demo states are left out
     (tmp_path / "tasks").mkdir()
@@ -131,7 +88,14 @@ def test_default_states_of_tasks_not_in_tasks_dir_are_left_out_with_one_line(tmp
     others = [s for s in bundled if s["track"] == "demo" and s["task"] != "ttl-cache"]
     other_tasks = sorted({s["task"] for s in others})
     assert len(others) == 15 and len(other_tasks) == 7  # 17 demo states, 2 of them of ttl-cache
-    proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--agent", "oracle", "-n", "2")
+    proc = run_suite(
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+        run_dir=tmp_path / "run",
+        agents=["oracle"],
+        workers=2,
+        cache=tmp_path / "cache",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     notes = [ln for ln in proc.stdout.splitlines() if ln.startswith("note: ")]
     assert notes == [
@@ -139,21 +103,20 @@ def test_default_states_of_tasks_not_in_tasks_dir_are_left_out_with_one_line(tmp
         f"not in --tasks-dir {tmp_path / 'tasks'} ({', '.join('demo/' + t for t in other_tasks)}); "
         "pass --states FILE for states of these tasks"
     ], notes
-    got = sorted((r["task"], r["start"], r["state"], r["outcome"]) for r in records(tmp_path))
+    got = sorted((r["task"], r["start"], r["state"], r["outcome"]) for r in records(tmp_path / "run"))
     assert got == [
         ("ttl-cache", "clean", None, 1),
         ("ttl-cache", "residual", "ttl-cache--five-minute-default", 1),
         ("ttl-cache", "residual", "ttl-cache--stats-and-decorator-lag", 1),
     ], got
     # the same tasks with the default states passed explicitly: the user asked for those states
-    proc = suite(
-        tmp_path,
+    proc = run_suite(
         "--tasks-dir",
         str(tmp_path / "tasks"),
         "--states",
         str(ROOT / "states.yaml"),
-        "--run-dir",
-        str(tmp_path / "run-explicit"),
+        run_dir=tmp_path / "run-explicit",
+        cache=tmp_path / "cache",
     )
     index, first = next(
         (i, s) for i, s in enumerate(bundled) if s["track"] == "demo" and s["task"] != "ttl-cache"
@@ -164,26 +127,23 @@ def test_default_states_of_tasks_not_in_tasks_dir_are_left_out_with_one_line(tmp
     )
 
 
+@pytest.mark.slow
 def test_start_clean_runs_every_task_with_or_without_states(tmp_path):
     # two tasks, no state of either (the project's states are of other tasks)
     make_task(tmp_path, task_id="calc")
     make_task(tmp_path, task_id="calc2")
-    proc = suite(
-        tmp_path,
+    proc = run_suite(
         "--tasks-dir",
         str(tmp_path / "tasks"),
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        "--start",
-        "clean",
-        "-n",
-        "2",
+        run_dir=tmp_path / "run",
+        agents=["oracle", "nop"],
+        start="clean",
+        workers=2,
+        cache=tmp_path / "cache",
     )
     # nop fails both tasks from clean (its verdicts are test failures: exit 1), the oracle solves both
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    got = sorted((r["agent"], r["task"], r["start"], r["outcome"]) for r in records(tmp_path))
+    got = sorted((r["agent"], r["task"], r["start"], r["outcome"]) for r in records(tmp_path / "run"))
     assert got == [
         ("nop", "calc", "clean", 0),
         ("nop", "calc2", "clean", 0),
@@ -192,7 +152,9 @@ def test_start_clean_runs_every_task_with_or_without_states(tmp_path):
     ], got
     assert "2 failed, 2 passed" in proc.stdout and "skipped" not in proc.stdout
     # residual starts still need states: a usage error saying so and how to get a clean-only baseline
-    proc = suite(tmp_path, "--tasks-dir", str(tmp_path / "tasks"), "--run-dir", str(tmp_path / "run2"))
+    proc = run_suite(
+        "--tasks-dir", str(tmp_path / "tasks"), run_dir=tmp_path / "run2", cache=tmp_path / "cache"
+    )
     line = usage_error(proc)
     assert line.startswith(
         f"ERROR: suites/demo has nothing to run: states file {ROOT / 'states.yaml'} has no "
@@ -201,51 +163,42 @@ def test_start_clean_runs_every_task_with_or_without_states(tmp_path):
     ), line
 
 
+@pytest.mark.slow
 def test_start_clean_with_states_runs_the_tasks_without_them_too(tmp_path):
-    states = calc_world(tmp_path)
+    world(tmp_path)
     make_task(tmp_path, task_id="calc2")  # no state
-    proc = suite(
-        tmp_path,
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(states),
-        "--agent",
-        "oracle",
-        "--start",
-        "clean",
-    )
+    proc = run_suite(world=tmp_path, agents=["oracle"], start="clean", cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert sorted(r["case_id"] for r in records(tmp_path)) == ["oracle-calc-clean", "oracle-calc2-clean"]
+    assert sorted(r["case_id"] for r in records(tmp_path / "run")) == [
+        "oracle-calc-clean",
+        "oracle-calc2-clean",
+    ]
 
 
+@pytest.mark.slow
 def test_unknown_agent_and_misspelt_manifest_fields_name_the_close_match(tmp_path):
-    states = calc_world(tmp_path)
-    base = ["--tasks-dir", str(tmp_path / "tasks"), "--states", str(states)]
-    line = usage_error(suite(tmp_path, *base, "--agent", "kimii"))
+    states = world(tmp_path).states
+    base = dict(world=tmp_path, cache=tmp_path / "cache")
+    line = usage_error(run_suite(agents=["kimii"], **base))
     assert line.startswith("ERROR: --agent kimii: unknown agent 'kimii' (did you mean 'kimi'? known: "), line
     # `tsak:` in states.yaml: the misspelt key, not the "task: Field required" it causes
     entry = yaml.safe_load(states.read_text())["states"][0]
     entry["tsak"] = entry.pop("task")
     write_states(tmp_path, [entry])
-    line = usage_error(suite(tmp_path, *base))
+    line = usage_error(run_suite(**base))
     assert line.startswith(
         f"ERROR: {states}: states[0] (id 'calc--partial'): tsak: unknown field (did you mean 'task'? fields: "
     ), line
     # a misspelt key in an agents file given with --agent-config
-    calc_world(tmp_path / "w2")
+    world(tmp_path / "w2")
     (tmp_path / "agents.yaml").write_text("agents:\n  mine:\n    harness: command\n    comand: 'true'\n")
     line = usage_error(
-        suite(
-            tmp_path,
-            "--tasks-dir",
-            str(tmp_path / "w2" / "tasks"),
-            "--states",
-            str(tmp_path / "w2" / "states.yaml"),
-            "--agent-config",
-            str(tmp_path / "agents.yaml"),
-            "--agent",
-            "mine",
+        run_suite(
+            world=tmp_path / "w2",
+            run_dir=tmp_path / "run",
+            agent_config=tmp_path / "agents.yaml",
+            agents=["mine"],
+            cache=tmp_path / "cache",
         )
     )
     assert line.startswith(
@@ -254,26 +207,10 @@ def test_unknown_agent_and_misspelt_manifest_fields_name_the_close_match(tmp_pat
     ), line
 
 
+@pytest.mark.slow
 def test_validate_names_the_misspelt_track_of_an_explicit_states_file(tmp_path):
-    states = calc_world(tmp_path, track="dmeo")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "validate",
-            "--track",
-            "demo",
-            "--states",
-            str(states),
-            "--tasks-dir",
-            str(tmp_path / "tasks"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    states = world(tmp_path, state={"track": "dmeo"}).states
+    proc = cli("validate", "--track", "demo", "--states", str(states), "--tasks-dir", str(tmp_path / "tasks"))
     assert proc.returncode == 2, proc.stdout + proc.stderr  # validate's usage error (its --help)
     assert proc.stderr.strip() == (
         f"error: {states}: states[0] (id 'calc--partial'): track: unknown track 'dmeo' "

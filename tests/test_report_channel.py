@@ -169,6 +169,7 @@ def _run_pytest(
     return proc, bytes(data)
 
 
+@pytest.mark.slow
 def test_the_plugin_streams_the_runs_own_results_which_a_conftest_hook_cannot_rewrite(tmp_path):
     proj = _project(tmp_path, conftest=FLIP)
     proc, raw = _run_pytest(proj, "--continue-on-collection-errors")
@@ -214,6 +215,7 @@ def test_the_plugin_streams_the_runs_own_results_which_a_conftest_hook_cannot_re
     assert [s.split(":")[0] for s in signals] == [MISMATCH, MISMATCH] and notes == []
 
 
+@pytest.mark.slow
 def test_an_honest_run_agrees_and_a_graded_test_that_never_ran_disagrees(tmp_path):
     proj = _project(tmp_path)
     _, raw = _run_pytest(proj, "tests/test_things.py")
@@ -228,6 +230,7 @@ def test_an_honest_run_agrees_and_a_graded_test_that_never_ran_disagrees(tmp_pat
     ]
 
 
+@pytest.mark.slow
 def test_xdist_workers_reports_are_relayed_by_the_controller(tmp_path):
     pytest.importorskip("xdist")
     proj = _project(tmp_path, conftest=FLIP)
@@ -241,6 +244,7 @@ def test_xdist_workers_reports_are_relayed_by_the_controller(tmp_path):
     assert len(stream.tests) == 9
 
 
+@pytest.mark.slow
 def test_a_pytest_that_does_not_load_the_plugin_leaves_the_channel_empty(tmp_path):
     proj = _project(tmp_path)
     channel = Channel()

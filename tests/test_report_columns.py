@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from swe_residual.report.tables import build_report, load_runs
 from swe_residual.results import Manifest, Record, RecordRow, StateFacts, TaskFacts
 from tests.report_reference import tables as reference
 
+from .drivers import run_suite
 from .test_report import _varied_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,6 +266,7 @@ def test_varied_run_both_paths_agree(tmp_path):
     compare([_varied_run(tmp_path / "run")], n_boot=200)
 
 
+@pytest.mark.slow
 def test_generated_runs_both_paths_agree(tmp_path):
     bench = _bench()
     bench.generate(tmp_path / "10k", 10_000, trajectories=False)
@@ -281,36 +281,19 @@ def test_generated_runs_both_paths_agree(tmp_path):
 def demo_run(tmp_path_factory):
     """A real demo suite run: oracle, nop and the scripted continuation agent on two tasks."""
     run = tmp_path_factory.mktemp("columns-demo") / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "oracle",
-            "--agent",
-            "nop",
-            "--agent",
-            "scripted-trust",
-            "-k",
-            "date-range-merge or invoice-rounding",
-            "-n",
-            "2",
-            "-p",
-            "no:randomly",
-            "--run-dir",
-            str(run),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_suite(
+        "-k",
+        "date-range-merge or invoice-rounding",
+        agents=["oracle", "nop", "scripted-trust"],
+        workers=2,
+        run_dir=run,
         timeout=1200,
     )
     assert (run / "results.jsonl").is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return run
 
 
+@pytest.mark.slow
 def test_demo_run_both_paths_agree(demo_run):
     report = compare([demo_run])
     bias = report["acceptance_bias"]["demo"]["scripted-trust"]
@@ -410,6 +393,7 @@ def test_rows_are_read_once_asked_for_and_stop_where_the_columns_stopped(tmp_pat
     assert len(load_columns([run])[0]) == n + 1
 
 
+@pytest.mark.slow
 def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
     """A big results.jsonl is read by two processes (the second half in a forked child), and
     Table 2 of a big manifest computed by one: the same columns, in file order, the same
@@ -458,6 +442,7 @@ def test_two_processes_read_what_one_reads(tmp_path, monkeypatch):
             ]
 
 
+@pytest.mark.slow
 def test_trajectories_scanned_by_two_processes(tmp_path, monkeypatch):
     """From PARALLEL_FILES trajectories on, half are scanned by a forked child: the same facts
     (unreadable trajectories, a file two runs share - left to the first that asks - included)."""

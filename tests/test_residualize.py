@@ -7,11 +7,11 @@ and the states built are byte for byte the bundled demo states, plus the new one
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,23 +20,14 @@ import yaml
 from swe_residual.residualize.filter import DEFAULT_IGNORES, decide, patch_identity
 from swe_residual.residualize.records import PredecessorRun
 
+from . import drivers
+from .drivers import ON_PYTHONPATH, run_suite
+
 ROOT = Path(__file__).resolve().parent.parent
 PRED = ROOT / "suites" / "demo" / "predecessors"
 
 
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    if check:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+cli = functools.partial(drivers.cli, check=0, env=ON_PYTHONPATH)  # exit 0 asserted
 
 
 def bundled_demo_patches() -> dict[str, str]:
@@ -160,6 +151,7 @@ def check_worked_example(work: Path) -> None:
     assert new[0]["provenance"]["source_run"] == "scripted-predecessor-rate-limiter-burst-r1"
 
 
+@pytest.mark.slow
 def test_worked_example_local(worked_local: Path):
     check_worked_example(worked_local)
 
@@ -173,33 +165,19 @@ def test_worked_example_docker(tmp_path: Path, bookworm_image):
     check_worked_example(tmp_path / "work")
 
 
+@pytest.mark.slow
 def test_worked_example_reports_table5_and_prior_steps(worked_local: Path, tmp_path: Path):
     """The built states run as a suite; the report shows Table 5 and Table 2's prior-attempt steps."""
     run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--agent",
-            "nop",
-            "--start",
-            "residual",
-            "--states",
-            str(worked_local / "out" / "states.yaml"),
-            "--run-dir",
-            str(run_dir),
-            "-n",
-            "2",
-            "-q",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
+    proc = run_suite(
+        "--states",
+        str(worked_local / "out" / "states.yaml"),
+        "-q",
+        agents=["nop"],
+        start="residual",
+        run_dir=run_dir,
+        workers=2,
+        env=ON_PYTHONPATH,
     )
     assert (run_dir / "results.jsonl").is_file(), proc.stdout[-2000:]
     report = json.loads(
@@ -239,6 +217,7 @@ def test_worked_example_reports_table5_and_prior_steps(worked_local: Path, tmp_p
     assert "Table 5 - construction accounting" in text and "no residualization records" not in text
 
 
+@pytest.mark.slow
 def test_run_resumes_without_repeating_runs(worked_local: Path):
     proc = cli(
         "residualize",
@@ -343,6 +322,7 @@ def _workdir_with(tmp_path: Path, runs: list[tuple[str, bytes]]) -> Path:
     return wd.path
 
 
+@pytest.mark.slow
 def test_build_outcomes_rebuild_failed_no_valid_verdict_no_longer_failing(tmp_path: Path):
     # a run recorded as failing whose change is in fact the reference solution
     solved = (ROOT / "suites/demo/tasks/ttl-cache/solution/solution.patch").read_bytes()
@@ -390,6 +370,7 @@ def test_build_outcomes_rebuild_failed_no_valid_verdict_no_longer_failing(tmp_pa
     assert not (tmp_path / "states.yaml").exists()  # nothing included, nothing written
 
 
+@pytest.mark.slow
 def test_binary_renames_deletions_and_modes_survive_stages_i_to_iv(tmp_path: Path):
     """Stage I keeps every kind of change (binary file, rename, deletion, mode) and Stage IV's
     state rebuilds exactly that tree."""

@@ -10,11 +10,11 @@ the demo suite's.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,8 @@ from swe_residual.residualize.workdir import STAGE1, WorkDir
 from swe_residual.sources.endings import harbor_ending, model_family, msa_ending
 from swe_residual.sources.harbor_trials import MAX_JSON, MAX_PATCH, read_trial
 from swe_residual.trajectory import Trajectory
+
+from . import drivers
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "suites" / "demo" / "tasks"
@@ -852,19 +854,12 @@ def test_read_trial_is_neutral():
 # -------------------------------------------------------------------------------------- the CLI
 
 
+@pytest.mark.slow
 def test_cli(tmp_path):
     wd = tmp_path / "wd"
     missing = tmp_path / "missing-job"
 
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "swe_residual.cli", "residualize", "import", *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    cli = functools.partial(drivers.cli, "residualize", "import")
 
     p = cli(
         "--format", "harbor", "--track", "demo", "--tasks-dir", str(DEMO), str(JOB), str(missing), str(wd)

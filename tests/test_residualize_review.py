@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,6 +24,8 @@ from swe_residual.residualize.review_page import SCRIPT, SCRIPT_HASH
 from swe_residual.residualize.workdir import REVIEWS, STAGE1, STAGE2, WorkDir
 from swe_residual.trajectory import Action, Trajectory
 
+from . import drivers
+from .drivers import CLI
 from .test_html_report import chromium
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,19 +128,8 @@ def make_workdir(tmp_path: Path) -> Path:
     return wd
 
 
-def cli(*args: str, env: dict | None = None, check: int | None = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "residualize", "review", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    if check is not None:
-        assert proc.returncode == check, proc.stdout + proc.stderr
-    return proc
+# `swe-residual residualize review ARGS`, exit 0 asserted unless check= says otherwise
+cli = functools.partial(drivers.cli, "residualize", "review", check=0)
 
 
 def packet(wd: Path, cid: str) -> dict:
@@ -154,6 +144,7 @@ def review_lines(wd: Path) -> list[dict]:
 # -- packets ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_packets_hold_request_diff_and_digest(tmp_path):
     wd = make_workdir(tmp_path)
     out = cli("--tasks-dir", str(TASKS), str(wd)).stdout
@@ -229,6 +220,7 @@ def test_packet_never_reads_outside_the_workdir(tmp_path):
     assert "runs/c2/final.patch points outside the work dir" in proc.stderr
 
 
+@pytest.mark.slow
 def test_large_patch_is_cut_for_display_and_a_broken_trajectory_is_named(tmp_path):
     wd = make_workdir(tmp_path)
     big = "".join(small_patch(f"gen/f{i:05d}.py", i) for i in range(7000))  # ~600 KB
@@ -294,9 +286,10 @@ def test_hidden_test_files_of_a_hostile_task_are_bounded(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     wd = make_workdir(tmp_path)
-    env = {**os.environ, "OPENAI_API_KEY": "scripted-no-key"}
+    env = {"OPENAI_API_KEY": "scripted-no-key"}
     # a model that refuses (401): no packet is written, the command says so and fails; a rerun retries
     with ScriptedModelServer(load_script(FIXTURES / "summary-refused.yaml")) as server:
         proc = cli(
@@ -366,6 +359,7 @@ def test_model_summary_through_litellm_against_the_scripted_server(tmp_path):
     assert len(list((wd / "summaries" / "c1").glob("*.json"))) == 2
 
 
+@pytest.mark.slow
 def test_model_summaries_are_made_concurrently(tmp_path):
     """-j 3 with a model that takes 3 s per answer: the three requests arrive within one answer's
     time of each other (one at a time, each would wait for the one before: >= 3 s apart)."""
@@ -395,7 +389,7 @@ def test_model_summaries_are_made_concurrently(tmp_path):
                 "-j",
                 "3",
                 str(wd),
-                env={**os.environ, "OPENAI_API_KEY": "k", "OPENAI_API_BASE": server.url},
+                env={"OPENAI_API_KEY": "k", "OPENAI_API_BASE": server.url},
             )
         finally:
             stop.set()
@@ -424,6 +418,7 @@ def decide(wd: Path, reviewer: str, cid: str, td: str, co: str, comment: str = "
     )
 
 
+@pytest.mark.slow
 def test_cli_decisions_two_reviewers_and_outcomes(tmp_path):
     wd = make_workdir(tmp_path)
     out = decide(wd, "alice", "c1", "yes", "yes").stdout
@@ -497,6 +492,7 @@ def test_record_review_refuses_a_third_reviewer_even_when_a_line_slipped_in(tmp_
         record_review(wd, "c1", "dave", True, True)
 
 
+@pytest.mark.slow
 def test_decisions_exported_on_one_machine_and_imported_on_another(tmp_path):
     """Two reviewers on two machines (two copies of one work dir) merge their decisions as JSONL:
     a decision already there is skipped, a different one of the same reviewer is refused with the
@@ -679,9 +675,7 @@ class PageServer:
     def __init__(self, wd: Path):
         self.proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "swe_residual.cli",
+                *CLI,
                 "residualize",
                 "review",
                 "--tasks-dir",
@@ -775,6 +769,7 @@ def test_page_escapes_packet_text_and_refuses_forged_posts(page_server):
     assert code == 0 and "stopped" in out
 
 
+@pytest.mark.browser
 def test_two_reviewers_on_the_page_in_chromium(page_server, tmp_path):
     exe = chromium()
     from .chromium_cdp import Browser

@@ -85,6 +85,7 @@ def big_server(tmp_path):
         server.proc.communicate()
 
 
+@pytest.mark.browser
 def test_two_hundred_candidates_keyboard_flow_in_chromium(big_server, tmp_path, record_property):
     wd, server, started = big_server
     exe = chromium()

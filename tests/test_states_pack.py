@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 from pathlib import Path
@@ -23,6 +22,8 @@ import pytest
 import yaml
 
 from swe_residual.errors import InputError
+
+from . import drivers
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "deepswe"
@@ -33,14 +34,7 @@ IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
 
 
 def cli(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache"), **env},
-    )
+    return drivers.cli(*args, cache=tmp / "cache", env=env)
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -118,6 +112,7 @@ def test_pack_dir_holds_the_states_their_patches_checksums_and_provenance(tmp_pa
     assert state.id == STATE and state.patch_path == (out / "artifacts" / f"{STATE}.patch").resolve()
 
 
+@pytest.mark.slow
 def test_pack_without_tasks_records_the_commit_as_unknown_and_refuses_what_it_cannot_pack(tmp_path):
     proc = cli(tmp_path, "states", "pack", "--states", str(FIXTURE_STATES), "--out", str(tmp_path / "p"))
     assert proc.returncode == 0, proc.stderr
@@ -149,6 +144,7 @@ def test_pack_without_tasks_records_the_commit_as_unknown_and_refuses_what_it_ca
     assert not (tmp_path / "q").exists() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_pack_carries_the_predecessor_trajectories(tmp_path):
     # the demo states name their predecessors' trajectories; 17 demo entries in states.yaml
     out = tmp_path / "demo.tar.gz"
@@ -182,6 +178,7 @@ def test_a_pack_carries_the_predecessor_trajectories(tmp_path):
             assert (installed(tmp_path, "demo") / e["artifact"]["trajectory"]).is_file()
 
 
+@pytest.mark.slow
 def test_the_tarball_is_deterministic(tmp_path):
     env = {"SOURCE_DATE_EPOCH": "1700000000"}
     for name in ("a.tar.gz", "b.tar.gz"):
@@ -209,6 +206,7 @@ def test_the_tarball_is_deterministic(tmp_path):
     assert info["created_at"] == "2023-11-14T22:13:20Z"  # SOURCE_DATE_EPOCH 1700000000, in UTC
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["dir", "tarball"])
 def test_round_trip_into_a_fresh_cache_and_list(tmp_path, form):
     out = pack(tmp_path, tmp_path / ("pack" if form == "dir" else "pack.tar.gz"))
@@ -239,6 +237,7 @@ def test_round_trip_into_a_fresh_cache_and_list(tmp_path, form):
     assert listing.returncode == 1 and f"BROKEN: artifacts/{STATE}.patch: sha256 " in listing.stdout
 
 
+@pytest.mark.slow
 def test_a_tampered_pack_is_refused_and_the_installed_one_kept(tmp_path):
     good = pack(tmp_path, tmp_path / "good")
     assert cli(tmp_path, "states", "fetch", str(good)).returncode == 0
@@ -306,6 +305,7 @@ def _declared(path: Path, name: str, size: int, kind: bytes = tarfile.REGTYPE) -
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case", ["symlink", "hardlink", "dotdot", "absolute", "device", "fifo", "oversize", "pax-bomb"]
 )
@@ -349,6 +349,7 @@ def test_hostile_tarballs_are_refused_by_member_and_write_nothing_outside_the_ca
     assert not installed(tmp_path).exists() and cache_leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_too_many_members_and_too_many_bytes_are_refused(tmp_path):
     from swe_residual.packs.safecopy import Limits, extract_tarball
 
@@ -374,6 +375,7 @@ def test_too_many_members_and_too_many_bytes_are_refused(tmp_path):
     assert cache_leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_dir_source_with_a_symlink_or_fifo_is_refused(tmp_path):
     good = pack(tmp_path, tmp_path / "good")
     (good / "artifacts" / "link.patch").symlink_to("/etc/passwd")
@@ -414,6 +416,7 @@ def http_dir(tmp_path):
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_fetch_from_an_http_url(tmp_path, http_dir):
     www, base = http_dir
     pack(tmp_path, www / "deepswe-states.tar.gz")
@@ -430,6 +433,7 @@ def test_fetch_from_an_http_url(tmp_path, http_dir):
     assert "a URL must name a .tar.gz (a pack tarball) or end in .git" in errors(proc)[0]
 
 
+@pytest.mark.slow
 def test_fetch_from_a_git_repository(tmp_path):
     repo = tmp_path / "states-repo"
     pack(tmp_path, repo)
@@ -474,6 +478,7 @@ def test_fetch_from_a_git_repository(tmp_path):
 # -- where runs find states --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_precedence_explicit_states_then_fetched_pack_then_the_project_file(tmp_path, monkeypatch):
     from swe_residual.tracks import BUNDLED_STATES, states_path_for
 
@@ -491,29 +496,16 @@ def test_precedence_explicit_states_then_fetched_pack_then_the_project_file(tmp_
 
 def test_a_run_finds_the_fetched_states_without_states_and_explicit_states_win(tmp_path, docker_client):
     def collected(*args: str) -> list[str]:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "suites/deepswe",
-                "-p",
-                "no:randomly",
-                "--collect-only",
-                "-q",
-                "--tasks-dir",
-                str(FIXTURE),
-                "--agent",
-                "oracle",
-                "--run-dir",
-                str(tmp_path / f"run{len(list(tmp_path.glob('run*')))}"),
-                *args,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "SWE_RESIDUAL_CACHE": str(tmp_path / "cache")},
+        proc = drivers.run_suite(
+            "--collect-only",
+            "-q",
+            "--tasks-dir",
+            str(FIXTURE),
+            *args,
+            suite="suites/deepswe",
+            agents=["oracle"],
+            run_dir=tmp_path / f"run{len(list(tmp_path.glob('run*')))}",
+            cache=tmp_path / "cache",
         )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
         return sorted(

@@ -204,7 +204,15 @@ def paired_cases():
     )
 
 
-@pytest.mark.parametrize("name,a,b", list(paired_cases()), ids=[c[0] for c in paired_cases()])
+@pytest.mark.parametrize(
+    "name,a,b",
+    # 120 tasks of continuous values: seconds of pure-Python reference, the slow tier
+    [
+        pytest.param(*c, marks=pytest.mark.slow) if c[0] == "120 tasks, continuous" else c
+        for c in paired_cases()
+    ],
+    ids=[c[0] for c in paired_cases()],
+)
 def test_paired_comparison_agrees_with_the_pure_python_reference(name, a, b):
     n_boot, n_perm = 4000, 20000
     new = paired_comparison(a, b, n_boot=n_boot, n_perm=n_perm, seed=2)

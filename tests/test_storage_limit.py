@@ -4,7 +4,6 @@ whose files add up to more than a final state may hold is refused before git rea
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -16,9 +15,10 @@ import pytest
 
 from swe_residual.backends.workspace import FINAL_BYTES_LIMIT
 
-from .taskfactory import docker_task, make_task, partial_state_patch, state_entry, write_states
+from .drivers import records, start_suite, world
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 STORAGE_MB = 5
 # 1 MiB every 0.1 s into /tmp, a timestamp per MiB into /app/progress.txt (graded, so the test can
 # read when the limit was crossed and when the writing stopped); unstopped it would run 30 s
@@ -30,27 +30,23 @@ WRITER = (
 SPARSE = "truncate -s 5G big.bin"
 
 
+AGENTS = {
+    "writer": {"harness": "command", "command": WRITER},
+    "sparse": {"harness": "command", "command": SPARSE},
+    # a multi-step agent: once the limit stopped it, ctx.shell ends its loop (no further step runs)
+    "stepper": {"harness": "replay", "commands": [WRITER, "echo more > more.txt"]},
+}
+
+
 def _world(tmp_path: Path, backend: str) -> Path:
-    task = (docker_task if backend == "docker" else make_task)(tmp_path)
+    """The calc task declaring storage_mb = STORAGE_MB, its state, and AGENTS."""
+    (task,) = world(tmp_path, backend=backend, agents=AGENTS).tasks
     toml = (task / "task.toml").read_text()
     if "[environment]" in toml:
         toml = toml.replace("[environment]\n", f"[environment]\nstorage_mb = {STORAGE_MB}\n")
     else:
         toml += f"\n[environment]\nstorage_mb = {STORAGE_MB}\n"
     (task / "task.toml").write_text(toml)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    (tmp_path / "agents.yaml").write_text(
-        json.dumps(
-            {
-                "agents": {
-                    "writer": {"harness": "command", "command": WRITER},
-                    "sparse": {"harness": "command", "command": SPARSE},
-                    # a multi-step agent: once the limit stopped it, ctx.shell ends its loop (no further step runs)
-                    "stepper": {"harness": "replay", "commands": [WRITER, "echo more > more.txt"]},
-                }
-            }
-        )
-    )
     return task
 
 
@@ -61,43 +57,21 @@ def test_storage_mb_stops_the_agent_and_a_final_state_is_bounded_in_bytes(tmp_pa
 
         require_docker()
     _world(tmp_path, backend)
-    env = dict(os.environ)
+    env = {}
     if backend == "local":
         env["TMPDIR"] = str(tmp_path / "tmp")  # the local backend's scratch lives here
         (tmp_path / "tmp").mkdir()
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--run-dir",
-        str(tmp_path / "run"),
-        "--agent-config",
-        str(tmp_path / "agents.yaml"),
-        "--backend",
-        backend,
-        "--start",
-        "clean",
-        "-p",
-        "no:randomly",
-        "--agent",
-        "writer",
-        "--agent",
-        "sparse",
-        "--agent",
-        "stepper",
-    ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = start_suite(
+        world=tmp_path,
+        backend=backend,
+        start="clean",
+        agents=["writer", "sparse", "stepper"],
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 1, out[-3000:] + err[-2000:]  # test failures, no errors
-    recs = {
-        r["case_id"]: r
-        for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())
-    }
+    recs = records(tmp_path / "run", by="case_id")
     assert sorted(recs) == ["sparse-calc-clean", "stepper-calc-clean", "writer-calc-clean"]  # nothing infra
     st = recs["stepper-calc-clean"]
     assert (st["rule"], st["termination"], st["outcome"]) == ("storage_limit", "storage_limit", 0), st

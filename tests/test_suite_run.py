@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from .drivers import records, run_suite, world
 from .taskfactory import make_task, partial_state_patch, state_entry, write_states
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test here starts a suite or takes seconds (README: test tiers)
+
 FIELDS = {
     "agent",
     "track",
@@ -33,55 +32,28 @@ FIELDS = {
 }
 
 
-def run_suite(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "--run-dir",
-        str(tmp / "run"),
-        "-p",
-        "no:randomly",
-        *extra,
-    ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-
-
-def _world(tmp: Path, backend: str = "local", **task_kw) -> None:
-    from .taskfactory import docker_task
-
-    task = (docker_task if backend == "docker" else make_task)(tmp, **task_kw)
-    write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
-
-
 def test_suite_run_with_xdist_records_every_case(tmp_path):
-    _world(tmp_path)
-    proc = run_suite(tmp_path, "--agent", "oracle", "--agent", "nop", "-n", "2")
+    world(tmp_path)
+    proc = run_suite(world=tmp_path, agents=["oracle", "nop"], workers=2)
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr  # nop's failures are test failures...
     assert (
         "2 failed, 2 passed" in out and " error" not in out.split("short test summary")[-1]
     )  # ...not errors
     run = tmp_path / "run"
-    lines = (run / "results.jsonl").read_text().splitlines()
-    records = {r["case_id"]: r for r in map(json.loads, lines)}
-    assert sorted(records) == [
+    recs = records(run, by="case_id")
+    assert sorted(recs) == [
         "nop-calc-clean",
         "nop-calc-residual-calc--partial",
         "oracle-calc-clean",
         "oracle-calc-residual-calc--partial",
     ]
-    for r in records.values():
+    for r in recs.values():
         assert FIELDS <= set(r)
         for rel in r["artifacts"].values():
             assert (run / rel).exists()
-    assert records["nop-calc-residual-calc--partial"]["verdict"] == "fail"
-    assert records["nop-calc-clean"]["tests"]["tests.test_new.test_sub"] == "failed"
+    assert recs["nop-calc-residual-calc--partial"]["verdict"] == "fail"
+    assert recs["nop-calc-clean"]["tests"]["tests.test_new.test_sub"] == "failed"
     summary = json.loads((run / "summary.json").read_text())
     demo = summary["tracks"]["demo"]
     assert (demo["oracle"]["residual"], demo["oracle"]["clean"], demo["oracle"]["gap"]) == (1.0, 1.0, 0.0)
@@ -98,14 +70,14 @@ def test_suite_run_with_xdist_records_every_case(tmp_path):
 
 
 def test_malformed_states_file_is_a_one_line_usage_error(tmp_path):
-    _world(tmp_path)
+    world(tmp_path)
     import yaml
 
     states = tmp_path / "states.yaml"
     data = yaml.safe_load(states.read_text())
     data["states"][0]["artifact"]["sha256"] = "1" * 64
     states.write_text(yaml.safe_dump(data))
-    proc = run_suite(tmp_path, "--agent", "nop")
+    proc = run_suite(world=tmp_path, agents=["nop"])
     assert proc.returncode == 4
     err = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(err) == 1 and "states[0] (id 'calc--partial'): artifact.sha256: does not match" in err[0]
@@ -113,15 +85,15 @@ def test_malformed_states_file_is_a_one_line_usage_error(tmp_path):
 
 
 def test_infra_error_is_a_pytest_error_with_no_outcome(tmp_path):
-    _world(tmp_path, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
-    proc = run_suite(tmp_path, "--agent", "nop", "--start", "residual", "--infra-retries", "0")
+    world(tmp_path, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
+    proc = run_suite("--infra-retries", "0", world=tmp_path, agents=["nop"], start="residual")
     assert proc.returncode == 1
     assert "1 error" in proc.stdout
     assert (
         "InfraError: verifier timed out after 1s running tests/test.sh (twice; the verifier fails on the reference"
         in proc.stdout
     )
-    (rec,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    (rec,) = records(tmp_path / "run")
     assert rec["verdict"] == "infra_error" and rec["outcome"] is None
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["cases"]["infra_errors"] == ["nop-calc-residual-calc--partial"]
@@ -130,10 +102,8 @@ def test_infra_error_is_a_pytest_error_with_no_outcome(tmp_path):
 
 def test_resume_reruns_only_infra_errors_and_appends(tmp_path):
     # first run: the verifier hangs, so both cases are infra errors (no outcome recorded)
-    _world(tmp_path, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
-    proc = run_suite(
-        tmp_path, "--agent", "oracle", "--agent", "nop", "--start", "residual", "--infra-retries", "0"
-    )
+    world(tmp_path, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
+    proc = run_suite("--infra-retries", "0", world=tmp_path, agents=["oracle", "nop"], start="residual")
     assert "2 error" in proc.stdout
     # repair the verifier, resume: both are rerun as attempt 2 and appended
     from .taskfactory import TEST_SH
@@ -143,37 +113,17 @@ def test_resume_reruns_only_infra_errors_and_appends(tmp_path):
     toml.write_text(
         toml.read_text().replace("[verifier]\ntimeout_sec = 1\n", "[verifier]\ntimeout_sec = 60\n")
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--resume",
-        str(tmp_path / "run"),
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        "--start",
-        "residual",
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    resume = dict(world=tmp_path, resume=True, agents=["oracle", "nop"], start="residual")
+    proc = run_suite(**resume)
     assert "1 failed, 1 passed" in proc.stdout
-    lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    lines = records(tmp_path / "run")
     assert [(r["agent"], r["attempt"], r["verdict"]) for r in lines][2:] in (
         [("oracle", 2, "pass"), ("nop", 2, "fail")],
         [("nop", 2, "fail"), ("oracle", 2, "pass")],
     )
     # a third resume has nothing left to run and keeps the numbers
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert (
-        "2 deselected" in proc.stdout
-        and len((tmp_path / "run" / "results.jsonl").read_text().splitlines()) == 4
-    )
+    proc = run_suite(**resume)
+    assert "2 deselected" in proc.stdout and len(records(tmp_path / "run")) == 4
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["tracks"]["demo"]["oracle"]["residual"] == 1.0 and summary["cases"]["missing"] == []
 
@@ -191,35 +141,13 @@ def pytest_runtest_setup(item):
 
 
 def test_worker_crash_leaves_a_complete_infra_record_and_a_consistent_summary(tmp_path, backend):
-    _world(tmp_path, backend)
+    world(tmp_path, backend=backend)
     (tmp_path / "crashplug.py").write_text(CRASH_PLUGIN)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--run-dir",
-        str(tmp_path / "run"),
-        "-p",
-        "crashplug",
-        "-n",
-        "2",
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        "--backend",
-        backend,
-    ]
-    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    run = dict(world=tmp_path, workers=2, agents=["oracle", "nop"], backend=backend)
+    proc = run_suite("-p", "crashplug", env={"PYTHONPATH": str(tmp_path)}, **run)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "crashed while running" in proc.stdout
-    lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    lines = records(tmp_path / "run")
     crashed = [r for r in lines if r["case_id"] == "nop-calc-clean"]
     assert (
         len(crashed) == 1 and crashed[0]["rule"] == "infra_crash" and crashed[0]["verdict"] == "infra_error"
@@ -243,17 +171,8 @@ def test_worker_crash_leaves_a_complete_infra_record_and_a_consistent_summary(tm
         ]
     )
     # --resume reruns the crashed case as attempt 2 (without the crash plugin)
-    proc = subprocess.run(
-        [c for c in cmd if c not in ("-p", "crashplug", "--run-dir", str(tmp_path / "run"))]
-        + ["--resume", str(tmp_path / "run")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    again = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()][
-        len(lines) :
-    ]
+    proc = run_suite(resume=True, **run)
+    again = records(tmp_path / "run")[len(lines) :]
     assert [(r["case_id"], r["attempt"], r["verdict"]) for r in again] == [("nop-calc-clean", 2, "fail")]
 
 
@@ -296,49 +215,20 @@ def small_fs(tmp_path):
 
 
 def test_run_dir_that_fills_up_is_an_invalid_run_and_resume_completes_it(tmp_path, small_fs, backend):
-    import os
-
-    _world(tmp_path, backend)
+    world(tmp_path, backend=backend)
     (tmp_path / "fillplug.py").write_text(FILL_PLUGIN)
     run = small_fs / "run"
-    base = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        "-p",
-        "no:randomly",
-        "--backend",
-        backend,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "SWE_TEST_FILL_DIR": str(small_fs)}
-    proc = subprocess.run(
-        base + ["--run-dir", str(run), "-p", "fillplug", "--gate-max-infra", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    base = dict(world=tmp_path, run_dir=run, agents=["oracle", "nop"], backend=backend)
+    env = {"PYTHONPATH": str(tmp_path), "SWE_TEST_FILL_DIR": str(small_fs)}
+    proc = run_suite("-p", "fillplug", "--gate-max-infra", "0", env=env, **base)
     assert proc.returncode == 11, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "InfraError: cannot write" in proc.stdout and "No space left on device" in proc.stdout
     invalid = [line for line in proc.stdout.splitlines() if line.startswith("INVALID RUN (exit 11)")]
     assert len(invalid) == 1 and str(run) in invalid[0]
-    for line in (run / "results.jsonl").read_text().splitlines() if (run / "results.jsonl").exists() else []:
-        json.loads(line)  # whatever was written is whole lines
+    records(run, missing_ok=True)  # whatever was written is whole lines (each reads as JSON)
     # space again: --resume runs what is missing and the numbers are complete
     (small_fs / "filler").unlink()
-    proc = subprocess.run(
-        base + ["--resume", str(run)], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    proc = run_suite(resume=True, **base)
     assert proc.returncode == 1, proc.stdout[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["cases"]["missing"] == [] and summary["cases"]["recorded"] == 4
@@ -346,10 +236,10 @@ def test_run_dir_that_fills_up_is_an_invalid_run_and_resume_completes_it(tmp_pat
 
 
 def test_run_dir_on_an_almost_full_filesystem_is_a_usage_error(tmp_path, small_fs):
-    _world(tmp_path)
+    world(tmp_path)
     with open(small_fs / "filler", "wb") as fh:
         fh.write(b"\0" * (20 << 20))
-    proc = run_suite(tmp_path, "--agent", "nop", "--run-dir", str(small_fs / "run"))
+    proc = run_suite(world=tmp_path, run_dir=small_fs / "run", agents=["nop"])
     assert proc.returncode == 4
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert "MiB free on its filesystem" in error
@@ -368,7 +258,7 @@ def test_state_patch_that_does_not_apply_is_a_usage_error_before_any_case(tmp_pa
     )
     good = state_entry(tmp_path, task, partial_state_patch(task), state_id="good")
     write_states(tmp_path, [good, bad])
-    proc = run_suite(tmp_path, "--agent", "nop", *workers)
+    proc = run_suite(*workers, world=tmp_path, agents=["nop"])
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert (
@@ -382,59 +272,22 @@ def test_state_patch_that_does_not_apply_is_a_usage_error_before_any_case(tmp_pa
         # without xdist only the selected cases' states are checked: the run dir it made is gone, and a
         # selection that leaves the bad state out runs
         assert not (tmp_path / "run").exists()
-        proc = run_suite(tmp_path, "--agent", "nop", "-k", "not bad")
+        proc = run_suite("-k", "not bad", world=tmp_path, agents=["nop"])
         assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # nop fails the residual case
-        recorded = [
-            json.loads(line)["case_id"]
-            for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
-        ]
+        recorded = [r["case_id"] for r in records(tmp_path / "run")]
         assert sorted(recorded) == ["nop-calc-clean", "nop-calc-residual-good"], recorded
 
 
 def test_nothing_to_run_starts_no_workers(tmp_path):
-    _world(tmp_path)
-    first = run_suite(tmp_path, "--agent", "oracle", "--start", "clean")
+    world(tmp_path)
+    first = run_suite(world=tmp_path, agents=["oracle"], start="clean")
     assert first.returncode == 0, first.stdout[-2000:]
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "--resume",
-        str(tmp_path / "run"),
-        "--agent",
-        "oracle",
-        "--start",
-        "clean",
-        "-n",
-        "2",
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_suite(world=tmp_path, resume=True, agents=["oracle"], start="clean", workers=2)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "workers" not in proc.stdout and "1 deselected" in proc.stdout
     # a track without tasks (an empty task cache): exit 4 before any worker, naming the fetch command
-    env = {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/deepswe",
-            "-n",
-            "2",
-            "-rs",
-            "--run-dir",
-            str(tmp_path / "run2"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
+    proc = run_suite(
+        "-rs", suite="suites/deepswe", workers=2, run_dir=tmp_path / "run2", cache=tmp_path / "cache"
     )
     # naming the track on the command line and getting nothing to run is a usage error, not a green skip
     assert proc.returncode == 4 and "workers" not in proc.stdout, proc.stdout[-2000:]

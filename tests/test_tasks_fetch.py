@@ -5,11 +5,9 @@ runs find without --tasks-dir; its default backend, skip reasons and Docker requ
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,8 @@ import pytest
 import yaml
 
 from swe_residual.errors import InputError
+
+from .drivers import cli, records, run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "deepswe"
@@ -56,36 +56,8 @@ def add_task(src: Path, new_id: str) -> str:
     return git(src, "rev-parse", "HEAD")
 
 
-def env_for(tmp: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "SWE_RESIDUAL_CACHE": str(tmp / "cache"), **extra}
-
-
-def cli(tmp: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", *args],
-        check=False,
-        cwd=ROOT,
-        env=env_for(tmp, **extra),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def suite(tmp: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "suites/deepswe", "-p", "no:randomly", *args],
-        check=False,
-        cwd=ROOT,
-        env=env_for(tmp, **extra),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def fetch(tmp: Path, src: Path, *args: str) -> subprocess.CompletedProcess:
-    return cli(tmp, "tasks", "fetch", "deepswe", "--url", src.as_uri(), *args)
+    return cli("tasks", "fetch", "deepswe", "--url", src.as_uri(), *args, cache=tmp / "cache")
 
 
 def clone(tmp: Path) -> Path:
@@ -143,8 +115,15 @@ def test_the_track_finds_fetched_tasks_without_tasks_dir(tmp_path, fetched, monk
 
 def test_pytest_collects_the_fetched_tasks(tmp_path, fetched, docker_client):
     # collection opens the run session, which asks the (default: docker) engine before any case
-    proc = suite(
-        tmp_path, "--collect-only", "-q", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "run")
+    proc = run_suite(
+        "--collect-only",
+        "-q",
+        "--states",
+        str(FIXTURE_STATES),
+        "--run-dir",
+        str(tmp_path / "run"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ids = sorted(ln.split("[", 1)[1].rstrip("]") for ln in proc.stdout.splitlines() if "::test_case[" in ln)
@@ -155,6 +134,7 @@ def test_pytest_collects_the_fetched_tasks(tmp_path, fetched, docker_client):
     ]
 
 
+@pytest.mark.slow
 def test_fetching_again_updates_to_the_new_commit(tmp_path, fetched):
     first = record(tmp_path)["commit"]
     proc = fetch(tmp_path, fetched)
@@ -169,6 +149,7 @@ def test_fetching_again_updates_to_the_new_commit(tmp_path, fetched):
     assert not (clone(tmp_path) / "tasks" / "stray.txt").exists()
 
 
+@pytest.mark.slow
 def test_fetch_at_a_ref_branch_tag_commit_or_abbreviated_hash(tmp_path):
     src = task_repo(tmp_path)
     one = git(src, "rev-parse", "HEAD")
@@ -189,6 +170,7 @@ def test_fetch_at_a_ref_branch_tag_commit_or_abbreviated_hash(tmp_path):
     assert record(tmp_path)["commit"] == one  # the last good fetch is kept
 
 
+@pytest.mark.slow
 def test_fetch_into_dest_tells_how_to_use_it(tmp_path, fetched):
     proc = fetch(tmp_path, fetched, "--dest", str(tmp_path / "mine"))
     assert proc.returncode == 0, proc.stderr
@@ -196,6 +178,7 @@ def test_fetch_into_dest_tells_how_to_use_it(tmp_path, fetched):
     assert (tmp_path / "mine" / "tasks" / TASK / "task.toml").is_file()
 
 
+@pytest.mark.slow
 def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     src = task_repo(tmp_path)
     missing = tmp_path / "nowhere"
@@ -237,14 +220,23 @@ def test_fetch_errors_are_one_line_and_leave_no_partial_clone(tmp_path):
     assert proc.returncode == 2 and "was not made by `swe-residual tasks fetch`" in errors(proc)[0]
     assert (tmp_path / "foreign" / "keep.txt").read_text() == "mine\n"
     # a track that names no repository needs --url; unknown tracks are named
-    proc = cli(tmp_path, "tasks", "fetch", "demo")
+    proc = cli("tasks", "fetch", "demo", cache=tmp_path / "cache")
     assert proc.returncode == 2 and "track.toml [tasks] url); pass --url URL" in errors(proc)[0]
-    proc = cli(tmp_path, "tasks", "fetch", "no-such-track")
+    proc = cli("tasks", "fetch", "no-such-track", cache=tmp_path / "cache")
     assert proc.returncode == 2 and "--track no-such-track: unknown track" in errors(proc)[0]
 
 
+@pytest.mark.slow
 def test_missing_tasks_or_states_is_a_usage_error_naming_the_commands_and_starts_no_workers(tmp_path):
-    proc = suite(tmp_path, "-n", "2", "-rs", "--run-dir", str(tmp_path / "run1"))
+    proc = run_suite(
+        "-n",
+        "2",
+        "-rs",
+        "--run-dir",
+        str(tmp_path / "run1"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out[-2000:]
     assert "`swe-residual tasks fetch deepswe`" in out
@@ -252,7 +244,15 @@ def test_missing_tasks_or_states_is_a_usage_error_naming_the_commands_and_starts
     src = task_repo(tmp_path)
     assert fetch(tmp_path, src).returncode == 0
     # tasks now, but no deepswe states anywhere (the project's states.yaml lists none, nothing fetched)
-    proc = suite(tmp_path, "-n", "2", "-rs", "--run-dir", str(tmp_path / "run2"))
+    proc = run_suite(
+        "-n",
+        "2",
+        "-rs",
+        "--run-dir",
+        str(tmp_path / "run2"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out[-2000:]
     for command in (
@@ -274,18 +274,20 @@ def dead_socket(tmp: Path) -> str:
     return f"unix://{path}"
 
 
+@pytest.mark.slow
 def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp_path, fetched):
     host = dead_socket(tmp_path)
     t0 = time.monotonic()
-    proc = suite(
-        tmp_path,
+    proc = run_suite(
         "-n",
         "2",
         "--states",
         str(FIXTURE_STATES),
         "--run-dir",
         str(tmp_path / "run"),
-        DOCKER_HOST=host,
+        env={"DOCKER_HOST": host},
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr
@@ -295,12 +297,27 @@ def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp
     assert "workers" not in proc.stdout and not (tmp_path / "run" / "results.jsonl").exists()
     assert elapsed < 30, elapsed  # measured ~1.5 s: nothing waits for the engine
     # validate uses the same default and the same check
-    proc = cli(tmp_path, "validate", "--track", "deepswe", "--states", str(FIXTURE_STATES), DOCKER_HOST=host)
+    proc = cli(
+        "validate",
+        "--track",
+        "deepswe",
+        "--states",
+        str(FIXTURE_STATES),
+        env={"DOCKER_HOST": host},
+        cache=tmp_path / "cache",
+    )
     assert proc.returncode == 2 and len(errors(proc)) == 1
     assert errors(proc)[0].startswith("error: track 'deepswe' needs Docker (") and host in errors(proc)[0]
     # the local backend, asked for explicitly, is refused before any case too
-    proc = suite(
-        tmp_path, "--backend", "local", "--states", str(FIXTURE_STATES), "--run-dir", str(tmp_path / "r2")
+    proc = run_suite(
+        "--backend",
+        "local",
+        "--states",
+        str(FIXTURE_STATES),
+        "--run-dir",
+        str(tmp_path / "r2"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     assert proc.returncode == 4
     assert (f"ERROR: --backend local: task {TASK} of track 'deepswe' ships no repository (") in errors(proc)[
@@ -309,6 +326,7 @@ def test_without_an_engine_the_docker_track_stops_before_any_case_saying_why(tmp
     assert errors(proc)[0].endswith("; use --backend docker")
 
 
+@pytest.mark.slow
 def test_default_backends_per_track(tmp_path, monkeypatch):
     from swe_residual.run.plan import PlanRequest, build_plan, default_backend, run_backend
     from swe_residual.tracks import load_track_config, suite_dir
@@ -370,8 +388,7 @@ def test_bad_track_config_is_one_line_naming_file_and_field(tmp_path, text, mess
 
 
 def test_a_docker_run_of_fetched_tasks_uses_the_default_backend(tmp_path, fetched, bookworm_image):
-    proc = suite(
-        tmp_path,
+    proc = run_suite(
         "--states",
         str(FIXTURE_STATES),
         "--agent",
@@ -380,7 +397,9 @@ def test_a_docker_run_of_fetched_tasks_uses_the_default_backend(tmp_path, fetche
         "clean",
         "--run-dir",
         str(tmp_path / "run"),
+        cache=tmp_path / "cache",
+        suite="suites/deepswe",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    (rec,) = [json.loads(ln) for ln in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    (rec,) = records(tmp_path / "run")
     assert (rec["backend"], rec["task"], rec["outcome"]) == ("docker", TASK, 1)

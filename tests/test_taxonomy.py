@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,44 +24,14 @@ from swe_residual.results import iter_records
 from swe_residual.run.attempt import Case
 from swe_residual.tasks import load_task, load_tasks
 
-from .taskfactory import docker_task, make_task, partial_state_patch, run_one, state_entry, write_states
+from .drivers import records, run_suite, world
+from .taskfactory import docker_task, make_task, run_one
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTED = ROOT / "fixtures" / "scripted"
 
 
-def _world(tmp: Path, agents: dict | None = None, backend: str = "local", **task_kw) -> None:
-    task = (docker_task if backend == "docker" else make_task)(tmp, **task_kw)
-    write_states(tmp, [state_entry(tmp, task, partial_state_patch(task))])
-    (tmp / "agents.yaml").write_text(json.dumps({"agents": agents or {}}))
-
-
-def run_suite(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp / "tasks"),
-        "--states",
-        str(tmp / "states.yaml"),
-        "--run-dir",
-        str(tmp / "run"),
-        "--agent-config",
-        str(tmp / "agents.yaml"),
-        "-p",
-        "no:randomly",
-        *args,
-    ]
-    full_env = {**os.environ, "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1", **(env or {})}
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=full_env)
-
-
-def records(tmp: Path) -> dict[str, dict]:
-    return {
-        r["case_id"]: r for r in map(json.loads, (tmp / "run" / "results.jsonl").read_text().splitlines())
-    }
+NO_MODEL_RETRY = {"MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"}
 
 
 def summary(tmp: Path) -> dict:
@@ -73,12 +41,13 @@ def summary(tmp: Path) -> dict:
 # ---------------------------------------------------------------------------------------- counted
 
 
+@pytest.mark.slow
 def test_context_overflow_is_the_agents_failure_and_counted(tmp_path):
     # the scripted model answers one turn, then rejects the next request as too long for its
     # context window (HTTP 400 context_length_exceeded -> litellm.ContextWindowExceededError)
-    _world(
+    world(
         tmp_path,
-        {
+        agents={
             "overflow": {
                 "harness": "mini-swe-agent",
                 "model": "openai/scripted",
@@ -86,13 +55,15 @@ def test_context_overflow_is_the_agents_failure_and_counted(tmp_path):
             }
         },
     )
-    proc = run_suite(tmp_path, "--agent", "overflow", "--start", "both", "--infra-retries", "2")
+    proc = run_suite(
+        "--infra-retries", "2", world=tmp_path, agents=["overflow"], start="both", env=NO_MODEL_RETRY
+    )
     assert (
         proc.returncode == 1
         and "2 failed" in proc.stdout
         and " error" not in proc.stdout.split("summary")[-1]
     )
-    recs = records(tmp_path)
+    recs = records(tmp_path / "run", by="case_id")
     assert len(recs) == 2, recs  # one attempt each: never retried as infra
     for r in recs.values():
         assert (r["termination"], r["rule"], r["outcome"], r["verdict"]) == (
@@ -129,19 +100,20 @@ CAUSES = {
 }
 
 
+@pytest.mark.slow
 def test_agent_code_that_breaks_the_verifier_is_a_counted_failure(tmp_path):
     agents = {
         name: {"harness": "command", "command": f"printf '%s\\n' \"{code}\" >> calc.py"}
         for name, code in BREAKERS.items()
     }
-    _world(tmp_path, agents, verifier_timeout=4)
+    world(tmp_path, agents=agents, verifier_timeout=4)
     # this verifier declares that it reads a reward file too (else a stray reward.txt is ignored)
     toml = tmp_path / "tasks" / "calc" / "task.toml"
     toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nreports = ["junit", "reward"]\n'))
     started = time.monotonic()
-    proc = run_suite(tmp_path, *[a for n in BREAKERS for a in ("--agent", n)], "--start", "clean", "-n", "2")
+    proc = run_suite(world=tmp_path, agents=BREAKERS, start="clean", workers=2, env=NO_MODEL_RETRY)
     assert proc.returncode == 1 and "3 failed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
-    recs = records(tmp_path)
+    recs = records(tmp_path / "run", by="case_id")
     assert sorted(recs) == sorted(f"{n}-calc-clean" for n in BREAKERS)  # one attempt each, no retry
     for name, cause in CAUSES.items():
         r = recs[f"{name}-calc-clean"]
@@ -170,11 +142,14 @@ def test_agent_code_that_breaks_the_verifier_is_a_counted_failure(tmp_path):
 # ---------------------------------------------------------------------------------------- infra
 
 
+@pytest.mark.slow
 def test_verifier_broken_on_the_reference_too_is_infra_and_not_counted(tmp_path):
-    _world(tmp_path, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
-    proc = run_suite(tmp_path, "--agent", "oracle", "--start", "residual", "--infra-retries", "0")
+    world(tmp_path, agents={}, test_sh="#!/bin/bash\nsleep 600\n", verifier_timeout=1)
+    proc = run_suite(
+        "--infra-retries", "0", world=tmp_path, agents=["oracle"], start="residual", env=NO_MODEL_RETRY
+    )
     assert proc.returncode == 1 and "1 error" in proc.stdout
-    (r,) = records(tmp_path).values()
+    (r,) = records(tmp_path / "run", by="case_id").values()
     assert (r["rule"], r["verdict"], r["outcome"], r["termination"]) == (
         "infra_verifier",
         "infra_error",
@@ -210,23 +185,30 @@ def test_backend_error_during_materialization_is_infra_not_agent_error(
     assert str(err.value) == r.error
 
 
+@pytest.mark.slow
 def test_model_service_down_is_infra_and_retried(tmp_path, backend):
-    _world(
+    world(
         tmp_path,
-        {
+        agents={
             "down": {
                 "harness": "mini-swe-agent",
                 "model": "openai/scripted",
                 "scripted_server": str(SCRIPTED / "service-down.yaml"),
             }
         },
-        backend,
+        backend=backend,
     )
     proc = run_suite(
-        tmp_path, "--agent", "down", "--start", "clean", "--infra-retries", "1", "--backend", backend
+        "--infra-retries",
+        "1",
+        world=tmp_path,
+        agents=["down"],
+        start="clean",
+        backend=backend,
+        env=NO_MODEL_RETRY,
     )
     assert proc.returncode == 1 and "1 error" in proc.stdout
-    recs = [r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())]
+    recs = records(tmp_path / "run")
     assert [(r["attempt"], r["rule"], r["verdict"]) for r in recs] == [
         (1, "infra_model_service", "infra_error"),
         (2, "infra_model_service", "infra_error"),
@@ -234,6 +216,7 @@ def test_model_service_down_is_infra_and_retried(tmp_path, backend):
     assert summary(tmp_path)["tracks"]["demo"]["down"]["clean"] is None
 
 
+@pytest.mark.slow
 def test_context_overflow_in_process_leaves_the_environment_as_it_was(tmp_path):
     # the adapter sets what mini-swe-agent and LiteLLM read only while they run
     make_task(tmp_path)
@@ -258,10 +241,11 @@ def test_context_overflow_in_process_leaves_the_environment_as_it_was(tmp_path):
 # ------------------------------------------------------------------------- configuration: usage errors
 
 
+@pytest.mark.slow
 def test_missing_api_key_is_one_usage_error_before_any_case(tmp_path):
-    _world(
+    world(
         tmp_path,
-        {
+        agents={
             "keyed": {
                 "harness": "mini-swe-agent",
                 "model": "openai/x",
@@ -269,32 +253,7 @@ def test_missing_api_key_is_one_usage_error_before_any_case(tmp_path):
             }
         },
     )
-    env = {k: v for k, v in os.environ.items() if k != "SWE_RESIDUAL_TEST_NO_SUCH_KEY"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/demo",
-            "--tasks-dir",
-            str(tmp_path / "tasks"),
-            "--states",
-            str(tmp_path / "states.yaml"),
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--agent-config",
-            str(tmp_path / "agents.yaml"),
-            "--agent",
-            "keyed",
-            "-n",
-            "2",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    proc = run_suite(world=tmp_path, agents=["keyed"], workers=2, env={"SWE_RESIDUAL_TEST_NO_SUCH_KEY": None})
     assert proc.returncode == 4, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and "SWE_RESIDUAL_TEST_NO_SUCH_KEY" in errors[0] and "is not set" in errors[0]
@@ -302,21 +261,25 @@ def test_missing_api_key_is_one_usage_error_before_any_case(tmp_path):
 
 
 def test_unreachable_engine_is_one_usage_error_naming_the_endpoint(tmp_path):
-    _world(tmp_path)
+    world(tmp_path, agents={})
     dead = f"unix://{tmp_path}/no-engine.sock"
     started = time.monotonic()
-    proc = run_suite(tmp_path, "--agent", "nop", "--backend", "docker", env={"DOCKER_HOST": dead})
+    proc = run_suite(
+        world=tmp_path, agents=["nop"], backend="docker", env={**NO_MODEL_RETRY, "DOCKER_HOST": dead}
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and dead in errors[0] and "swe-residual images bootstrap" in errors[0], errors
     assert time.monotonic() - started < 30 and not (tmp_path / "run" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_existing_run_dir_without_resume_is_a_usage_error(tmp_path):
-    _world(tmp_path)
-    assert run_suite(tmp_path, "--agent", "nop", "--start", "clean").returncode == 1
+    world(tmp_path, agents={})
+    nop_clean = dict(world=tmp_path, agents=["nop"], start="clean", env=NO_MODEL_RETRY)
+    assert run_suite(**nop_clean).returncode == 1
     before = (tmp_path / "run" / "results.jsonl").read_bytes()
-    proc = run_suite(tmp_path, "--agent", "nop", "--start", "clean")
+    proc = run_suite(**nop_clean)
     assert proc.returncode == 4
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert "--run-dir" in error and "--resume" in error

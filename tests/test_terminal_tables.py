@@ -4,11 +4,10 @@ built-in nop's expected failures as one line each, other failures folded to 200 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 from plugins.controller import fold
 from swe_residual.agents.config import agent_label
@@ -21,10 +20,8 @@ from swe_residual.report.tables import (
     shorten,
 )
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+from .drivers import run_suite, world
 from .test_report import make_run
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _table(text: str, title_start: str) -> list[str]:
@@ -144,36 +141,12 @@ def test_fold_wraps_long_lines_without_cutting_names():
 # -- a real run ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_prints_fitting_tables_nop_one_line_each_and_wide_on_request(tmp_path):
-    task = make_task(tmp_path)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
-    base = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/demo",
-        "--tasks-dir",
-        str(tmp_path / "tasks"),
-        "--states",
-        str(tmp_path / "states.yaml"),
-        "-p",
-        "no:randomly",
-        "--agent",
-        "oracle",
-        "--agent",
-        "nop",
-        "--agent",
-        "command:true",
-    ]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS",)}
-    proc = subprocess.run(
-        base + ["-n", "2", "--run-dir", str(tmp_path / "run")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**env, "CI": "1"},
-    )
+    world(tmp_path)
+    base = dict(world=tmp_path, agents=["oracle", "nop", "command:true"])
+    no_addopts = {"PYTEST_ADDOPTS": None}
+    proc = run_suite(workers=2, env={**no_addopts, "CI": "1"}, **base)
     out = proc.stdout
     assert proc.returncode == 1, out[-4000:] + proc.stderr[-2000:]
     for title in ("Table 3 - success by track", "Table 4 - acceptance bias"):
@@ -196,14 +169,7 @@ def test_run_prints_fitting_tables_nop_one_line_each_and_wide_on_request(tmp_pat
     ]
     assert "4 failed, 2 passed" in out.splitlines()[-1]  # pytest's own count still has them
     # the same run's tables in the wide form (nothing left to run: the records are printed)
-    proc = subprocess.run(
-        base + ["--resume", str(tmp_path / "run"), "--tables", "wide"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    proc = run_suite("--tables", "wide", resume=True, env=no_addopts, **base)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (
         "--resume " + str(tmp_path / "run") + ": kept 6 cases with a valid verdict; running 0" in proc.stdout

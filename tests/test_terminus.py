@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,8 @@ import yaml
 
 from swe_residual.agents.terminus import DEFAULT_DURATION_S, limit_output, parse_reply
 from swe_residual.interactions import from_atif, read_interactions
+
+from .drivers import records, run_suite
 
 try:
     from docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
@@ -97,43 +98,19 @@ def _agents(tmp_path: Path) -> Path:
 
 
 def _run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """The terminal-bench suite on docker into tmp_path/run, and its records by case."""
     run = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(TB),
-            "--backend",
-            "docker",
-            "--run-dir",
-            str(run),
-            "-p",
-            "no:randomly",
-            "-q",
-            "--infra-retries",
-            "0",
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
+    proc = run_suite(
+        "-q", "--infra-retries", "0", *args, suite=TB, backend="docker", run_dir=run, timeout=1800
     )
-    records = {}
-    if (run / "results.jsonl").is_file():
-        for line in (run / "results.jsonl").read_text().splitlines():
-            r = json.loads(line)
-            records[r["case_id"]] = r
-    return proc, records
+    return proc, records(run, by="case_id", missing_ok=True)
 
 
 @pytest.mark.docker
 def test_terminus_budgets_model_errors_and_mini_swe_agent_on_a_machine_task(
     tmp_path, docker_client, bookworm_image
 ):
-    proc, records = _run(
+    proc, recs = _run(
         tmp_path,
         "--agent-config",
         str(_agents(tmp_path)),
@@ -154,7 +131,7 @@ def test_terminus_budgets_model_errors_and_mini_swe_agent_on_a_machine_task(
     )
     out = {
         cid.rsplit("-sales-report", 1)[0]: (r["outcome"], r["rule"], r["termination"], r["steps"])
-        for cid, r in records.items()
+        for cid, r in recs.items()
     }
     # three answers that are no JSON use up the step limit of 3: a counted failure
     assert out["terminus-garbled"] == (0, "budget", "budget", 3)
@@ -163,14 +140,14 @@ def test_terminus_budgets_model_errors_and_mini_swe_agent_on_a_machine_task(
     assert out["terminus-overflow"][:3] == (0, "context_exhausted", "context_exhausted")
     # typing `exit` closes the terminal; the harness opens a new one and the run goes on
     assert out["terminus-exits"] == (0, "verdict", "submitted", 4)
-    exits = records["terminus-exits-sales-report-clean"]
+    exits = recs["terminus-exits-sales-report-clean"]
     traj = json.loads((tmp_path / "run" / exits["artifacts"]["trajectory"]).read_text())
     assert "back-again" in traj["steps"][1]["actions"][0]["output"]
     # mini-swe-agent works on a machine through the same shell: it reruns the job, and it passes
     assert out["scripted-msa-machine"] == (1, "verdict", "submitted", 3)
     # the kv-service script does not solve this task: a valid failure after a confirmed submission
     assert out["scripted-terminus"] == (0, "verdict", "submitted", 4)
-    garbled = records["terminus-garbled-sales-report-clean"]
+    garbled = recs["terminus-garbled-sales-report-clean"]
     traj = json.loads((tmp_path / "run" / garbled["artifacts"]["trajectory"]).read_text())
     assert [s["message"] for s in traj["steps"]] == ["I will look around first."] * 3
     assert proc.returncode == 1
@@ -178,14 +155,14 @@ def test_terminus_budgets_model_errors_and_mini_swe_agent_on_a_machine_task(
 
 @pytest.mark.docker
 def test_terminus_repairs_a_machine_state_and_records_what_it_typed(tmp_path, docker_client, bookworm_image):
-    proc, records = _run(tmp_path, "--agent", "scripted-terminus", "-k", "kv-service", "-n", "2")
+    proc, recs = _run(tmp_path, "--agent", "scripted-terminus", "-k", "kv-service", "-n", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert sorted(records) == [
+    assert sorted(recs) == [
         "scripted-terminus-kv-service-clean",
         "scripted-terminus-kv-service-residual-kv-service--config-not-reloaded",
         "scripted-terminus-kv-service-residual-kv-service--tmp-data-dir",
     ]
-    r = records["scripted-terminus-kv-service-residual-kv-service--config-not-reloaded"]
+    r = recs["scripted-terminus-kv-service-residual-kv-service--config-not-reloaded"]
     assert (r["outcome"], r["declared_complete"], r["steps"], r["harness"]) == (1, True, 4, "terminus")
     run = tmp_path / "run"
     typed = read_interactions(run / r["artifacts"]["interactions"])
@@ -207,26 +184,10 @@ def test_terminus_repairs_a_machine_state_and_records_what_it_typed(tmp_path, do
     assert "Are you sure the task is complete?" in atif["steps"][-2]["observation"]["results"][0]["content"]
 
 
+@pytest.mark.slow
 def test_terminus_refuses_repository_tasks_before_any_case(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(ROOT / "suites" / "demo"),
-            "--agent",
-            "scripted-terminus",
-            "--run-dir",
-            str(tmp_path / "run"),
-            "-p",
-            "no:randomly",
-            "-q",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = run_suite(
+        "-q", suite=ROOT / "suites" / "demo", agents=["scripted-terminus"], run_dir=tmp_path / "run"
     )
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert (

@@ -3,37 +3,30 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .drivers import ROOT, cli, world
+from .taskfactory import make_task, partial_state_patch, state_entry, write_states
 
 
 def _validate(tmp: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "validate",
-            "--track",
-            "demo",
-            "--tasks-dir",
-            str(tmp / "tasks"),
-            "--states",
-            str(tmp / "states.yaml"),
-            "--run-dir",
-            str(tmp / "runs"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    tasks, states = str(tmp / "tasks"), str(tmp / "states.yaml")
+    return cli(
+        "validate",
+        "--track",
+        "demo",
+        "--tasks-dir",
+        tasks,
+        "--states",
+        states,
+        "--run-dir",
+        str(tmp / "runs"),
     )
 
 
+@pytest.mark.slow
 def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
     task = make_task(tmp_path)
     patch = partial_state_patch(task)
@@ -64,9 +57,9 @@ def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
     assert "1/3 states valid" in out
 
 
+@pytest.mark.slow
 def test_validate_passes_on_valid_states_only(tmp_path):
-    task = make_task(tmp_path)
-    write_states(tmp_path, [state_entry(tmp_path, task, partial_state_patch(task))])
+    world(tmp_path)
     proc = _validate(tmp_path)
     assert proc.returncode == 0 and "1/1 states valid" in proc.stdout
 
@@ -75,28 +68,8 @@ DEEPSWE = ROOT / "tests" / "fixtures" / "deepswe"
 
 
 def _validate_deepswe(tasks: Path, states: Path, run_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_residual.cli",
-            "validate",
-            "--track",
-            "deepswe",
-            "--tasks-dir",
-            str(tasks),
-            "--states",
-            str(states),
-            "--backend",
-            "docker",
-            "--run-dir",
-            str(run_dir),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    where = ["--tasks-dir", str(tasks), "--states", str(states), "--run-dir", str(run_dir)]
+    return cli("validate", "--track", "deepswe", *where, "--backend", "docker")
 
 
 def test_validate_accepts_the_deepswe_format_state_on_docker(tmp_path, docker_client, bookworm_image):
@@ -123,11 +96,5 @@ def test_validate_says_what_a_silently_failing_oracle_printed(tmp_path, docker_c
 
 
 def test_validate_unknown_track_is_a_usage_error(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "swe_residual.cli", "validate", "--track", "no-such-track"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = cli("validate", "--track", "no-such-track")
     assert proc.returncode == 2 and "--track no-such-track: unknown track (known: " in proc.stderr
