@@ -13,8 +13,10 @@ sends them) followed by a wait of `wait` seconds. The exit status is kept when k
 keystrokes); the output only as a digest. Files are read bounded, every line validated.
 
 Converters from other recordings live here too: Terminus-style ATIF trajectories (tool calls
-with `keystrokes` and `duration`), Terminal-Bench 1's commands.txt (one Python repr per line) and
-our own normalized trajectories.
+with `keystrokes` and `duration`, what a `replay:` agent types), Terminal-Bench 1's commands.txt
+(one Python repr per line) and our own normalized trajectories. Imported predecessor runs go
+through sources/atif.py `replayable`, which also knows installed agents' tools and names the first
+call no replay can reproduce.
 """
 
 from __future__ import annotations
@@ -135,12 +137,13 @@ def transcript(items: Iterable[Interaction]) -> str:
 # -- converters -------------------------------------------------------------------------------------
 
 
-def _input(text: str) -> str:
+def clean_input(text: str) -> str:
     """An input as an interaction holds it: valid text (safe_read.valid_text), at most MAX_LINE long."""
     return valid_text(text[:MAX_LINE])[:MAX_LINE]
 
 
-def _wait(value: object) -> float:
+def wait_of(value: object) -> float:
+    """A recorded wait in seconds, within [0, MAX_WAIT]; Terminus-2's default when it is not a number."""
     try:
         w = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -174,14 +177,14 @@ def from_atif(data: dict) -> list[Interaction]:
                 mine.append(
                     Interaction(
                         kind="keys",
-                        input=_input(args["keystrokes"]),
-                        wait=_wait(args.get("duration", DEFAULT_KEYS_WAIT)),
+                        input=clean_input(args["keystrokes"]),
+                        wait=wait_of(args.get("duration", DEFAULT_KEYS_WAIT)),
                     )
                 )
             else:
                 cmd = args.get("command", args.get("cmd"))
                 if isinstance(cmd, str) and cmd.strip():
-                    mine.append(Interaction(kind="command", input=_input(cmd)))
+                    mine.append(Interaction(kind="command", input=clean_input(cmd)))
         contents = [t for r in results if isinstance(r, dict) and isinstance(t := r.get("content"), str)]
         if mine and contents:
             mine[-1].output_sha256 = output_digest(contents[-1])
@@ -212,7 +215,7 @@ def from_tb1_commands(text: str, where: str) -> list[Interaction]:
         for k in keys:
             out.append(
                 Interaction(
-                    kind="keys", input="\n" if k in ("Enter", "C-m", "KPEnter") else _input(k), wait=None
+                    kind="keys", input="\n" if k in ("Enter", "C-m", "KPEnter") else clean_input(k), wait=None
                 )
             )
         if len(out) > MAX_INTERACTIONS:
@@ -252,7 +255,7 @@ def from_trajectory_actions(steps) -> list[Interaction]:
                 out.append(
                     Interaction(
                         kind="command",
-                        input=_input(a.command),
+                        input=clean_input(a.command),
                         exit_status=a.exit_code,
                         output_sha256=output_digest(a.output) if a.output else None,
                         duration_s=a.duration_s,

@@ -43,6 +43,7 @@ from swe_residual.errors import InfraError, InputError, PatchApplyError, ReplayE
 from swe_residual.patches import parse_patch
 from swe_residual.progress import Progress, duration
 from swe_residual.residualize.filter import candidates
+from swe_residual.residualize.importers import UNREPLAYABLE
 from swe_residual.residualize.records import BuildOutcome, PredecessorRun
 from swe_residual.residualize.status import write_construction
 from swe_residual.residualize.workdir import STAGE4, WorkDir
@@ -439,6 +440,16 @@ def build_track(
                     candidate=run.id,
                     result="rebuild_failed",
                     detail="no interactions to rebuild the state from",
+                )
+            )
+            continue
+        if machine and run.source.get(UNREPLAYABLE):
+            # never a state rebuilt from part of a run: Table 5's "command replay failed"
+            build.record(
+                BuildOutcome(
+                    candidate=run.id,
+                    result="rebuild_failed",
+                    detail=f"command replay failed: {run.source[UNREPLAYABLE]}",
                 )
             )
             continue

@@ -57,6 +57,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.format == "tb-leaderboard":
+        from swe_residual.residualize.leaderboard import import_leaderboard_command
+
+        return import_leaderboard_command(_workdir(args.workdir, create=True), args)
     if args.format == "deepswe-release":
         from swe_residual.residualize.release import import_release_command
 
@@ -141,7 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     about = (
         "Stage I from real runs: Harbor/Pier trials or jobs, SWE-bench predictions + reports, mini-swe-agent "
-        "trajectories, DeepSWE's public leaderboard release"
+        "trajectories, DeepSWE's public leaderboard release, Terminal-Bench 2's leaderboard trials"
     )
     imp = rsub.add_parser(
         "import",
@@ -156,7 +160,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     imp.add_argument(
         "--format",
         required=True,
-        choices=["harbor", "swe-bench", "mini-swe-agent", "terminal-bench-1", "deepswe-release"],
+        choices=[
+            "harbor",
+            "swe-bench",
+            "mini-swe-agent",
+            "terminal-bench-1",
+            "deepswe-release",
+            "tb-leaderboard",
+        ],
         help="what the SOURCEs are",
     )
     _tasks_options(imp, track_required=True)
@@ -166,7 +177,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="recorded as the model family of every run imported "
         "(default: from the model the source names; required when it names none)",
     )
-    rel = imp.add_argument_group("--format deepswe-release (no SOURCE)")
+    rel = imp.add_argument_group(
+        "--format deepswe-release (no SOURCE) and tb-leaderboard (one SOURCE: a dir, an http(s) "
+        "dataset URL or a git URL of the leaderboard's submissions)"
+    )
     rel.add_argument(
         "--release",
         default=None,
@@ -174,13 +188,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the release manifest (URL, file:///..., a path) or a local mirror dir "
         "(default: https://deepswe.datacurve.ai/artifacts/v1.1/release.json)",
     )
+    rel.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="A",
+        help="tb-leaderboard: only trials of these agents (config.json agent.name, e.g. terminus-2)",
+    )
     rel.add_argument("--model", action="append", default=[], metavar="M", help="only trials of these models")
     rel.add_argument(
         "--config", action="append", default=[], metavar="C", help="only trials of these configs"
     )
     rel.add_argument("--task", action="append", default=[], metavar="T", help="only trials of these tasks")
     rel.add_argument("--limit", type=int, default=None, metavar="N", help="at most N trials (in index order)")
-    rel.add_argument("-j", "--jobs", type=int, default=8, help="concurrent downloads (default 8)")
+    rel.add_argument("-j", "--jobs", type=int, default=8, help="concurrent downloads and reads (default 8)")
     rel.add_argument(
         "--family-map",
         default=None,

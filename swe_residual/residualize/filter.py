@@ -24,6 +24,7 @@ import random
 from swe_residual.errors import InputError
 from swe_residual.interactions import parse_interactions
 from swe_residual.patches import parse_patch
+from swe_residual.residualize.importers import UNREPLAYABLE
 from swe_residual.residualize.records import FilterDecision, PredecessorRun, tests_caption
 from swe_residual.residualize.workdir import STAGE2, WorkDir
 from swe_residual.results import append_lines
@@ -106,17 +107,20 @@ def patch_identity(patch: bytes, globs: tuple[str, ...] | list[str]) -> str | No
     return h.hexdigest()
 
 
-def interactions_identity(data: bytes) -> str | None:
-    """The identity of a machine run's change: its inputs in order (None when it typed nothing)."""
+def interactions_identity(data: bytes, unreplayable: str | None = None) -> str | None:
+    """The identity of a machine run's change: its inputs in order, and the call no replay can
+    reproduce that follows them (None when it did nothing)."""
     try:
         items = parse_interactions(data, "interactions.jsonl")
     except InputError:
         return None
-    if not items:
+    if not items and not unreplayable:
         return None
     h = hashlib.sha256()
     for it in items:
         h.update(f"{it.kind}\0{it.input}\0".encode("utf-8", "surrogateescape"))
+    if unreplayable:  # a run Stage IV refuses, naming the call: it did something
+        h.update(f"unreplayable\0{unreplayable}\0".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
@@ -140,7 +144,11 @@ def decide(
         )
     if run.outcome == 1:
         return FilterDecision(run=run.id, result="passed", detail="the hidden tests pass: nothing residual")
-    identity = interactions_identity(patch) if machine else patch_identity(patch, globs)
+    identity = (
+        interactions_identity(patch, run.source.get(UNREPLAYABLE))
+        if machine
+        else patch_identity(patch, globs)
+    )
     if identity is None:
         why = (
             "no terminal interactions recorded"

@@ -25,7 +25,6 @@ from swe_residual.errors import InputError
 from swe_residual.interactions import FILE_NAME as INTERACTIONS_FILE
 from swe_residual.interactions import (
     Interaction,
-    from_atif,
     from_tb1_commands,
     from_trajectory_actions,
     write_interactions,
@@ -33,6 +32,7 @@ from swe_residual.interactions import (
 from swe_residual.residualize.records import PredecessorRun
 from swe_residual.residualize.workdir import STAGE1, WorkDir
 from swe_residual.safe_read import valid_text
+from swe_residual.sources.atif import replayable
 from swe_residual.sources.endings import (
     SUBMITTED,
     graded_tests,
@@ -186,6 +186,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
     exc = f"{t.exception_type}: {_first_line(t.exception_message)}" if t.exception_type else None
     steps, message = steps_and_message(traj)
     notes = t.notes + ([tests_note] if tests_note else [])
+    interactions, unreplayable = machine_interactions(task, raw_traj, traj)
     source = {
         "format": "harbor",
         "path": str(t.path),
@@ -199,6 +200,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
         "patch_file": t.patch_file,
         "trajectory_file": t.trajectory_file,
         "exit_status": t.agent_exit_status,
+        UNREPLAYABLE: unreplayable,
         "notes": "; ".join(notes)[:4000] or None,
     }
     run = PredecessorRun(
@@ -215,9 +217,7 @@ def from_trial(t: HarborTrial, ctx: Context) -> Imported:
         final_message=message,
         **verdict,
     )
-    return Imported(
-        run, t.patch, traj, dict(t.evidence), interactions=machine_interactions(task, raw_traj, traj)
-    )
+    return Imported(run, t.patch, traj, dict(t.evidence), interactions=interactions)
 
 
 def own_trajectory(
@@ -234,14 +234,23 @@ def own_trajectory(
         return None, None
 
 
-def machine_interactions(task: Task, raw: dict | None, traj: Trajectory | None) -> list[Interaction] | None:
+def machine_interactions(
+    task: Task, raw: dict | None, traj: Trajectory | None
+) -> tuple[list[Interaction] | None, str | None]:
     """A machine task's run rebuilds from its terminal inputs: the ATIF tool calls (keystrokes with
-    durations, or commands), else the commands of its normalized trajectory. None elsewhere."""
+    durations, shell commands, whole-file writes), else the commands of its normalized trajectory;
+    and the first call no replay can reproduce (Stage IV then refuses the run, naming its step).
+    (None, None) elsewhere."""
     if task.kind != "machine":
-        return None
+        return None, None
     if isinstance(raw, dict) and str(raw.get("schema_version", "")).startswith("ATIF"):
-        return from_atif(raw)
-    return from_trajectory_actions(traj.steps) if traj is not None else None
+        got = replayable(raw)
+        return got.inputs, got.unreplayable
+    return (from_trajectory_actions(traj.steps) if traj is not None else None), None
+
+
+#: PredecessorRun.source key: the trajectory step no replay can reproduce (Stage IV: rebuild_failed)
+UNREPLAYABLE = "unreplayable"
 
 
 # -- SWE-bench and mini-swe-agent -------------------------------------------------------------------

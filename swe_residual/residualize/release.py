@@ -32,6 +32,7 @@ from typing import TextIO
 from swe_residual.errors import InputError, VerifierError, did_you_mean, names_list
 from swe_residual.progress import Progress, duration
 from swe_residual.residualize.importers import (
+    UNREPLAYABLE,
     Context,
     Imported,
     describe,
@@ -416,9 +417,10 @@ def from_release_trial(
             for rel in ("verifier/reward.json", "verifier/ctrf.json", STDOUT)
             if rel in files.files
         )
-    return Imported(
-        run, files.files.get(PATCH), traj, kept, interactions=machine_interactions(task, raw_traj, traj)
-    )
+    interactions, unreplayable = machine_interactions(task, raw_traj, traj)
+    if unreplayable:
+        run.source[UNREPLAYABLE] = unreplayable
+    return Imported(run, files.files.get(PATCH), traj, kept, interactions=interactions)
 
 
 # -- the command ----------------------------------------------------------------------------------

@@ -309,3 +309,158 @@ def step_usage(metrics) -> tuple[int | None, int | None, float | None]:
 
 def _shell(command: str, output: str, cwd: str) -> Action:
     return Action(command=command[:MAX_OUTPUT_CHARS], output=clip(output), kind="shell", cwd=cwd or None)
+
+
+# -- what of a trajectory can be replayed into a machine (the machine track's Stage I) -------------
+
+#: tool calls that change nothing on the machine: replay skips them
+NO_EFFECT = {
+    "mark_task_complete",
+    "task_complete",
+    "Grep",
+    "Glob",
+    "LS",
+    "TodoWrite",
+    "TodoRead",
+    "WebFetch",
+    "WebSearch",
+    "ExitPlanMode",
+    "think",
+    "list_directory",
+    "glob",
+    "search_file_content",
+    "google_web_search",
+    "web_fetch",
+    "read_many_files",
+    "update_plan",
+    "finish",
+}
+#: tool calls that write a whole file from their arguments: (path key, content key)
+WHOLE_FILE_WRITES = {"Write": ("file_path", "content"), "write_file": (None, "content")}
+
+
+@dataclass
+class Replayable:
+    """The ordered inputs a machine state is rebuilt from, and the first tool call no replay can
+    reproduce (None when every call is replayed or changes nothing)."""
+
+    inputs: list[Any]  # swe_residual.interactions.Interaction
+    unreplayable: str | None = None
+
+
+def _write_command(path: str, content: str) -> str:
+    """A shell command that writes `content` to `path` byte for byte (base64: no quoting issue)."""
+    import base64
+
+    data = base64.b64encode(content.encode("utf-8", "surrogateescape")).decode()
+    q = shlex.quote(path)
+    return f'mkdir -p -- "$(dirname -- {q})" && printf %s {data} | base64 -d > {q}'
+
+
+def replayable(data: dict) -> Replayable:
+    """The machine inputs of an ATIF trajectory, in order: Terminus-2 `keystrokes` (with their
+    `duration`) as keys; installed agents' shell calls as commands, run from the directory their
+    session shell was in; whole-file writes as the command that writes the file. Reads, searches
+    and plans change nothing and are skipped. Anything else (a file edit by the agent's own tool,
+    keys sent to a running program, an unknown tool) cannot be replayed: `unreplayable` names its
+    step, and the inputs stop before it (a state is never rebuilt from part of a run)."""
+    from swe_residual.interactions import (
+        DEFAULT_KEYS_WAIT,
+        MAX_INTERACTIONS,
+        MAX_LINE,
+        Interaction,
+        clean_input,
+        output_digest,
+        wait_of,
+    )
+    from swe_residual.shell.exposure import session_cwd
+
+    out: list[Interaction] = []
+    steps = data.get("steps") if isinstance(data, dict) else None
+    cwd = ""
+    for n, step in enumerate(steps if isinstance(steps, list) else [], 1):
+        if not isinstance(step, dict) or step.get("source") != "agent":
+            continue
+        sid = step.get("step_id") if isinstance(step.get("step_id"), int) else n
+        calls = (
+            [c for c in step.get("tool_calls") or [] if isinstance(c, dict)]
+            if isinstance(step.get("tool_calls"), list)
+            else []
+        )
+        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
+        results = observation.get("results") if isinstance(observation.get("results"), list) else []
+        contents = [t for r in results if isinstance(r, dict) and isinstance(t := r.get("content"), str)]
+        mine: list[Interaction] = []
+        for call in calls:
+            name = str(call.get("function_name") or "")[:80]
+            args = call.get("arguments")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except (ValueError, RecursionError):
+                    args = None
+            args = args if isinstance(args, dict) else {}
+            too_long = next(
+                (len(v) for v in args.values() if isinstance(v, str) and len(v) > MAX_LINE // 2), None
+            )
+            if too_long is not None:
+                out.extend(mine)
+                return Replayable(
+                    out,
+                    f"trajectory step {sid}: tool call {name or '(unnamed)'!r} has an argument of "
+                    f"{too_long} characters, more than one interaction holds; cannot be replayed",
+                )
+            if isinstance(args.get("keystrokes"), str):
+                mine.append(
+                    Interaction(
+                        kind="keys",
+                        input=clean_input(args["keystrokes"]),
+                        wait=wait_of(args.get("duration", DEFAULT_KEYS_WAIT)),
+                    )
+                )
+                continue
+            if name in NO_EFFECT:
+                continue
+            call_ = map_call(name, args)
+            if call_.kind == "view":
+                continue
+            if call_.kind == "shell" and name in SHELLS and call_.command.strip():
+                start = call_.cwd if call_.cwd is not None else cwd if call_.session else ""
+                command = call_.command if not start else f"cd {shlex.quote(start)} && {call_.command}"
+                mine.append(Interaction(kind="command", input=clean_input(command)))
+                if call_.session:
+                    cwd = session_cwd(call_.command, cwd)
+                continue
+            write = _whole_write(name, args)
+            if write is not None:
+                mine.append(Interaction(kind="command", input=clean_input(_write_command(*write))))
+                continue
+            what = {
+                "edit": "a file edit by the agent's own tool",
+                "shell": "a shell call without a command",
+            }.get(call_.kind, "a tool no shell can replay")
+            if call_.kind == "tool" and args.get("is_input") in (True, "true"):
+                what = "keys sent to a running program"
+            out.extend(mine)
+            return Replayable(
+                out, f"trajectory step {sid}: tool call {name or '(unnamed)'!r} ({what}) cannot be replayed"
+            )
+        if mine and contents:
+            mine[-1].output_sha256 = output_digest(contents[-1])
+        out.extend(mine)
+        if len(out) > MAX_INTERACTIONS:
+            return Replayable(out[:MAX_INTERACTIONS], f"more than {MAX_INTERACTIONS} terminal inputs")
+    return Replayable(out)
+
+
+def _whole_write(name: str, args: dict) -> tuple[str, str] | None:
+    """(path, content) of a call that writes a whole file, else None."""
+    if name in WHOLE_FILE_WRITES:
+        key, body = WHOLE_FILE_WRITES[name]
+        path = _path(args, key)
+        content = args.get(body)
+        return (path, content) if path and isinstance(content, str) else None
+    if name in EDITORS and args.get("command") == "create":
+        path, content = _path(args, "path"), args.get("file_text")
+        return (path, content) if path and isinstance(content, str) else None
+    return None

@@ -360,6 +360,7 @@ class Oversize(Exception):
 class Got:
     data: bytes | None  # None: absent
     absent: str | None = None  # why absent: "HTTP 403", "empty"
+    link: str | None = None  # the Link header of a 200 (paged listings name their next page there)
 
 
 class Http:
@@ -445,7 +446,7 @@ class Http:
                 raise _Retry(f"HTTP {status}" + (f" retry-after {after}" if after.isdigit() else ""))
             if status != 200:
                 return Got(None, f"HTTP {status}")
-            return Got(data) if data else Got(None, "empty")
+            return Got(data, link=headers.get("Link")) if data else Got(None, "empty")
         return Got(None, f"more than {self.MAX_REDIRECTS} redirects")
 
     def _exchange(self, parts: urllib.parse.SplitResult, limit: int) -> tuple[int, Any, bytes]:
@@ -525,6 +526,7 @@ class Http:
                 if length is not None and length.isdigit() and int(length) > limit:
                     raise Oversize(f"{int(length)} bytes, over the {_size(limit)} bound")
                 data = _read_bounded(resp, limit, self._local.deadline)
+                link = resp.headers.get("Link")
         except urllib.error.HTTPError as exc:
             exc.close()
             if exc.code == 429 or exc.code >= 500:
@@ -541,7 +543,7 @@ class Http:
             raise _Retry(f"connection dropped: {type(exc).__name__}: {exc}"[:200]) from None
         if not data:
             return Got(None, "empty")
-        return Got(data)
+        return Got(data, link=link)
 
     def get_document(self, url: str, limit: int, what: str) -> bytes:
         """A manifest or index: absent or unreachable is an InputError naming the URL."""
