@@ -227,6 +227,54 @@ def read_bytes(root: Path, rel: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
+def open_dir(root: Path, rel: str) -> int | None:
+    """An fd of the real directory root/rel (no symlink below root followed), None if missing;
+    Unsafe if a component is a symlink or not a directory. Close it with os.close."""
+    return _open(Path(root), rel, _DIR) if rel else os.open(root, _DIR)
+
+
+def open_subdir(dfd: int, name: str) -> int | None:
+    """An fd of the directory `name` inside the open dir `dfd` (never a symlink), None if missing
+    or not a real directory."""
+    try:
+        return os.open(name, _DIR, dir_fd=dfd)
+    except OSError:
+        return None
+
+
+def read_at(dfd: int, name: str, limit: int, where: object) -> bytes | None:
+    """read_bytes for the file `name` of the open dir `dfd` (one directory, many files: one open
+    of the dir); `where` names it in the Unsafe message."""
+    try:
+        fd = os.open(name, _FILE, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(name, dfd):
+            raise Unsafe(f"{where}: a symlink; not followed") from None
+        raise Unsafe(f"{where}: cannot be opened: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unsafe(f"{where}: not a regular file; not read")
+        if st.st_size > limit:
+            raise Unsafe(f"{where}: {st.st_size} bytes, over the {_size(limit)} bound; not read")
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(max(st.st_size - total, 0) + 1, 1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total == st.st_size:  # all its stat said: no second read for a small file
+                break
+        if total > limit:  # it grew while being read
+            raise Unsafe(f"{where}: over the {_size(limit)} bound; not read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_json(root: Path, rel: str, limit: int) -> Any:
     """The parsed JSON of root/rel (parse_json: depth-limited, strings made valid), None if it is
     missing; Unsafe if it is not JSON or nests too deep."""

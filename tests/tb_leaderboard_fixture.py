@@ -458,7 +458,9 @@ def _hostile(fx: Fixture, base: Path) -> None:
     fx.hostile["unsafe trial name"] = str(bad)
     # 3. result.json nested deeper than any reader goes
     deep = write_trial(job, TrialSpec("Terminus2__GLM-4.7", "kv-service", "failed", 901))
-    (deep / "result.json").write_text("[" * 100_000 + "]" * 100_000)
+    (deep / "result.json").write_text(
+        '{"trial_name": "x", "agent_info": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    )
     fx.hostile["deep result.json"] = str(deep / "result.json")
     # 4. result.json over its bound (sparse: no disk spent)
     big = write_trial(job, TrialSpec("Terminus2__GLM-4.7", "kv-service", "failed", 902))
@@ -549,7 +551,7 @@ class HubServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
-    PAGE = 40
+    PAGE = 10  # the Hub pages at 1000; small here so that every listing of a job is paged
 
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
@@ -590,7 +592,7 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
         parts = urllib.parse.urlsplit(self.path)
         path = urllib.parse.unquote(parts.path)
         with srv.lock:
-            srv.requests.append(path)
+            srv.requests.append(urllib.parse.unquote(self.path))
         api, res = f"/api/datasets/{DATASET}/tree/main", f"/datasets/{DATASET}/resolve/main/"
         if path == api or path.startswith(api + "/"):
             rel = path[len(api) :].strip("/")

@@ -30,11 +30,22 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from swe_residual.errors import InputError
-from swe_residual.safe_read import Unsafe, list_dir, parse_json, read_bytes, valid_text
+from swe_residual.safe_read import (
+    Unsafe,
+    list_dir,
+    open_dir,
+    open_subdir,
+    parse_json,
+    read_at,
+    read_bytes,
+    valid_text,
+)
 from swe_residual.sources.deepswe_release import Http, Oversize, Transient
 
 ROOT = "submissions/terminal-bench"
@@ -329,7 +340,10 @@ def _dict(v: Any) -> dict:
 
 
 def _str(v: Any) -> str | None:
-    return valid_text(v, 300) if isinstance(v, str) and v.strip() else None
+    """A non-empty string field as valid text of at most 300 characters (ASCII ones as they are)."""
+    if not isinstance(v, str) or not v or v.isspace():
+        return None
+    return v if len(v) <= 300 and v.isascii() and v.isprintable() else valid_text(v, 300)
 
 
 _YAML_ALIAS = re.compile(rb"(^|[\s\[{,:-])[&*][A-Za-z0-9_-]")
@@ -416,12 +430,19 @@ def build_index(tree: Tree, jobs: int = 8) -> Index:
                             idx.problems.append(f"{tree.where}/{trel}: trial name not a safe name; refused")
                         else:
                             refs.append(TrialRef(trel, sub, job, trial))
-    if jobs > 1 and tree.local is None:
+    if tree.local is not None:
+        # reading is mostly system calls, which release the GIL: a few threads, whole jobs each
+        step = max(1, -(-len(refs) // 4))
+        chunks = [refs[i : i + step] for i in range(0, len(refs), step)]
+        with ThreadPoolExecutor(max_workers=max(1, min(4, len(chunks)))) as pool:
+            raws = [r for part in pool.map(lambda c: _read_local(tree.local, c), chunks) for r in part]
+    elif jobs > 1:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            outcomes = list(pool.map(lambda r: _read_ref(tree, r), refs))
+            raws = list(pool.map(lambda r: _read_remote(tree, r), refs))
     else:
-        outcomes = [_read_ref(tree, r) for r in refs]
-    for ref, problem in zip(refs, outcomes):
+        raws = [_read_remote(tree, r) for r in refs]
+    for ref, raw in zip(refs, raws):
+        problem = raw if isinstance(raw, str) else _fill(ref, *raw, where=f"{tree.where}/{ref.rel}")
         if problem == "unfinished":
             idx.unfinished.append(ref.rel)
         elif problem:
@@ -432,44 +453,119 @@ def build_index(tree: Tree, jobs: int = 8) -> Index:
     return idx
 
 
-def _read_ref(tree: Tree, ref: TrialRef) -> str | None:
-    """Fill `ref` from its config.json and result.json; the one line of a problem, "unfinished", or
-    "" for a dir that is no trial (no config.json and no result.json)."""
+Raw = tuple[bytes | None, bytes | None] | str  # (config.json, result.json), or the one line of a problem
+
+
+def _read_remote(tree: Tree, ref: TrialRef) -> Raw:
     try:
-        raw_cfg = tree.read(f"{ref.rel}/config.json", MAX_JSON)
-        raw_res = tree.read(f"{ref.rel}/result.json", MAX_JSON)
+        return tree.read(f"{ref.rel}/config.json", MAX_JSON), tree.read(f"{ref.rel}/result.json", MAX_JSON)
     except (Unsafe, FetchFailed) as exc:
         return str(exc)
+
+
+def _read_local(root: Path, refs: list[TrialRef]) -> list[Raw]:
+    """config.json and result.json of every trial, each job dir opened once (the index of a
+    50,000-trial download reads 100,000 files: a walk from the root per file would double it)."""
+    out: list[Raw] = []
+    job_rel, jfd = None, None
+    try:
+        for ref in refs:
+            parent, _, name = ref.rel.rpartition("/")
+            if parent != job_rel:
+                if jfd is not None:
+                    os.close(jfd)
+                job_rel, jfd = parent, None
+                try:
+                    jfd = open_dir(root, parent)
+                except Unsafe:
+                    jfd = None
+            tfd = open_subdir(jfd, name) if jfd is not None else None
+            if tfd is None:
+                out.append(f"{root}/{ref.rel}: not a directory; not read")
+                continue
+            where = f"{root}/{ref.rel}/"
+            try:
+                out.append(
+                    (
+                        read_at(tfd, "config.json", MAX_JSON, where + "config.json"),
+                        read_at(tfd, "result.json", MAX_JSON, where + "result.json"),
+                    )
+                )
+            except Unsafe as exc:
+                out.append(str(exc))
+            finally:
+                os.close(tfd)
+    finally:
+        if jfd is not None:
+            os.close(jfd)
+    return out
+
+
+class _Config(msgspec.Struct):
+    """The fields of a TrialConfig the index reads (the rest is skipped unparsed)."""
+
+    agent: Any = None
+    task: Any = None
+
+
+class _Result(msgspec.Struct):
+    """The fields of a TrialResult the index reads."""
+
+    trial_name: Any = None
+    id: Any = None
+    task_name: Any = None
+    task_id: Any = None
+    agent_info: Any = None
+    exception_info: Any = None
+    config: msgspec.Raw = msgspec.Raw(b"null")
+
+
+def _decode(raw: bytes, kind: type, where: str) -> Any:
+    """A bounded file's fields (msgspec: unknown fields skipped; nesting past Python's recursion
+    limit is an error); Unsafe naming the file."""
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except RecursionError:
+        raise Unsafe(f"{where}: invalid JSON: nested too deep") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise Unsafe(f"{where}: invalid JSON: {str(exc)[:200]}") from None
+
+
+def _fill(ref: TrialRef, raw_cfg: bytes | None, raw_res: bytes | None, *, where: str) -> str | None:
+    """Fill `ref` from its config.json and result.json; the one line of a problem, "unfinished", or
+    "" for a dir that is no trial (no config.json and no result.json)."""
     if raw_res is None:
         ref.finished = False
         return "unfinished" if raw_cfg is not None else ""
     try:
-        cfg = parse_json(raw_cfg, f"{tree.where}/{ref.rel}/config.json") if raw_cfg is not None else {}
-        res = parse_json(raw_res, f"{tree.where}/{ref.rel}/result.json")
+        res = _decode(raw_res, _Result, f"{where}/result.json")
+        cfg = _decode(raw_cfg, _Config, f"{where}/config.json") if raw_cfg is not None else _Config()
+        if cfg.agent is None and cfg.task is None and res.config != msgspec.Raw(b"null"):
+            cfg = _decode(bytes(res.config), _Config, f"{where}/result.json")
     except Unsafe as exc:
         return str(exc)
-    if not isinstance(res, dict) or not isinstance(res.get("trial_name"), str):
-        return f"{tree.where}/{ref.rel}/result.json: trial_name: missing; not a Harbor TrialResult"
-    cfg = _dict(cfg) or _dict(res.get("config"))
-    agent_cfg, info = _dict(cfg.get("agent")), _dict(res.get("agent_info"))
+    if not isinstance(res.trial_name, str):
+        return f"{where}/result.json: trial_name: missing; not a Harbor TrialResult"
+    agent_cfg, info = _dict(cfg.agent), _dict(res.agent_info)
     model_info = _dict(info.get("model_info"))
-    ref.trial_name = _str(res.get("trial_name"))
-    ref.trial_id = _str(res.get("id"))
-    ref.result_sha256 = hashlib.sha256(raw_res).hexdigest()
+    ref.trial_name = _str(res.trial_name)
+    ref.trial_id = _str(res.id)
+    ref.result_sha256 = hashlib.sha256(raw_res).hexdigest() if ref.trial_id is None else ""
     ref.agent = _str(agent_cfg.get("name")) or _str(agent_cfg.get("import_path")) or _str(info.get("name"))
     provider, mname = _str(model_info.get("provider")), _str(model_info.get("name"))
     ref.model = _str(agent_cfg.get("model_name")) or (f"{provider}/{mname}" if provider and mname else mname)
-    ref.exception = _str(_dict(res.get("exception_info")).get("exception_type"))
+    ref.exception = _str(_dict(res.exception_info).get("exception_type"))
     refs: list[str] = []
-    for value in (res.get("task_name"), _dict(res.get("task_id")).get("name")):
+    task_id = _dict(res.task_id)
+    for value in (res.task_name, task_id.get("name")):
         if isinstance(value, str) and value:
             refs.append(value)
-    for task in (_dict(res.get("task_id")), _dict(cfg.get("task"))):
+    for task in (task_id, _dict(cfg.task)):
         if isinstance(task.get("path"), str):
-            refs.append(PurePosixPath(task["path"].rstrip("/")).name)
+            refs.append(task["path"].rstrip("/").rsplit("/", 1)[-1])
         if isinstance(task.get("name"), str):
             refs.append(task["name"])
-    ref.task_refs = list(dict.fromkeys(r for r in refs if r))
+    ref.task_refs = [t for r in dict.fromkeys(refs) if (t := _str(r))]
     return None
 
 
