@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -92,19 +93,20 @@ def main() -> int:
             )
         tasks = load_tasks(TASKS_DIR, "terminal_bench")
         ctx = Context("terminal_bench", tasks, None)
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         idx = build_index(LocalTree(root))
         t1 = time.perf_counter()
         opts = Options(source=str(root), agents=["terminus-2"], models=["glm-4.7"])
         check_names(idx, opts, set(tasks))
         todo, unknown = select(idx, opts, ctx)
-        t2 = time.perf_counter()
+        t2, cpu = time.perf_counter(), time.process_time() - c0
         total = t2 - t0
         print(
             f"index: {len(idx.trials)} trials of {len(idx.submissions)} submissions read in {t1 - t0:.2f} s "
             f"({len(idx.trials) / (t1 - t0):.0f} trials/s); selection (--agent terminus-2 --model glm-4.7): "
             f"{len(todo)} trials of bundled tasks, {sum(unknown.values())} of other tasks, in {t2 - t1:.2f} s; "
-            f"total {total:.2f} s (target < {TARGET_S:g} s: {'yes' if total < TARGET_S else 'NO'})"
+            f"total {total:.2f} s wall, {cpu:.2f} s CPU (target < {TARGET_S:g} s: "
+            f"{'yes' if total < TARGET_S else 'NO'}; load average {os.getloadavg()[0]:.1f})"
         )
         assert len(idx.trials) == args.trials and not idx.problems, idx.problems[:3]
         return 0 if total < TARGET_S else 1
