@@ -8,6 +8,8 @@ imported Terminus-2 keystrokes and Claude Code shell calls.
 from __future__ import annotations
 
 import json
+import threading
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +17,8 @@ import pytest
 import yaml
 
 from swe_residual.interactions import read_interactions
+from swe_residual.residualize.review_page import make_server
+from swe_residual.residualize.workdir import WorkDir
 from swe_residual.sources.atif import replayable
 
 from . import drivers
@@ -159,6 +163,23 @@ def test_a_call_no_replay_can_reproduce_is_stage_iv_command_replay_failed_naming
         f"ls -la / && echo claude-{int(bad['source']['trial'][-4:])} > /tmp/claude-{int(bad['source']['trial'][-4:])}"
     ]
     cli("review", str(work))
+    # the review page shows what the run typed as a terminal transcript, and where replay stops
+    server = make_server(WorkDir(work))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/c/{bad['id']}", headers={"Cookie": "swe_residual_reviewer=ana"}
+        )
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            page = resp.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Terminal transcript clean &rarr; candidate (1 inputs" in page and "Diff clean" not in page
+    assert "$ ls -la / &amp;&amp; echo claude-" in page
+    assert "Not replayable, so never built: trajectory step 3: tool call &#x27;Edit&#x27;" in page
     for reviewer in ("ana", "ben"):
         cli(
             "review",

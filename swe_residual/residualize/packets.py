@@ -119,6 +119,12 @@ class Packet(BaseModel):
     )
     hidden_tests_note: str | None = None
     final_message: str | None = None
+    transcript: bool = Field(
+        default=False, description="machine track: `diff` is the transcript of what the run typed"
+    )
+    unreplayable: str | None = Field(
+        default=None, description="machine track: the call after the transcript that no replay reproduces"
+    )
     summary: Summary
     written_at: float = Field(default_factory=time.time)
 
@@ -434,6 +440,8 @@ def build_packet(
         hidden_tests=tests,
         hidden_tests_note=note,
         final_message=clip(final, MAX_MESSAGE_CHARS) if final else None,
+        transcript=run.interactions is not None,
+        unreplayable=run.source.get("unreplayable"),
         summary=summary,
     )
 

@@ -579,7 +579,32 @@ class Handler(BaseHTTPRequestHandler):
             f"<h2>Predecessor summary ({kind})</h2><pre id='summary'>{esc(p.summary.text)}</pre>{final}"
             f"<h2>Hidden tests ({esc(tests_caption(p.tests, p.test_counts))})</h2><ul id='tests'>{tests}</ul>"
             f"<h3>Hidden test files ({len(hidden)})</h3><div id='hidden-tests'>{files_html}</div>"
-            + Handler.diff_html(p)
+            + (Handler.transcript_html(p) if p.transcript else Handler.diff_html(p))
+        )
+
+    @staticmethod
+    def transcript_html(p: Packet) -> str:
+        """A machine state's change is what its predecessor typed: the transcript, one input a line
+        (`$ command  [exit N]`, `keys: "..."  (wait s)`), and the call no replay reproduces."""
+        lines = p.diff.splitlines()
+        note = (
+            f", first {MAX_DIFF_BYTES} bytes of {p.diff_bytes} shown"
+            if p.diff_truncated
+            else f", {p.diff_bytes} bytes"
+        )
+        rows = "".join(
+            f'<span class="{"exit0" if ln.startswith("$ ") else "mute" if ln.startswith("keys: ") else ""}">'
+            f"{esc(ln)}</span>\n"
+            for ln in lines
+        )
+        stop = (
+            f"<p id='unreplayable' class='exitn'>Not replayable, so never built: {esc(p.unreplayable)}</p>"
+            if p.unreplayable
+            else ""
+        )
+        return (
+            f"<h2>Terminal transcript clean &rarr; candidate ({len(lines)} inputs{note})</h2>"
+            f"<pre id='transcript'>{rows}</pre>{stop}"
         )
 
     @staticmethod
