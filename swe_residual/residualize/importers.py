@@ -617,6 +617,10 @@ def describe(run: PredecessorRun) -> str:
 def import_command(wd: WorkDir, args: argparse.Namespace) -> int:
     if not args.sources:
         raise InputError(f"--format {args.format}: give at least one SOURCE before the WORKDIR")
+    if getattr(args, "agent", None):
+        raise InputError(
+            f"--agent: only --format tb-leaderboard selects by agent, not --format {args.format}"
+        )
     print(f"importing {args.format} runs of track {args.track} into {wd.path / STAGE1}")
     imported, skipped, failed = import_runs(
         wd, args.format, list(args.sources), args.track, args.tasks_dir, args.model_family

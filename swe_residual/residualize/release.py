@@ -672,6 +672,10 @@ def import_release_command(wd: WorkDir, args) -> int:
         raise InputError(
             f"--format {FORMAT} takes no SOURCE (use --release URL|DIR): got {' '.join(args.sources)}"
         )
+    if getattr(args, "agent", None):
+        raise InputError(
+            f"--agent: only --format tb-leaderboard selects by agent; {FORMAT} has --model, --config"
+        )
     opts = Options(
         release=args.release or DEFAULT_RELEASE,
         models=list(args.model),
