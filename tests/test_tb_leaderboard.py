@@ -369,3 +369,20 @@ def test_imported_keystrokes_and_shell_calls_rebuild_states_that_validate(
         "validate", "--track", "terminal_bench", "--states", str(out_states), check=0, timeout=1800
     )
     assert "FAIL" not in v.stdout
+
+
+def test_a_trial_copied_into_a_second_job_is_imported_once(tmp_path, board):
+    """Ids are the trial's own id: the same trial under two jobs (a re-uploaded job) is one run."""
+    import shutil
+
+    root = tmp_path / "dataset"
+    shutil.copytree(board.root, root)
+    sub = root / "submissions" / "terminal-bench" / "2.0" / "Codex-CLI__GPT-5"
+    [job] = [d for d in sub.iterdir() if d.is_dir()]
+    trial = board.trials[-1].trial
+    (sub / "2025-12-24__00-00-00").mkdir()
+    shutil.copytree(job / trial, sub / "2025-12-24__00-00-00" / trial)
+    work = tmp_path / "work"
+    out = imp(str(root), work, "--agent", "codex").stdout
+    assert "imported 25 runs, 1 already imported" in out
+    assert len(runs(work)) == 25 and len({r["id"] for r in runs(work)}) == 25

@@ -246,10 +246,13 @@ def import_leaderboard(
         out(valid_text(f"  task {name!r} is not a task of track {track!r}: {n} trials not imported"))
     known = set(wd.runs())
     work = []
+    queued: set[str] = set()
     for ref, _task in todo:
-        if run_id(ref.trial_name or ref.trial, ref.key) in known:
+        rid = run_id(ref.trial_name or ref.trial, ref.key)
+        if rid in known or rid in queued:  # imported, or the same trial twice in the source
             res.already += 1
         else:
+            queued.add(rid)
             work.append(ref)
     asked = ", ".join(
         f"{o} {' '.join(v)}"
@@ -285,6 +288,10 @@ def import_leaderboard(
             res.refused += 1
             progress.note(valid_text(f"  FAILED {o.failed}"[:2000]))
             return progress.advance(refused=1)
+        if o.run.id in known:  # the same trial twice in the source (a copied trial dir): once
+            res.already += 1
+            return progress.advance()
+        known.add(o.run.id)
         pending.append(o.run)
         if len(pending) >= LINE_BATCH or time.monotonic() - flushed[0] > 1.0:
             flush()

@@ -548,8 +548,9 @@ def _fill(ref: TrialRef, raw_cfg: bytes | None, raw_res: bytes | None, *, where:
         return f"{where}/result.json: trial_name: missing; not a Harbor TrialResult"
     agent_cfg, info = _dict(cfg.agent), _dict(res.agent_info)
     model_info = _dict(info.get("model_info"))
-    ref.trial_name = _str(res.trial_name)
-    ref.trial_id = _str(res.id)
+    # as harbor_trials.read_trial reads them: the run id (importers.from_trial) is made of these
+    ref.trial_name = res.trial_name
+    ref.trial_id = res.id if isinstance(res.id, str) and res.id else None
     ref.result_sha256 = hashlib.sha256(raw_res).hexdigest() if ref.trial_id is None else ""
     ref.agent = _str(agent_cfg.get("name")) or _str(agent_cfg.get("import_path")) or _str(info.get("name"))
     provider, mname = _str(model_info.get("provider")), _str(model_info.get("name"))
