@@ -19,7 +19,7 @@ from typing import Any
 from swe_residual.cluster.bundles import Outbox, unpack_artifacts
 from swe_residual.cluster.connection import SLOT, connect, node_name, nodes, probe
 from swe_residual.cluster.node_task import Job, Outcome, run_job
-from swe_residual.errors import HarnessError, InfraError
+from swe_residual.errors import HarnessError, InfraError, InputError
 from swe_residual.results import Record, append_record
 from swe_residual.run.attempt import Case, budget_for
 from swe_residual.run.session import RunSession, SessionOptions
@@ -28,8 +28,23 @@ TICK_S = 0.5
 HEAD_PROBE_S = 2.0  # how often the head's port is probed ...
 HEAD_MISSES = 3  # ... and how many misses in a row stop the run
 NO_NODE_S = 15.0  # no node with a case slot this long while cases wait: the run stops
+MARGIN_ENV = "SWE_RESIDUAL_CLUSTER_MARGIN_S"
 MARGIN_S = 600.0  # beyond a case's agent and verifier budgets (preparing images on a fresh node)
 RECORD_CAP = 4 << 20  # bytes of a record a node may send
+
+
+def margin_s() -> float:
+    """Seconds a case may run beyond its agent and verifier budgets before it is cancelled."""
+    raw = os.environ.get(MARGIN_ENV, "").strip()
+    try:
+        value = float(raw) if raw else MARGIN_S
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise InputError(
+            f"{MARGIN_ENV}={raw!r}: expected seconds (a number >= 0); unset it for {MARGIN_S:.0f}"
+        )
+    return value
 
 
 class ClusterStopped(KeyboardInterrupt):
@@ -74,6 +89,7 @@ class ClusterRunner:
 
     def __init__(self, session: RunSession, address: str):
         self.session, self.address = session, address
+        self.margin = margin_s()
         self.ray = connect(address)
         self.outbox = Outbox(self.ray)
         self.task = self.ray.remote(run_job)  # made once: Ray exports the function once
@@ -242,9 +258,9 @@ class ClusterRunner:
         budget = budget_for(case.task, agent, self.session.settings.agent_timeout).wall_s
         verifier = float(getattr(case.task.config.verifier, "timeout_sec", 0) or 0)
         now = time.monotonic()
-        self.flights[ref] = Flight(w, node, now + budget + 2 * verifier + MARGIN_S, now)
+        self.flights[ref] = Flight(w, node, now + budget + 2 * verifier + self.margin, now)
         node.running.add(case.id)
-        self.session.emit("start", case=case.id, worker=node.name)
+        self.session.emit("start", case=case.id, worker=node.name, node=node.name)
         self._publish()
 
     def _collect(self) -> None:
@@ -264,7 +280,7 @@ class ClusterRunner:
                 seconds = round(now - f.started)
                 self._fault(
                     f,
-                    f"no result from node {f.node.name} within {seconds} s (the case's agent and verifier budgets plus {MARGIN_S:.0f} s); cancelled",
+                    f"no result from node {f.node.name} within {seconds} s (the case's agent and verifier budgets plus {self.margin:.0f} s); cancelled",
                     "infra_harness",
                 )
 
