@@ -106,6 +106,7 @@ class ClusterRunner:
         self.queue: deque[Waiting] = deque()
         self.flights: dict[Any, Flight] = {}
         self.stopped: str | None = None
+        self.head_lost = False  # then nothing more is asked of the cluster (a call would wait for the head)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -153,6 +154,8 @@ class ClusterRunner:
         self._stop("the run ended")
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.head_lost:  # a cancel or a status write would wait for the head that is gone
+            return
         for ref in list(self.flights):
             try:
                 self.ray.cancel(ref, force=True)
@@ -169,6 +172,7 @@ class ClusterRunner:
                 last_probe = now
                 misses = misses + 1 if probe(self.address, timeout=2.0) else 0
                 if misses >= HEAD_MISSES:
+                    self.head_lost = True
                     self._stop(f"the cluster's head at {self.address} stopped answering")
                     return
                 if misses == 0:
