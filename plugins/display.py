@@ -84,7 +84,14 @@ class LiveView:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         self.out.tw = self.config.get_terminal_writer() if reporter is not None else None
         if self.display.mode == "plain":
-            workers = f" on {self.progress.workers} workers" if self.progress.workers else ""
+            cluster = self.session.cluster
+            workers = (
+                f" on the cluster at {cluster}"
+                if cluster
+                else f" on {self.progress.workers} workers"
+                if self.progress.workers
+                else ""
+            )
             self.out.write_line(
                 f"swe-residual: running {self.progress.total} cases{workers}; a progress line "
                 f"every {self.display.interval:g} s"

@@ -262,10 +262,11 @@ class RunProgress:
     - `start` {case}, `end` {case}: a case begins and ends (after its reruns);
     - `record` {case, agent, start, outcome, valid, flagged}: a record was appended.
 
-    Every event may carry `worker`. Times are the controller's own clock at `apply`. Shown: cases
-    done / running / left with an ETA, success so far per agent from each kind of start (valid
-    outcomes, not yet task-weighted), `infra` (records without a valid verdict, one per attempt),
-    `flagged` (valid runs with integrity flags) and the case running longest."""
+    Every event may carry `worker`; a cluster run's `start` carries `node` (the node the attempt
+    was placed on). Times are the controller's own clock at `apply`. Shown: cases done / running /
+    left with an ETA, success so far per agent from each kind of start (valid outcomes, not yet
+    task-weighted), `infra` (records without a valid verdict, one per attempt), `flagged` (valid
+    runs with integrity flags), the case running longest and, on a cluster, the cases per node."""
 
     total: int = 0
     kept: int = 0  # --resume: cases with a valid verdict already, not run again
@@ -282,6 +283,8 @@ class RunProgress:
     preparing: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
     ready: dict[str, set[str]] = field(default_factory=lambda: {p: set() for p in PHASES})
     failed: dict[str, set[str]] = field(default_factory=lambda: {p: set() for p in PHASES})
+    node_of: dict[str, str] = field(default_factory=dict)  # case -> the node of its latest attempt
+    node_done: dict[str, int] = field(default_factory=dict)  # node -> cases that ended there
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -296,8 +299,14 @@ class RunProgress:
             if kind == "start" and case:
                 self.first_start = now if self.first_start is None else self.first_start
                 self.running[case] = (now, worker)
+                if event.get("node"):
+                    self.node_of[case] = str(event["node"])
+                    self.node_done.setdefault(self.node_of[case], 0)
             elif kind == "end" and case:
                 self.running.pop(case, None)
+                if case not in self.ended and case in self.node_of:
+                    node = self.node_of[case]
+                    self.node_done[node] = self.node_done.get(node, 0) + 1
                 self.ended.add(case)
             elif kind == "record" and case:
                 if event.get("valid") and event.get("outcome") in (0, 1):
@@ -395,13 +404,27 @@ class RunProgress:
             text += f"; slowest running: {case} ({worker + ', ' if worker else ''}{duration(seconds)})"
         return text
 
+    def nodes_text(self, running: bool = True) -> str:
+        """A cluster run's cases per node (`n1 2 running, 5 done`); empty for a local run."""
+        if not self.node_done:
+            return ""
+        busy: dict[str, int] = {}
+        for case in self.running:
+            if case in self.node_of:
+                busy[self.node_of[case]] = busy.get(self.node_of[case], 0) + 1
+        parts = [
+            f"{node} {busy.get(node, 0)} running, {done} done" if running else f"{node} {done}"
+            for node, done in sorted(self.node_done.items())
+        ]
+        return ("nodes: " if running else "cases per node: ") + ", ".join(parts)
+
     def line(self) -> str:
         """The state as one plain line (logs, CI)."""
         with self._lock:
             parts = [self.counts_text(), *self.agent_texts(), self.problems_text()]
-            phases = self.phases_text()
-            if phases:
-                parts.append(phases)
+            for extra in (self.nodes_text(), self.phases_text()):
+                if extra:
+                    parts.append(extra)
             return "swe-residual: " + "; ".join(parts)
 
     def final_line(self) -> str:
@@ -412,7 +435,8 @@ class RunProgress:
                 *self.agent_texts(),
                 f"infra {self.infra}, flagged {len(self.flagged)}",
             ]
-            return "swe-residual: " + "; ".join(parts)
+            nodes = self.nodes_text(running=False)
+            return "swe-residual: " + "; ".join([*parts, nodes] if nodes else parts)
 
     def renderable(self, width: int = 100):
         """The live display (rich): phase, a bar with counts and ETA, a line per agent, problems."""
@@ -432,6 +456,9 @@ class RunProgress:
                 Text(self.counts_text(), no_wrap=True, overflow="ellipsis"),
             )
             lines = [Text("  " + t, no_wrap=True, overflow="ellipsis") for t in self.agent_texts()]
+            nodes = self.nodes_text()
+            if nodes:
+                lines.append(Text("  " + nodes, no_wrap=True, overflow="ellipsis"))
             tail = Text(
                 self.problems_text(), style="yellow" if self.infra else "", no_wrap=True, overflow="ellipsis"
             )

@@ -63,6 +63,17 @@ class Node:
         ).stdout
         return out.split()
 
+    def workers(self, running: str = "run_job") -> list[int]:
+        """Pids of this node's Ray workers running the task `running` (Ray titles them ray::NAME)."""
+        pids = []
+        for pid in ray_pids(self.dir):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(f"ray::{running}".encode()):
+                    pids.append(pid)
+            except OSError:
+                continue
+        return pids
+
     def kill(self) -> None:
         """SIGKILL the node's Ray processes (its raylet, workers; not its engine)."""
         if self.ray is not None:
@@ -202,7 +213,7 @@ class Machines:
             "SWE_RESIDUAL_NODE_DIR": f"{d}/node",
             "TMPDIR": f"{d}/tmp",
         }
-        (d / "tmp").mkdir()
+        (d / "tmp").mkdir(exist_ok=True)  # a node that joins again keeps its disk
         join = [
             str(BIN / "swe-residual"),
             "cluster",
@@ -236,7 +247,16 @@ class Machines:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_for(f"node {node.name} joining", lambda: node.name in self.alive(), 120, every=1.0)
+        # its images first (a file read: a status call per second would load the machine more)
+        log = d / "join.log"
+        wait_for(
+            f"node {node.name} loading its images",
+            lambda: b": joining " in log.read_bytes() or node.ray.poll() is not None,
+            600,
+            every=1.0,
+        )
+        assert node.ray.poll() is None, f"join of {node.name} failed: {log.read_text()[-2000:]}"
+        wait_for(f"node {node.name} joining", lambda: node.name in self.alive(), 120, every=2.0)
 
     def alive(self) -> list[str]:
         """Names of the nodes the head lists alive with case slots."""
@@ -251,6 +271,21 @@ class Machines:
         except ValueError:
             return []
         return [r["node"] for r in rows if r["alive"] and r["slots"]]
+
+    def kill_head(self) -> None:
+        """SIGKILL the head's Ray processes (its GCS, raylet): the cluster's address stops answering."""
+        if self.head is not None:
+            for pid in ray_pids(self.root / "head"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.killpg(self.head.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.head.wait()
+            self.head = None
 
     def restart(self, node: Node, slots: int) -> None:
         node.kill()
@@ -270,16 +305,7 @@ class Machines:
                 except subprocess.TimeoutExpired:
                     node.dockerd.kill()
             sh("ip", "netns", "del", node.ns, check=False)
-        if self.head is not None:
-            for pid in ray_pids(self.root / "head"):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                os.killpg(self.head.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.kill_head()
         sh("ip", "link", "del", f"{PREFIX}h", check=False)
         sh("ip", "netns", "del", f"{PREFIX}br", check=False)
         for node in self.nodes:  # what a dockerd killed mid-way left mounted, then its disk

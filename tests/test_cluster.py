@@ -6,17 +6,23 @@ Real suite runs (`pytest suites/demo --cluster ...`) on the docker backend. Need
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .cluster_machines import Machines, task_images, wait_for
-from .drivers import ROOT, records, run_suite, start_suite
+from .drivers import ROOT, cli, records, run_suite, start_suite
+from .test_grading_channels import FLIP
 
 TASKS = ["date-range-merge", "ini-inline-comments"]
 SELECT = ["-k", " or ".join(TASKS), "--backend", "docker", "--start", "clean"]
@@ -49,9 +55,13 @@ def hidden(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cluster-runs")
 
 
+MACHINE_TASK = ROOT / "suites/terminal_bench/tasks/sales-report"
+
+
 @pytest.fixture(scope="module")
 def cluster(hidden: Path, tmp_path_factory):
     images = task_images([ROOT / "suites/demo/tasks" / t for t in TASKS], "demo")
+    images += task_images([MACHINE_TASK], "terminal_bench")  # built on the host (its apt needs a network)
     machines = Machines(Path(f"/var/tmp/swe-residual-cluster-{os.getpid()}"), hidden)
     try:
         machines.network()
@@ -105,18 +115,181 @@ def test_a_run_without_cluster_never_imports_ray(tmp_path):
     assert (tmp_path / "ray.txt").read_text() == "False"
 
 
-def test_cases_spread_over_both_nodes(cluster, hidden):
+AGENTS = {
+    # makes the hidden tests' report say passed with a conftest.py hook (the task stays unsolved)
+    "forger": {"harness": "command", "command": f"printf '%s' {shlex.quote(FLIP)} > conftest.py"},
+    # keeps the request it was given in the repository: the final patch shows what it read
+    "reader": {"harness": "command", "command": 'cp "$TASK_DIR/instruction.md" request-seen.md'},
+}
+
+
+@pytest.fixture(scope="module")
+def demo_run(cluster, hidden) -> tuple[Path, subprocess.CompletedProcess]:
+    """One cluster run that the tests below read: oracle, nop and the forger on both tasks from the
+    clean start, and the reader from date-range-merge's states with the summary handoff view."""
     run = hidden / "spread"
-    proc = run_suite(*SELECT, "--cluster", cluster.address, agents=["oracle", "nop"], run_dir=run)
+    config = hidden / "agents.yaml"
+    config.write_text(yaml.safe_dump({"agents": AGENTS}))
+    select = (
+        "(date-range-merge or ini-inline-comments) and clean and not reader"
+        " or reader and date-range-merge and summary"
+    )
+    proc = run_suite(
+        "-k",
+        select,
+        "--backend",
+        "docker",
+        "--handoff-view",
+        "summary",
+        "--cluster",
+        cluster.address,
+        "--progress",
+        "plain",
+        "--progress-interval",
+        "1",
+        agents=["oracle", "nop", "forger", "reader"],
+        agent_config=config,
+        run_dir=run,
+    )
+    return run, proc
+
+
+def test_cases_spread_over_both_nodes(cluster, hidden, demo_run):
+    run, proc = demo_run
     assert proc.returncode == 1, proc.stdout[-3000:]  # nop's failures
     recs = records(run)
     assert sorted(r["case_id"] for r in recs) == sorted({r["case_id"] for r in recs})  # each once
-    assert len(recs) == 4 and all(r["verdict"] in ("pass", "fail") for r in recs)
+    assert len(recs) == 8 and all(r["verdict"] in ("pass", "fail") for r in recs), recs
     assert {r["node"] for r in recs} == {"n1", "n2"}
     for r in recs:
         assert r["artifacts"] and all((run / p).is_file() for p in r["artifacts"].values())
     assert all(n.containers() == [] for n in cluster.nodes)
     assert all(_node_sees(n, hidden) == [] for n in cluster.nodes)  # the run dirs are not theirs to read
+
+
+def test_progress_shows_the_cases_per_node(demo_run):
+    run, proc = demo_run
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("swe-residual: ")]
+    assert lines[0].startswith("swe-residual: running 8 cases on the cluster at "), lines
+    assert any(re.search(r"nodes: n1 \d running, \d done, n2 \d running, \d done", line) for line in lines), (
+        lines
+    )
+    per_node = Counter(r["node"] for r in records(run))
+    final = next(line for line in lines if " cases done in " in line)
+    assert final.endswith(f"cases per node: n1 {per_node['n1']}, n2 {per_node['n2']}"), final
+
+
+def test_run_page_and_case_pages_name_the_node(demo_run):
+    from swe_residual.report.html.run_page import page_name
+
+    run, _ = demo_run
+    html = (run / "report.html").read_text()
+    data = json.loads(
+        re.search(r'<script type="application/json" id="case-data">(.*?)</script>', html).group(1)
+    )
+    assert sorted(data["nodes"]) == ["n1", "n2"] and '<th data-k="node"' in html
+    recs = records(run)
+    shown = {data["nodes"][row[11]] for row in data["rows"]}
+    assert shown == {r["node"] for r in recs}
+    for r in recs:
+        page = (run / "pages" / page_name(r["case_id"])).read_text()
+        assert f"cluster node {r['node']}" in page, r["case_id"]
+
+
+@pytest.mark.browser
+def test_case_list_shows_and_sorts_by_node_in_chromium(demo_run, tmp_path):
+    from .chromium_cdp import Browser
+    from .test_html_report import chromium
+
+    run, _ = demo_run
+    node_of = {r["case_id"]: r["node"] for r in records(run)}
+    browser = Browser(chromium(), str(tmp_path / "profile"))
+    try:
+        page = browser.new_page()
+        page.goto((run / "report.html").as_uri())
+        rows = "[...document.querySelectorAll('#cl-body tr')].map(r => [...r.cells].map(c => c.textContent))"
+        assert {r[0]: r[-1] for r in page.eval(rows)} == node_of  # the last column: the case's node
+        page.click('#cl-table th[data-k="node"]')
+        nodes = [r[-1] for r in page.eval(rows)]
+        assert nodes == sorted(nodes) and set(nodes) == {"n1", "n2"}
+    finally:
+        browser.close()
+
+
+def test_integrity_checks_and_the_hardened_regrade_run_on_the_node(demo_run):
+    run, _ = demo_run
+    for r in (r for r in records(run) if r["agent"] == "forger"):
+        # the forged report gives outcome 1; the node's hardened re-grade (no conftest.py) fails it
+        assert (r["verdict"], r["outcome"]) == ("pass", 1), r
+        assert any(s.startswith("hardened-regrade-differs: outcome 1 -> 0") for s in r["integrity"]), r
+        assert (run / r["artifacts"]["hardened_log"]).is_file()
+    honest = [r for r in records(run) if r["agent"] == "oracle"]
+    assert honest and all(r["outcome"] == 1 and r["integrity"] == [] for r in honest)
+
+
+def test_gates_read_a_cluster_run(demo_run):
+    run, _ = demo_run
+    flagged = cli("gate", str(run), "--max-flagged", "0", "--max-infra", "0")
+    assert flagged.returncode == 10, flagged.stdout + flagged.stderr
+    assert "GATE: demo/forger: 2 runs with integrity flags" in flagged.stdout  # its forged passes
+    assert "gates: failed, exit status 10 (1 of " in flagged.stdout  # every other check holds
+    assert cli("gate", str(run), "--max-flagged", "2", "--max-infra", "0").returncode == 0
+
+
+def test_a_handoff_view_reaches_the_node(demo_run):
+    run, _ = demo_run
+    readers = [r for r in records(run) if r["agent"] == "reader"]
+    assert len(readers) == 2 and all(r["start"] == "residual+summary" for r in readers), readers
+    for r in readers:
+        patch = (run / r["artifacts"]["patch"]).read_text()
+        assert "+## Handoff from the previous attempt" in patch, r[
+            "case_id"
+        ]  # made on the node from the trajectory
+
+
+def test_the_machine_track_snapshots_on_the_node(cluster, hidden):
+    run = hidden / "machine"
+    proc = run_suite(
+        "-k",
+        "sales-report",
+        "--start",
+        "residual",
+        "--cluster",
+        cluster.address,
+        suite="suites/terminal_bench",
+        agents=["oracle", "nop"],
+        run_dir=run,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:]  # nop's failure
+    recs = records(run, by="agent")
+    assert (recs["oracle"]["outcome"], recs["nop"]["outcome"]) == (1, 0), recs
+    for r in recs.values():
+        node = next(n for n in cluster.nodes if n.name == r["node"])
+        snaps = node.docker("images", "-q", "swe-residual/machine-sales-report").stdout.split()
+        assert snaps, f"no snapshot image on {node.name}, where {r['case_id']} ran"
+    assert all(n.containers() == [] for n in cluster.nodes)
+
+
+def test_join_checks_the_engine_and_loads_images_with_progress(cluster, hidden):
+    for node in cluster.nodes:  # what each node's join printed before it joined
+        log = (node.dir / "join.log").read_text()
+        assert "docker backend: available" in log, log
+        assert re.search(r"images: loading \S+ from unix:///run/docker.sock \(1/\d+\)", log), log
+        assert re.search(r"images: \d+ present, \d+ loaded", log), log
+    dead = cli(
+        "cluster",
+        "join",
+        cluster.address,
+        "--slots",
+        "1",
+        "--name",
+        "no-engine",
+        env={"DOCKER_HOST": f"unix://{hidden}/no-engine.sock"},
+    )
+    assert dead.returncode == 2, dead.stdout + dead.stderr  # the CLI's usage error
+    err = dead.stderr.strip().splitlines()
+    assert len(err) == 1 and f"no Docker engine answers at unix://{hidden}/no-engine.sock" in err[0], err
+    assert "no-engine" not in cluster.alive()
 
 
 def test_controller_killed_then_resume(cluster, hidden):
@@ -142,6 +315,52 @@ def test_controller_killed_then_resume(cluster, hidden):
     assert done.returncode == 1, done.stdout[-3000:]
     recs = records(run)
     assert len(recs) == 2 and all(r["verdict"] == "fail" and r["rule"] == "budget" for r in recs)
+
+
+def test_a_case_with_no_result_in_time_is_cancelled_and_run_elsewhere(cluster, hidden):
+    # date-range-merge with a 10 s verifier: no result within 3 + 2 x 10 + 15 s is a timeout
+    tasks = hidden / "short-verifier"
+    shutil.copytree(ROOT / "suites/demo/tasks/date-range-merge", tasks / "date-range-merge")
+    toml = tasks / "date-range-merge/task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 120", "timeout_sec = 10"))
+    run = hidden / "timeout"
+    proc = start_suite(
+        *SELECT,
+        "--tasks-dir",
+        str(tasks),
+        "--cluster",
+        cluster.address,
+        "--agent-timeout",
+        "3",
+        agents=["command:sleep 60"],
+        run_dir=run,
+        env={"SWE_RESIDUAL_CLUSTER_MARGIN_S": "15"},
+    )
+    stopped: list[int] = []
+    try:
+        # the node's worker freezes mid-case (a hung node): nothing it runs ends, nothing reports
+        busy = wait_for(
+            "a case running on a node",
+            lambda: next((n for n in cluster.nodes if n.containers(running=True) and n.workers()), None),
+            120,
+            every=0.2,
+        )
+        for pid in busy.workers():
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    assert proc.returncode == 1, out[-3000:]  # as a normal run: the sleeping agent fails the task
+    first, second = records(run)
+    assert (first["rule"], first["node"], first["attempt"]) == ("infra_harness", busy.name, 1), first
+    assert f"no result from node {busy.name} within" in first["error"] and "cancelled" in first["error"]
+    assert (second["attempt"], second["rule"]) == (2, "budget") and second["node"] != busy.name, second
+    wait_for("the frozen worker's containers to go", lambda: not busy.containers(), 30)
 
 
 def test_node_killed_mid_case_retries_on_the_other(cluster, hidden):
@@ -190,3 +409,26 @@ def test_every_node_killed_stops_like_an_interrupt(cluster, hidden):
     assert proc.returncode == 2, out[-3000:]
     assert time.monotonic() - t0 < 60
     assert f"--resume {run}" in out
+
+
+def test_the_head_gone_stops_like_an_interrupt(cluster, hidden):
+    node = cluster.nodes[0]
+    cluster.restart(node, 2)  # the test before killed every node
+    run = hidden / "head-lost"
+    proc = start_suite(
+        *SELECT,
+        "--cluster",
+        cluster.address,
+        agents=["command:sleep 60"],
+        run_dir=run,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for("a case running", lambda: node.containers(running=True), 120, every=0.2)
+    t0 = time.monotonic()
+    cluster.kill_head()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out[-3000:] + err[-2000:]
+    assert time.monotonic() - t0 < 60
+    assert "stopped answering" in out + err and f"--resume {run}" in out

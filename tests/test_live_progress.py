@@ -101,6 +101,22 @@ def test_run_progress_counts_eta_tallies_and_the_slowest_case():
     )
 
 
+def test_run_progress_counts_a_cluster_runs_cases_per_node():
+    p = RunProgress(total=3, clock=Clock())
+    for case, node in (("a", "n1"), ("b", "n2"), ("c", "n1")):
+        p.apply({"kind": "start", "case": case, "worker": node, "node": node})
+    p.apply({"kind": "end", "case": "a"})
+    p.apply(
+        {"kind": "start", "case": "b", "worker": "n1", "node": "n1"}
+    )  # b again, after an infra error on n2
+    assert p.nodes_text() == "nodes: n1 2 running, 1 done, n2 0 running, 0 done"
+    p.apply({"kind": "end", "case": "b"})
+    p.apply({"kind": "end", "case": "b"})  # a repeated end counts once
+    assert "; nodes: n1 1 running, 2 done, n2 0 running, 0 done" in p.line()
+    assert p.final_line().endswith("; cases per node: n1 2, n2 0")
+    assert RunProgress(total=1).nodes_text() == ""  # a local run: no nodes
+
+
 def test_event_channel_keeps_lines_of_concurrent_writers_whole(tmp_path):
     path = tmp_path / "events.jsonl"
     reader = EventChannel(path)

@@ -19,7 +19,7 @@ from typing import Any
 from swe_residual.cluster.bundles import Outbox, unpack_artifacts
 from swe_residual.cluster.connection import SLOT, connect, node_name, nodes, probe
 from swe_residual.cluster.node_task import Job, Outcome, run_job
-from swe_residual.errors import HarnessError, InfraError
+from swe_residual.errors import HarnessError, InfraError, InputError
 from swe_residual.results import Record, append_record
 from swe_residual.run.attempt import Case, budget_for
 from swe_residual.run.session import RunSession, SessionOptions
@@ -28,8 +28,23 @@ TICK_S = 0.5
 HEAD_PROBE_S = 2.0  # how often the head's port is probed ...
 HEAD_MISSES = 3  # ... and how many misses in a row stop the run
 NO_NODE_S = 15.0  # no node with a case slot this long while cases wait: the run stops
+MARGIN_ENV = "SWE_RESIDUAL_CLUSTER_MARGIN_S"
 MARGIN_S = 600.0  # beyond a case's agent and verifier budgets (preparing images on a fresh node)
 RECORD_CAP = 4 << 20  # bytes of a record a node may send
+
+
+def margin_s() -> float:
+    """Seconds a case may run beyond its agent and verifier budgets before it is cancelled."""
+    raw = os.environ.get(MARGIN_ENV, "").strip()
+    try:
+        value = float(raw) if raw else MARGIN_S
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise InputError(
+            f"{MARGIN_ENV}={raw!r}: expected seconds (a number >= 0); unset it for {MARGIN_S:.0f}"
+        )
+    return value
 
 
 class ClusterStopped(KeyboardInterrupt):
@@ -74,6 +89,7 @@ class ClusterRunner:
 
     def __init__(self, session: RunSession, address: str):
         self.session, self.address = session, address
+        self.margin = margin_s()
         self.ray = connect(address)
         self.outbox = Outbox(self.ray)
         self.task = self.ray.remote(run_job)  # made once: Ray exports the function once
@@ -90,6 +106,7 @@ class ClusterRunner:
         self.queue: deque[Waiting] = deque()
         self.flights: dict[Any, Flight] = {}
         self.stopped: str | None = None
+        self.head_lost = False  # then nothing more is asked of the cluster (a call would wait for the head)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,6 +154,8 @@ class ClusterRunner:
         self._stop("the run ended")
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.head_lost:  # a cancel or a status write would wait for the head that is gone
+            return
         for ref in list(self.flights):
             try:
                 self.ray.cancel(ref, force=True)
@@ -153,6 +172,7 @@ class ClusterRunner:
                 last_probe = now
                 misses = misses + 1 if probe(self.address, timeout=2.0) else 0
                 if misses >= HEAD_MISSES:
+                    self.head_lost = True
                     self._stop(f"the cluster's head at {self.address} stopped answering")
                     return
                 if misses == 0:
@@ -242,9 +262,9 @@ class ClusterRunner:
         budget = budget_for(case.task, agent, self.session.settings.agent_timeout).wall_s
         verifier = float(getattr(case.task.config.verifier, "timeout_sec", 0) or 0)
         now = time.monotonic()
-        self.flights[ref] = Flight(w, node, now + budget + 2 * verifier + MARGIN_S, now)
+        self.flights[ref] = Flight(w, node, now + budget + 2 * verifier + self.margin, now)
         node.running.add(case.id)
-        self.session.emit("start", case=case.id, worker=node.name)
+        self.session.emit("start", case=case.id, worker=node.name, node=node.name)
         self._publish()
 
     def _collect(self) -> None:
@@ -264,7 +284,7 @@ class ClusterRunner:
                 seconds = round(now - f.started)
                 self._fault(
                     f,
-                    f"no result from node {f.node.name} within {seconds} s (the case's agent and verifier budgets plus {MARGIN_S:.0f} s); cancelled",
+                    f"no result from node {f.node.name} within {seconds} s (the case's agent and verifier budgets plus {self.margin:.0f} s); cancelled",
                     "infra_harness",
                 )
 

@@ -137,7 +137,7 @@ def render_case(c: CaseInputs) -> str:
             (
                 f"{_secs(r.duration_s)} in all (agent {_secs(r.agent_duration_s)}, verifier "
                 f"{_secs(r.verify_duration_s)}), finished {esc(_when(r.finished_at))}, "
-                f"backend {esc(r.backend or 'n/a')}"
+                f"backend {esc(r.backend or 'n/a')}" + (f", cluster node {esc(r.node)}" if r.node else "")
             ),
         ),
         ("attempt", f"{esc(r.attempt)} ({n} record{'s' if n != 1 else ''} of this case)"),
@@ -582,18 +582,21 @@ def _verifier(r: Any, c: CaseInputs) -> str:
 
 def _attempts(c: CaseInputs) -> str:
     rows = []
+    on_nodes = any(r.node for r in c.records)  # a cluster run: which node ran each attempt
     for r in reversed(c.records):
         cls = outcome_class([r])
         links = " ".join(
             _link(p, c.roots, c.pages_dir, name) for name, p in sorted((r.artifacts or {}).items())
         )
+        node = f"<td>{esc(r.node or '')}</td>" if on_nodes else ""
         rows.append(
             f'<tr><td class=num>{esc(r.attempt)}</td><td><span class="v {cls}">{esc(r.verdict)}</span></td>'
-            f"<td>{esc(r.rule or '')}</td><td>{esc(_when(r.finished_at))}</td>"
+            f"<td>{esc(r.rule or '')}</td>{node}<td>{esc(_when(r.finished_at))}</td>"
             f"<td>{esc(clip(r.error or '', 300)[0])}</td><td>{links}</td></tr>"
         )
+    heads = ["attempt", "verdict", "rule", *(["node"] if on_nodes else []), "finished", "error", "artifacts"]
     return (
         '<h2 id="attempts">Every record of this case</h2><p class="mute small">Shown in full above: attempt '
         f"{esc(c.primary.attempt)} (the newest with a valid verdict, else the newest).</p>"
-        + table(["attempt", "verdict", "rule", "finished", "error", "artifacts"], rows)
+        + table(heads, rows)
     )

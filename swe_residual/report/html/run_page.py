@@ -383,7 +383,7 @@ def case_list_data(grid: Grid) -> dict[str, Any]:
     carries 10k of them). Names are indexes into the lists; a case id (and page name) is left
     out where the script can rebuild it from agent, task and state."""
     lists: dict[str, dict[str, int]] = {
-        k: {} for k in ("agents", "tasks", "states", "starts", "rules", "flags")
+        k: {} for k in ("agents", "tasks", "states", "starts", "rules", "flags", "nodes")
     }
 
     def ix(kind: str, value: str) -> int:
@@ -412,6 +412,7 @@ def case_list_data(grid: Grid) -> dict[str, Any]:
                 None if r.duration_s is None else round(r.duration_s, 1),
                 0 if cid == standard else cid,
                 name,
+                -1 if not r.node else ix("nodes", r.node),  # a cluster run: the node of the shown attempt
             ]
         )
     tasks_of = {state: task for task, state in shown_states}
@@ -462,14 +463,16 @@ LIST_SCRIPT = (
     "p=r[10]===0?id+'.html':r[10].charAt(0)==='#'?(/^[A-Za-z0-9]/.test(st)?'':'_')+st+'-'+r[10].slice(1)+'.html'"
     ":r[10];"
     "return {id:id,page:p,agent:a,task:t,state:s,short:r[2]<0?'':D.short[r[2]],start:D.starts[r[3]],outcome:r[4],"
-    "rule:D.rules[r[5]],flags:r[6].map(function(i){return D.flags[i]}),steps:r[7],time:r[8]}});"
+    "rule:D.rules[r[5]],flags:r[6].map(function(i){return D.flags[i]}),steps:r[7],time:r[8],"
+    "node:r[11]<0?'':D.nodes[r[11]]}});"
     "function opts(sel,values,label){values.slice().sort().forEach(function(v){var o=document.createElement('option');"
     "o.value=v;o.textContent=label?label(v):v;sel.appendChild(o)})}"
     "opts(F.agent,D.agents);opts(F.task,D.tasks);opts(F.start,D.starts);opts(F.rule,D.rules);"
     "opts(F.outcome,Object.keys(D.words),function(v){return D.words[v]});"
     "['(none)'].concat(D.flags).forEach(function(v,i){var o=document.createElement('option');o.value=i?v:'-';"
     "o.textContent=i?v:'no flag';F.flag.appendChild(o)});"
-    "function ok(c){var s=q.value.toLowerCase();if(s&&(c.id+' '+c.task+' '+c.state).toLowerCase().indexOf(s)<0)"
+    "function ok(c){var s=q.value.toLowerCase();if(s&&(c.id+' '+c.task+' '+c.state+' '+c.node).toLowerCase()"
+    ".indexOf(s)<0)"
     "return false;if(F.agent.value&&c.agent!==F.agent.value)return false;if(F.task.value&&c.task!==F.task.value)"
     "return false;if(F.start.value&&c.start!==F.start.value)return false;if(F.outcome.value&&c.outcome!=="
     "F.outcome.value)return false;if(F.rule.value&&c.rule!==F.rule.value)return false;var f=F.flag.value;"
@@ -485,7 +488,7 @@ LIST_SCRIPT = (
     "td(tr,c.task,'long').title=c.task;td(tr,c.start);td(tr,c.short,'long').title=c.state;"
     "var o=td(tr,'');var v=document.createElement('span');v.className='v '+c.outcome;v.textContent=D.words[c.outcome];"
     "o.appendChild(v);td(tr,c.rule);td(tr,c.flags.join(', '));td(tr,c.steps===null?'':c.steps,'num');"
-    "td(tr,c.time===null?'':c.time,'num')});"
+    "td(tr,c.time===null?'':c.time,'num');if(D.nodes.length)td(tr,c.node)});"
     "n.textContent=m.length+' of '+R.length+' cases'+(m.length>MAX?' match; the first '+MAX+' are shown':'');"
     "document.querySelectorAll('#cl-table th[data-k]').forEach(function(th){th.setAttribute('aria-sort',"
     "th.getAttribute('data-k')===key?(dir>0?'ascending':'descending'):'none')})}"
@@ -498,11 +501,12 @@ LIST_SCRIPT = (
 
 def case_list_html(grid: Grid) -> str:
     """The case list: one row per case, sortable by every column (click its head), filtered by
-    agent, task, start, outcome, rule and integrity flag, searchable by case id, task and state.
+    agent, task, start, outcome, rule and integrity flag, searchable by case id, task, state and
+    (a cluster run) node.
     The rows are drawn by the page's own script from a JSON block (the CSP allows that script)."""
-    heads = "".join(
-        f'<th data-k="{k}" role="button" title="sort">{esc(label)}</th>' for k, label in LIST_COLUMNS
-    )
+    data = case_list_data(grid)
+    columns = LIST_COLUMNS + ((("node", "node"),) if data["nodes"] else ())  # a cluster run's cases
+    heads = "".join(f'<th data-k="{k}" role="button" title="sort">{esc(label)}</th>' for k, label in columns)
     selects = "".join(
         f'<label>{esc(label)} <select id="cl-{k}"><option value="">all</option>{extra}</select></label>'
         for k, label, extra in (
@@ -523,7 +527,7 @@ def case_list_html(grid: Grid) -> str:
         '<span id="cl-n" class="mute"></span></div>'
         '<p id="cl-noscript" class="mute">The list needs the page\'s script; the grid above links every case.</p>'
         f'<div class="scroll"><table id="cl-table" class="cases" hidden><thead><tr>{heads}</tr></thead>'
-        '<tbody id="cl-body"></tbody></table></div>' + _json_block("case-data", case_list_data(grid))
+        '<tbody id="cl-body"></tbody></table></div>' + _json_block("case-data", data)
     )
 
 
