@@ -136,6 +136,110 @@ def bootstrap_ci(
     }
 
 
+#: one task of the nested bootstrap: its Clean Start cell and its Residual States' cells, each cell
+#: (successes, valid repeats) of one case
+TaskCells = tuple[tuple[int, int], Sequence[tuple[int, int]]]
+
+
+def nested_bootstrap_ci(
+    tasks: Iterable[TaskCells], *, n_boot: int = DEFAULT_BOOT, seed: int = 0, level: float = 0.95
+) -> dict[str, Any]:
+    """bootstrap_ci with the repeats resampled too (a nested bootstrap): a replicate draws N tasks
+    with replacement, then for every drawn task and every case of it (its clean start, each state)
+    that case's n repeats with replacement, and recomputes Res, Clean and Gap from the same draw.
+
+    Outcomes are 0/1, so a case with s successes in n repeats resamples to Binomial(n, s/n)
+    successes, and m drawn copies of a task to Binomial(m n, s/n): the draws stay one per distinct
+    task value and replicate, never one per repeat. A case whose repeats agree (s = 0 or n, every
+    case of a run without repeats) draws nothing: such tasks give bootstrap_ci's draws, bit for
+    bit, so one repeat per case gives bootstrap_ci's intervals.
+    """
+    n_boot = _check_replicates("n_boot", n_boot)
+    keys: list[tuple] = []
+    for (cs, cn), states in tasks:
+        y0 = cs / cn
+        means = [s / n for s, n in states]
+        y = _task_mean(means)
+        mixed = tuple(sorted((n, s) for s, n in states if 0 < s < n))
+        if 0 < cs < cn or mixed:
+            fixed = sum([m for m, (s, n) in zip(means, states) if not 0 < s < n])
+            keys.append((y0, y, (len(states), fixed, (cn, cs) if 0 < cs < cn else (), mixed)))
+        else:
+            keys.append((y0, y, ()))
+    if not keys:
+        return {"residual": None, "clean": None, "gap": None, "n_boot": n_boot, "seed": seed, "level": level}
+    cats, sizes = _categories(keys)
+    n = len(keys)
+    if not any(k[2] for k in cats):  # nothing to resample within a task: the task bootstrap
+        clean_sum, res_sum = resampled_sums(
+            _rng(seed), sizes, ([k[0] for k in cats], [k[1] for k in cats]), n_boot
+        )
+    else:
+        clean_sum, res_sum = _nested_sums(_rng(seed), sizes, cats, n_boot)
+    clean, res = clean_sum / n, res_sum / n
+    gap = 100.0 * (clean - res)
+    return {
+        "residual": _interval(res, level),
+        "clean": _interval(clean, level),
+        "gap": _interval(gap, level),
+        "n_boot": n_boot,
+        "seed": seed,
+        "level": level,
+    }
+
+
+def _task_mean(values: list[float]) -> float:
+    """(1/K) sum of a task's state values, as the report computes it (aggregates._contiguous_means)."""
+    if len(values) == 1:
+        return (0.0 + values[0]) / 1.0
+    if len(values) == 2:
+        return ((0.0 + values[0]) + values[1]) / 2.0
+    return sum(values) / len(values)
+
+
+def _nested_sums(
+    rng: np.random.Generator, sizes: Sequence[int], cats: Sequence[tuple], times: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """resampled_sums of (clean, residual) where a category with cases whose repeats differ adds,
+    for its m drawn tasks, Binomial(m n, s/n) / n per such case (residual ones weighted 1/K) after
+    the m draw of the category; the other categories add m times their value as there."""
+    import numpy as np
+
+    n = sum(sizes)
+    clean_out, res_out = np.empty(times), np.empty(times)
+    for lo in range(0, times, CHUNK):
+        b = min(CHUNK, times - lo)
+        left = np.full(b, n, dtype=np.int64)
+        left_w = n
+        clean_acc, res_acc = np.zeros(b), np.zeros(b)
+        last = len(sizes) - 1
+        for j, c in enumerate(sizes):
+            if j == last:
+                m = left
+            else:
+                m = rng.binomial(left, c / left_w)
+                left = left - m
+                left_w -= c
+            clean, res, inner = cats[j]
+            if not inner:
+                clean_acc += m * clean
+                res_acc += m * res
+                continue
+            k, fixed, clean_cell, mixed = inner
+            if clean_cell:
+                cn, cs = clean_cell
+                clean_acc += rng.binomial(m * cn, cs / cn) / cn
+            else:
+                clean_acc += m * clean
+            r = m * fixed
+            for rn, rs in mixed:
+                r = r + rng.binomial(m * rn, rs / rn) / rn
+            res_acc += r / k
+        clean_out[lo : lo + b] = clean_acc
+        res_out[lo : lo + b] = res_acc
+    return clean_out, res_out
+
+
 def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int = 0) -> tuple[float, bool]:
     """Two-sided paired permutation p-value of mean(diffs) = 0, flipping each task's sign.
 
