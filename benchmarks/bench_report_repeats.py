@@ -91,7 +91,9 @@ def measure(where: Path, n_lines: int, rounds: int) -> dict[str, tuple[float, fl
     for k, (wall, cpu, mib) in out.items():
         print(f"  {k:<10}{sizes[k]:>9}{wall:>9.2f}{cpu:>9.2f}{mib:>10.0f}")
     (pw, pc, _), (rw, rc, _) = out["plain"], out["repeats"]
-    print(f"  repeats / plain: wall x{rw / pw:.2f}, CPU x{rc / pc:.2f} (target: CPU <= x{TARGET})", flush=True)
+    print(
+        f"  repeats / plain: wall x{rw / pw:.2f}, CPU x{rc / pc:.2f} (target: CPU <= x{TARGET})", flush=True
+    )
     return out
 
 

@@ -315,3 +315,38 @@ def test_resume_of_an_interrupted_repeated_run_runs_only_the_missing_repeats(fla
         if r["outcome"] is not None:
             assert r["outcome"] == PLAN[(r["task"], r["start"])][r["repeat"] - 1], r["case_id"]
     _check_hand_numbers(_row(json.loads((run / "summary.json").read_text())))
+
+
+def test_table_4_averages_a_states_repeats_before_the_tasks_states():
+    # one task, graded tests {a, b, c}, two states whose failing set is {a}; failed continuations:
+    # state A three repeats, each failing {a} at the end (same failing 1, broke 0 of {b, c});
+    # state B one run failing {a, b} (same 0, broke 1/2). A state's repeats first:
+    # same_failing = (mean(1, 1, 1) + 0) / 2 = 0.5 (per run it would be 3/4), break_rate =
+    # (0 + 1/2) / 2 = 0.25 (per run 1/8); n_runs still counts the 4 runs
+    from swe_residual.report.tables import build_report
+    from swe_residual.results import Manifest, Record, StateFacts, TaskFacts
+
+    pred = {"agent": "p", "model_family": "X"}
+    manifest = Manifest(
+        tasks={"demo/t": TaskFacts(track="demo", tests=["a", "b", "c"])},
+        states={
+            s: StateFacts(track="demo", task="t", predecessor=pred, failing_tests=["a"], patch="")
+            for s in ("A", "B")
+        },
+    )
+
+    def rec(start, state, repeat, outcome, failing):
+        tests = {t: ("failed" if t in failing else "passed") for t in "abc"}
+        cid = f"x-t-{start}" + (f"-{state}" if state else "") + ("" if repeat == 1 else f"#r{repeat}")
+        return Record(
+            case_id=cid, agent="x", track="demo", task="t", start=start, state=state, repeat=repeat,
+            outcome=outcome, verdict="pass" if outcome else "fail", tests=tests,
+            declared_complete=True, termination="submitted", predecessor=pred if state else None,
+        )  # fmt: skip
+
+    recs = [rec("clean", None, 1, 1, "")]
+    recs += [rec("residual", "A", k, 0, "a") for k in (1, 2, 3)] + [rec("residual", "B", 1, 0, "ab")]
+    bias = build_report(recs, manifest)["acceptance_bias"]["demo"]["x"]
+    assert bias["same_failing"]["value"] == 0.5
+    assert bias["same_failing"]["n_runs"] == 4
+    assert bias["break_rate"]["value"] == 0.25

@@ -73,6 +73,17 @@ def per_task(keys: np.ndarray, values: np.ndarray) -> PerTask:
     return PerTask(segment_means(keys, values)[1], len(keys))
 
 
+def per_state_task(tasks: np.ndarray, states: np.ndarray, values: np.ndarray) -> PerTask:
+    """per_task with a state's runs (its repeats) averaged first, then the task's states: each
+    state weighs the same within its task however many repeats it has. One run per state gives
+    per_task's values bit for bit ((0 + x) / 1 is x)."""
+    if not len(tasks):
+        return PerTask([], 0)
+    width = int(states.max()) + 1
+    pairs, means = segment_means(tasks.astype(np.int64) * width + states, values)
+    return PerTask(segment_means(pairs // width, np.array(means, dtype=np.float64))[1], len(tasks))
+
+
 def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, Cells]:
     """Per distinct key (first-appearance order): (key, mean of the 0/1 values, their successes
     and number). sum(ys) / len(ys) of 0/1 ints is an exact integer quotient, correctly rounded:
@@ -625,14 +636,14 @@ class ColumnRuns:
         value = np.array([f[0] for f in facts])[inv]
         same = np.array([-1.0 if f[1] is None else f[1] for f in facts])[inv]
         broke = np.array([np.nan if f[2] is None else f[2] for f in facts])[inv]
-        task = sel.task[q]
-        f_task = task[failed]
+        task, state = sel.task[q], sel.state[q]
+        f_task, f_state = task[failed], state[failed]
         has_broke = ~np.isnan(broke[failed])
         return {
-            "repaired": per_task(task, value),
-            "repaired_failed": per_task(f_task, value[failed]),
-            "same": per_task(f_task, same[failed]),
-            "broke": per_task(f_task[has_broke], broke[failed][has_broke]),
+            "repaired": per_state_task(task, state, value),
+            "repaired_failed": per_state_task(f_task, f_state, value[failed]),
+            "same": per_state_task(f_task, f_state, same[failed]),
+            "broke": per_state_task(f_task[has_broke], f_state[has_broke], broke[failed][has_broke]),
         }
 
     def _ratios(self, col: IntColumn) -> PerTask:
@@ -670,7 +681,7 @@ class ColumnRuns:
             ratios = counts.astype(np.float64) / table[task]
         else:  # Python ints: Python's int / float
             ratios = np.array([c / t for c, t in zip(counts.tolist(), table[task].tolist())], np.float64)
-        return per_task(task, ratios)
+        return per_state_task(task, sel.state[rn], ratios)
 
     def token_ratios(self) -> PerTask:
         return self._tokens
