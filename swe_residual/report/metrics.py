@@ -140,10 +140,11 @@ def repeat_row(
         if k < 2:
             out[f"{name}_residual"] = out[f"{name}_clean"] = None
             continue
-        res = [fmean([f(n, s, k) for s, n in residual[t]]) for t in tasks if t in residual]
-        cl = [f(clean[t][1], clean[t][0], k) for t in tasks if t in clean]
-        out[f"{name}_residual"] = fmean(res) if res else None
-        out[f"{name}_clean"] = fmean(cl) if cl else None
+        of = {c: f(c[1], c[0], k) for c in set(cells)}  # few distinct (successes, repeats): each once
+        res = [_mean([of[c] for c in residual[t]]) for t in tasks if t in residual]
+        cl = [of[clean[t]] for t in tasks if t in clean]
+        out[f"{name}_residual"] = _mean(res) if res else None
+        out[f"{name}_clean"] = _mean(cl) if cl else None
     if k < 2:
         out["reason"] = "a case has one valid attempt only: pass@k needs k >= 2 of every case (--resume)"
     return out

@@ -149,8 +149,8 @@ def nested_bootstrap_ci(
     that case's n repeats with replacement, and recomputes Res, Clean and Gap from the same draw.
 
     Outcomes are 0/1, so a case with s successes in n repeats resamples to Binomial(n, s/n)
-    successes, and m drawn copies of a task to Binomial(m n, s/n): the draws stay one per distinct
-    task value and replicate, never one per repeat. A case whose repeats agree (s = 0 or n, every
+    successes, and m drawn copies of a task to Binomial(m n, s/n): the draws stay one per kind of
+    case and replicate (_nested_sums), never one per repeat. A case whose repeats agree (s = 0 or n, every
     case of a run without repeats) draws nothing: such tasks give bootstrap_ci's draws, bit for
     bit, so one repeat per case gives bootstrap_ci's intervals.
     """
@@ -200,44 +200,67 @@ def _task_mean(values: list[float]) -> float:
 def _nested_sums(
     rng: np.random.Generator, sizes: Sequence[int], cats: Sequence[tuple], times: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """resampled_sums of (clean, residual) where a category with cases whose repeats differ adds,
-    for its m drawn tasks, Binomial(m n, s/n) / n per such case (residual ones weighted 1/K) after
-    the m draw of the category; the other categories add m times their value as there."""
+    """Per replicate the sums of (clean, residual) over the drawn tasks.
+
+    First the number of tasks drawn from each category: N task indices drawn with replacement and
+    counted (cheaper than resampled_sums' one binomial per category when categories are many,
+    as distinct repeat outcomes make them), else resampled_sums' draws. The part of a category
+    whose repeats agree adds m times its value. A case whose repeats differ, s successes of n,
+    adds Binomial(m n, s/n) / n (a residual one weighted 1/K of its task); independent binomials
+    of one p add up to one binomial, so the cases of one kind (start, n, s, K) are drawn together:
+    one draw per kind and replicate, Binomial(n sum_j m_j c_j, s/n) where c_j counts the kind's
+    cases in category j."""
     import numpy as np
 
-    n = sum(sizes)
-    clean_out, res_out = np.empty(times), np.empty(times)
-    for lo in range(0, times, CHUNK):
-        b = min(CHUNK, times - lo)
-        left = np.full(b, n, dtype=np.int64)
-        left_w = n
-        clean_acc, res_acc = np.zeros(b), np.zeros(b)
-        last = len(sizes) - 1
-        for j, c in enumerate(sizes):
-            if j == last:
-                m = left
-            else:
-                m = rng.binomial(left, c / left_w)
-                left = left - m
+    n_tasks, n_cats = sum(sizes), len(cats)
+    fixed = np.zeros((2, n_cats))  # clean, residual: the agreeing part of one task of the category
+    kinds: dict[tuple[int, int, int, int], np.ndarray] = {}  # (start, n, s, K) -> cases per category
+    for j, (clean, res, inner) in enumerate(cats):
+        if not inner:
+            fixed[:, j] = clean, res
+            continue
+        k, agreeing, clean_cell, mixed = inner
+        fixed[1, j] = agreeing / k
+        if clean_cell:
+            kinds.setdefault((0, *clean_cell, 1), np.zeros(n_cats))[j] += 1
+        else:
+            fixed[0, j] = clean
+        for cell in mixed:
+            kinds.setdefault((1, *cell, k), np.zeros(n_cats))[j] += 1
+    spec = sorted(kinds)
+    per_cat = np.array([kinds[t] for t in spec]).reshape(len(spec), n_cats)
+    trials = np.array([t[1] for t in spec], np.int64)
+    p = np.array([t[2] / t[1] for t in spec])
+    # what one success adds to each start's sum: 1/n (clean), 1/(n K) (residual)
+    weight = np.zeros((2, len(spec)))
+    for i, (start, n, _, k) in enumerate(spec):
+        weight[start, i] = 1.0 / (n * k)
+    by_index = n_tasks <= 16 * n_cats  # measured: a binomial costs ~15 drawn and counted indices
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)  # categories' tasks
+    chunk = max(1, min(CHUNK, (1 << 22) // max(1, n_tasks if by_index else n_cats)))
+    out = np.empty((2, times))
+    for lo in range(0, times, chunk):
+        b = min(chunk, times - lo)
+        if by_index:  # each replicate's draws counted per task, then summed per category
+            drawn = rng.integers(0, n_tasks, size=(b, n_tasks))
+            drawn += (n_tasks * np.arange(b, dtype=np.int64))[:, None]
+            per_task = np.bincount(drawn.ravel(), minlength=b * n_tasks).reshape(b, n_tasks)
+            counts = np.add.reduceat(per_task, starts, axis=1).T
+        else:
+            counts = np.empty((n_cats, b), np.int64)
+            left = np.full(b, n_tasks, dtype=np.int64)
+            left_w = n_tasks
+            for j, c in enumerate(sizes):
+                counts[j] = left if j == n_cats - 1 else rng.binomial(left, c / left_w)
+                left = left - counts[j]
                 left_w -= c
-            clean, res, inner = cats[j]
-            if not inner:
-                clean_acc += m * clean
-                res_acc += m * res
-                continue
-            k, fixed, clean_cell, mixed = inner
-            if clean_cell:
-                cn, cs = clean_cell
-                clean_acc += rng.binomial(m * cn, cs / cn) / cn
-            else:
-                clean_acc += m * clean
-            r = m * fixed
-            for rn, rs in mixed:
-                r = r + rng.binomial(m * rn, rs / rn) / rn
-            res_acc += r / k
-        clean_out[lo : lo + b] = clean_acc
-        res_out[lo : lo + b] = res_acc
-    return clean_out, res_out
+        as_float = counts.astype(np.float64)  # float products take BLAS; int ones a slow loop
+        acc = fixed @ as_float
+        if spec:  # cases of a kind drawn m_j c_j times over the categories: exact integers
+            n_drawn = np.rint(per_cat @ as_float).astype(np.int64)
+            acc += weight @ rng.binomial(n_drawn * trials[:, None], p[:, None]).astype(np.float64)
+        out[:, lo : lo + b] = acc
+    return out[0], out[1]
 
 
 def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int = 0) -> tuple[float, bool]:
