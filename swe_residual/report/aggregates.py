@@ -742,15 +742,27 @@ class ColumnRuns:
             cmean[k], ccount[k] = sum(values) / len(values), len(values)
         mean[single], count[single] = cmean[inv.reshape(-1)], ccount[inv.reshape(-1)]
         seen = None
+        # a task's repeated clean runs: the shares of each (failing sets, per-test dict) once
+        shares: dict[tuple[int, int], list[float]] = {}
         for i in np.flatnonzero((ends - starts != 1) & (fidx != -1) | (fidx == -3)).tolist():
-            if fidx[i] >= 0:
+            known = int(fidx[i]) >= 0
+            if known:
                 failing = lists[fidx[i]]
             else:  # no manifest states for the task: those of the agent's continuations on it
                 seen = self.continuation_states() if seen is None else seen
                 failing = [f_r for f_r in map(inp.failing, sorted(seen.get(names[tasks[i]], ()))) if f_r]
             if failing:
-                outcomes = [tvals[c] for c in codes[starts[i] : ends[i]].tolist()]
-                values = [inp.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
+                run_codes = codes[starts[i] : ends[i]].tolist()
+                by_code = []
+                for c in run_codes:
+                    got = shares.get((int(fidx[i]), c)) if known else None
+                    if got is None:
+                        got = [inp.passed_share(f_r, tvals[c]) for f_r in failing]
+                        if known:
+                            shares[(int(fidx[i]), c)] = got
+                    by_code.append(got)
+                # in the order f_r, then the runs (the sum's order)
+                values = [row[j] for j in range(len(failing)) for row in by_code]
                 mean[i], count[i] = sum(values) / len(values), len(values)
         kept = ~np.isnan(mean)
         return PerTask(mean[kept].tolist(), int(count[kept].sum()))

@@ -136,17 +136,25 @@ def repeat_row(
         return {}
     k = min(n for _, n in cells)
     out: dict[str, Any] = {"k": k}
-    for name, f in (("pass_at_k", pass_at_k), ("pass_hat_k", pass_hat_k)):
-        if k < 2:
-            out[f"{name}_residual"] = out[f"{name}_clean"] = None
-            continue
-        of = {c: f(c[1], c[0], k) for c in set(cells)}  # few distinct (successes, repeats): each once
-        res = [_mean([of[c] for c in residual[t]]) for t in tasks if t in residual]
-        cl = [of[clean[t]] for t in tasks if t in clean]
-        out[f"{name}_residual"] = _mean(res) if res else None
-        out[f"{name}_clean"] = _mean(cl) if cl else None
+    names = ("pass_at_k", "pass_hat_k")
     if k < 2:
+        for name in names:
+            out[f"{name}_residual"] = out[f"{name}_clean"] = None
         out["reason"] = "a case has one valid attempt only: pass@k needs k >= 2 of every case (--resume)"
+        return out
+    # both estimators of each distinct (successes, repeats), once
+    of = {c: (pass_at_k(c[1], c[0], k), pass_hat_k(c[1], c[0], k)) for c in set(cells)}
+    res: tuple[list[float], list[float]] = ([], [])
+    for t in tasks:
+        own = residual.get(t)
+        if own:
+            values = [of[c] for c in own]
+            res[0].append(sum([v[0] for v in values]) / len(values))
+            res[1].append(sum([v[1] for v in values]) / len(values))
+    cl = [of[clean[t]] for t in tasks if t in clean]
+    for i, name in enumerate(names):
+        out[f"{name}_residual"] = _mean(res[i]) if res[i] else None
+        out[f"{name}_clean"] = _mean([v[i] for v in cl]) if cl else None
     return out
 
 

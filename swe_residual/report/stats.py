@@ -156,16 +156,13 @@ def nested_bootstrap_ci(
     """
     n_boot = _check_replicates("n_boot", n_boot)
     keys: list[tuple] = []
-    for (cs, cn), states in tasks:
-        y0 = cs / cn
-        means = [s / n for s, n in states]
-        y = _task_mean(means)
-        mixed = tuple(sorted((n, s) for s, n in states if 0 < s < n))
-        if 0 < cs < cn or mixed:
-            fixed = sum([m for m, (s, n) in zip(means, states) if not 0 < s < n])
-            keys.append((y0, y, (len(states), fixed, (cn, cs) if 0 < cs < cn else (), mixed)))
-        else:
-            keys.append((y0, y, ()))
+    known: dict[tuple, tuple] = {}  # tasks with equal cells share their key: computed once
+    for clean_cell, states in tasks:
+        cells = (clean_cell, tuple(states))
+        key = known.get(cells)
+        if key is None:
+            key = known[cells] = _task_key(clean_cell, states)
+        keys.append(key)
     if not keys:
         return {"residual": None, "clean": None, "gap": None, "n_boot": n_boot, "seed": seed, "level": level}
     cats, sizes = _categories(keys)
@@ -186,6 +183,20 @@ def nested_bootstrap_ci(
         "seed": seed,
         "level": level,
     }
+
+
+def _task_key(clean_cell: tuple[int, int], states: Sequence[tuple[int, int]]) -> tuple:
+    """One task's category: (clean, residual, ()) when every case's repeats agree, else with what
+    _nested_sums draws: (K, the agreeing states' sum, the clean cell if it is drawn, the drawn
+    states' (n, s) sorted)."""
+    cs, cn = clean_cell
+    means = [s / n for s, n in states]
+    y0, y = cs / cn, _task_mean(means)
+    mixed = tuple(sorted((n, s) for s, n in states if 0 < s < n))
+    if not (0 < cs < cn or mixed):
+        return (y0, y, ())
+    fixed = sum([m for m, (s, n) in zip(means, states) if not 0 < s < n])
+    return (y0, y, (len(states), fixed, (cn, cs) if 0 < cs < cn else (), mixed))
 
 
 def _task_mean(values: list[float]) -> float:
