@@ -789,6 +789,9 @@ CSV_COLUMNS = [
     "n_clean_runs",
     "n_infra_errors",
     "n_flagged",
+    # repeats (--repeat K, merged runs): empty where no case has two valid repeats
+    "k",
+    *(f"{key}_pct" for _, key in _PASS_K),
 ]
 
 
@@ -801,6 +804,7 @@ def render_csv(report: dict) -> str:
     for track, agents in sorted(report["tracks"].items()):
         for agent, r in sorted(agents.items()):
             ci = r.get("ci") or {}
+            pass_k = r.get("pass_k") or {}
             bounds = []
             for key, k in (("residual", 100.0), ("clean", 100.0), ("gap", 1.0)):
                 b = ci.get(key) or [None, None]
@@ -820,6 +824,8 @@ def render_csv(report: dict) -> str:
                     r.get("n_clean_runs", ""),
                     r.get("n_infra_errors", ""),
                     r.get("n_flagged", ""),
+                    pass_k.get("k", ""),
+                    *(scale(pass_k.get(key)) for _, key in _PASS_K),
                 ]
             )
     return buf.getvalue()
