@@ -67,16 +67,11 @@ def segment_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, lis
     return keys[order[starts]], _contiguous_means(values[order], starts, ends)
 
 
-def per_task(keys: np.ndarray, values: np.ndarray) -> PerTask:
-    """The per-task values the measures read (bias/measures.py PerTask) of values in run order
-    (keys[i]: the task code of values[i])."""
-    return PerTask(segment_means(keys, values)[1], len(keys))
-
-
 def per_state_task(tasks: np.ndarray, states: np.ndarray, values: np.ndarray) -> PerTask:
-    """per_task with a state's runs (its repeats) averaged first, then the task's states: each
-    state weighs the same within its task however many repeats it has. One run per state gives
-    per_task's values bit for bit ((0 + x) / 1 is x)."""
+    """The per-task values the measures read (bias/measures.py PerTask) of values in run order
+    (tasks[i], states[i]: the codes of values[i]): a state's runs (its repeats) averaged first,
+    then the task's states, so each state weighs the same within its task however many repeats
+    it has. One run per state gives the mean of a task's runs bit for bit ((0 + x) / 1 is x)."""
     if not len(tasks):
         return PerTask([], 0)
     width = int(states.max()) + 1
@@ -289,7 +284,7 @@ class GroupSuccess:
 
     def task_cells(self, tasks: list[str]) -> list[tuple[tuple[int, int], list[tuple[int, int]]]] | None:
         """Per task: (successes, repeats) of its clean start and of each of its states, for the
-        nested bootstrap; None when every case has one valid attempt or its attempts agree."""
+        nested bootstrap; None when no case has more than one valid attempt."""
         if self._cells is None:
             return None
         clean, res = self._cells
