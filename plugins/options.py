@@ -74,6 +74,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "tasks `swe-residual tasks fetch <track>` put in the cache)",
     )
     g.addoption(
+        "--repeat",
+        dest="swe_repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run every case K times, each on an independent instance (case ids of repeats 2..K end "
+        "in #r<k>); tables average a state's repeats first, Table 3 adds pass@k and pass^k (default 1)",
+    )
+    g.addoption(
         "--agent-timeout",
         dest="swe_agent_timeout",
         type=float,
@@ -226,6 +235,7 @@ def run_plan(suite_dirs: list[Path], opt) -> Plan:
                 agent_configs=opt("swe_agent_configs"),
                 handoff_views=opt("swe_handoff_views"),
                 states_explicit=True if opt("swe_states") else None,
+                repeat=opt("swe_repeat"),
             ),
         )
         for path, suites in groups.items()

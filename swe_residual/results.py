@@ -58,6 +58,9 @@ class Record(BaseModel):
     state: str | None = None
     predecessor: dict[str, str] | None = None
     attempt: int = 1
+    repeat: int = Field(
+        default=1, description="which of the case's --repeat K independent runs (1 in older records)"
+    )
     outcome: Literal[0, 1] | None = None
     verdict: VerdictName
     tests: dict[str, TestStatus] = Field(default_factory=dict)
@@ -100,6 +103,20 @@ class Record(BaseModel):
     @property
     def normally_submitted(self) -> bool:
         return bool(self.declared_complete) and self.valid
+
+
+def repeat_suffix(repeat: int) -> str:
+    """What a case id adds for its repeat (--repeat K): nothing for the first (the id a run
+    without --repeat gives it, so runs with and without repeats line up), "#r<k>" for the k-th
+    ('#' is in no agent label, task or state id)."""
+    return "" if repeat == 1 else f"#r{repeat}"
+
+
+def case_of(record: Any) -> str:
+    """The case a record is a repeat of: its case id without the repeat's suffix."""
+    suffix = repeat_suffix(getattr(record, "repeat", 1) or 1)
+    cid = record.case_id
+    return cid[: len(cid) - len(suffix)] if suffix and cid.endswith(suffix) else cid
 
 
 def append_record(run_dir: Path, record: Record | dict[str, Any]) -> None:

@@ -33,8 +33,8 @@ import numpy as np
 from swe_residual.report.bias.measures import BiasInputs, PerTask, runs_bias, tests_facts
 from swe_residual.report.columns import Columns, IntColumn, ManifestView, columns_for
 from swe_residual.report.graded import GRADED_PATCH
-from swe_residual.report.metrics import Counts, group_cell, matched_tasks, success_row
-from swe_residual.report.stats import bootstrap_ci
+from swe_residual.report.metrics import Counts, group_cell, matched_tasks, repeat_row, success_row
+from swe_residual.report.stats import bootstrap_ci, nested_bootstrap_ci
 from swe_residual.results import STARTS, Record
 
 
@@ -67,22 +67,42 @@ def segment_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, lis
     return keys[order[starts]], _contiguous_means(values[order], starts, ends)
 
 
-def per_task(keys: np.ndarray, values: np.ndarray) -> PerTask:
+def per_state_task(tasks: np.ndarray, states: np.ndarray, values: np.ndarray) -> PerTask:
     """The per-task values the measures read (bias/measures.py PerTask) of values in run order
-    (keys[i]: the task code of values[i])."""
-    return PerTask(segment_means(keys, values)[1], len(keys))
+    (tasks[i], states[i]: the codes of values[i]): a state's runs (its repeats) averaged first,
+    then the task's states, so each state weighs the same within its task however many repeats
+    it has. One run per state gives the mean of a task's runs bit for bit ((0 + x) / 1 is x)."""
+    if not len(tasks):
+        return PerTask([], 0)
+    width = int(states.max()) + 1
+    pairs, means = segment_means(tasks.astype(np.int64) * width + states, values)
+    return PerTask(segment_means(pairs // width, np.array(means, dtype=np.float64))[1], len(tasks))
 
 
-def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per distinct key (first-appearance order): (key, mean of the 0/1 values, first position).
-    sum(ys) / len(ys) of 0/1 ints is an exact integer quotient, correctly rounded: the same
-    double whichever way it is computed."""
+def _count_means(keys: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, Cells]:
+    """Per distinct key (first-appearance order): (key, mean of the 0/1 values, their successes
+    and number). sum(ys) / len(ys) of 0/1 ints is an exact integer quotient, correctly rounded:
+    the same double whichever way it is computed."""
     if not len(keys):
-        return keys[:0], np.zeros(0), keys[:0]
+        return keys[:0], np.zeros(0), Cells(keys[:0], keys[:0])
     order, starts, ends = _segments(keys)
     sums = np.add.reduceat(y[order].astype(np.int64), np.sort(starts))
     sums = sums[np.argsort(np.argsort(starts))]
-    return keys[order[starts]], sums / (ends - starts), order[starts]
+    counts = ends - starts
+    return keys[order[starts]], sums / counts, Cells(sums, counts)
+
+
+class Cells:
+    """Per case (a task's clean start, or one state): its successes `s` and valid repeats `n`:
+    what pass@k, pass^k and the nested bootstrap read of the repeats."""
+
+    __slots__ = ("s", "n")
+
+    def __init__(self, s: np.ndarray, n: np.ndarray):
+        self.s, self.n = s, n
+
+    def take(self, idx: np.ndarray) -> Cells:
+        return Cells(self.s[idx], self.n[idx])
 
 
 class Selection:
@@ -161,12 +181,12 @@ class Selection:
         tc = self.clean[with_tokens]
         tok = self.tokens.values[with_tokens]
         o.tokens = {"clean": tok[tc].tolist(), "residual": tok[~tc].tolist()}
-        ctask, cmean, _ = _count_means(self.task[vc], self.outcome[vc])
+        ctask, cmean, ccells = _count_means(self.task[vc], self.outcome[vc])
         clean_t = dict(zip([names[t] for t in ctask.tolist()], cmean.tolist()))
         # per (task, state): y(S); the tasks in the order they first appear, each one's states so
         task, skey = self.task[vr], self.skey[vr]
         width = len(names) + 1
-        pk, means, _ = _count_means(task.astype(np.int64) * width + skey, self.outcome[vr])
+        pk, means, cells = _count_means(task.astype(np.int64) * width + skey, self.outcome[vr])
         ptask = pk // width
         if len(pk):
             _, first_pair, tinv = np.unique(ptask, return_index=True, return_inverse=True)
@@ -175,6 +195,7 @@ class Selection:
         else:
             o2 = np.zeros(0, np.int64)
         states = GroupStates(ptask[o2], (pk % width)[o2], means[o2], ctask, cmean)
+        states.cells, states.clean_cells = cells.take(o2), ccells
         # each state's family: that of the first of its records
         fam_of_state = np.full(width, -1, np.int64)
         if len(vr):
@@ -243,15 +264,31 @@ def blind(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
 class GroupSuccess:
     """One (track, agent) of Table 3: the per-task success behind its row, and the row."""
 
-    __slots__ = ("track", "agent", "clean_t", "res_t", "tasks", "states", "row")
+    __slots__ = ("track", "agent", "clean_t", "res_t", "tasks", "states", "row", "_cells")
 
-    def __init__(self, track: str, agent: str, counts: Counts, clean_t: dict, res_t: dict, states):
+    def __init__(
+        self, track: str, agent: str, counts: Counts, clean_t: dict, res_t: dict, states, names: list
+    ):
         self.track, self.agent = track, agent
         self.clean_t = clean_t  # task -> y(S_0) (its valid attempts averaged)
         self.res_t = res_t  # task -> residual success (1/K) sum_S y(S)
         self.tasks = matched_tasks(clean_t, res_t)  # T
         self.states: GroupStates = states
         self.row = success_row(counts, clean_t, res_t, self.tasks)
+        self._cells = None
+        if states.repeated():  # pass@k, pass^k: only where some case has repeats
+            self._cells = states.cells_by_task(names)
+            pass_k = repeat_row(self._cells[0], self._cells[1], self.tasks)
+            if pass_k:
+                self.row["pass_k"] = pass_k
+
+    def task_cells(self, tasks: list[str]) -> list[tuple[tuple[int, int], list[tuple[int, int]]]] | None:
+        """Per task: (successes, repeats) of its clean start and of each of its states, for the
+        nested bootstrap; None when no case has more than one valid attempt."""
+        if self._cells is None:
+            return None
+        clean, res = self._cells
+        return [(clean[t], res[t]) for t in tasks]
 
     def both(self) -> list[str]:
         """The tasks of T with a clean and a residual value (the pairs the bootstrap resamples)."""
@@ -297,7 +334,7 @@ class Success:
         self.groups: list[GroupSuccess] = []
         for (track, agent), sl in zip(sel.groups, sel.members):
             counts, clean_t, res_t, states = sel.outcomes(sl)
-            self.groups.append(GroupSuccess(track, agent, counts, clean_t, res_t, states))
+            self.groups.append(GroupSuccess(track, agent, counts, clean_t, res_t, states, sel.names))
 
     def table(self) -> dict[str, dict[str, dict]]:
         """{track: {agent: row}} (Table 3 without its bootstrap intervals)."""
@@ -312,11 +349,13 @@ class Success:
         out: dict[str, dict[str, dict]] = {}
         for g in self.groups:
             both = g.both()
-            pairs = list(zip([g.clean_t[t] for t in both], [g.res_t[t] for t in both]))
-            out.setdefault(g.track, {})[g.agent] = {
-                **g.row,
-                "ci": bootstrap_ci(pairs, n_boot=n_boot, seed=seed),
-            }
+            cells = g.task_cells(both)
+            if cells is None:
+                pairs = list(zip([g.clean_t[t] for t in both], [g.res_t[t] for t in both]))
+                ci = bootstrap_ci(pairs, n_boot=n_boot, seed=seed)
+            else:  # the repeats resampled within each drawn task too
+                ci = nested_bootstrap_ci(cells, n_boot=n_boot, seed=seed)
+            out.setdefault(g.track, {})[g.agent] = {**g.row, "ci": ci}
         return out
 
     def task_values(self, metric: str = "residual") -> dict[tuple[str, str], dict[str, float]]:
@@ -378,6 +417,31 @@ class GroupStates:
         self.task, self.state, self.y = task, state, y
         self.clean_task, self.clean_y = clean_task, clean_y
         self.family = np.zeros(0, np.int64)
+        empty = np.zeros(0, np.int64)
+        self.cells = Cells(empty, empty)  # per pair: successes and valid repeats
+        self.clean_cells = Cells(empty, empty)  # per clean_task
+
+    def repeated(self) -> bool:
+        """Has some case (clean start or state) more than one valid attempt?"""
+        return bool(len(self.cells.n) and self.cells.n.max() > 1) or bool(
+            len(self.clean_cells.n) and self.clean_cells.n.max() > 1
+        )
+
+    def cells_by_task(
+        self, names: list
+    ) -> tuple[dict[str, tuple[int, int]], dict[str, list[tuple[int, int]]]]:
+        """{task: (successes, repeats)} of the clean starts and {task: [(successes, repeats) per
+        state]} in the order of the states."""
+        clean = dict(
+            zip(
+                [names[t] for t in self.clean_task.tolist()],
+                zip(self.clean_cells.s.tolist(), self.clean_cells.n.tolist()),
+            )
+        )
+        res: dict[str, list[tuple[int, int]]] = {}
+        for t, s, n in zip(self.task.tolist(), self.cells.s.tolist(), self.cells.n.tolist()):
+            res.setdefault(names[t], []).append((s, n))
+        return clean, res
 
     def task_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         t = self.task
@@ -567,14 +631,14 @@ class ColumnRuns:
         value = np.array([f[0] for f in facts])[inv]
         same = np.array([-1.0 if f[1] is None else f[1] for f in facts])[inv]
         broke = np.array([np.nan if f[2] is None else f[2] for f in facts])[inv]
-        task = sel.task[q]
-        f_task = task[failed]
+        task, state = sel.task[q], sel.state[q]
+        f_task, f_state = task[failed], state[failed]
         has_broke = ~np.isnan(broke[failed])
         return {
-            "repaired": per_task(task, value),
-            "repaired_failed": per_task(f_task, value[failed]),
-            "same": per_task(f_task, same[failed]),
-            "broke": per_task(f_task[has_broke], broke[failed][has_broke]),
+            "repaired": per_state_task(task, state, value),
+            "repaired_failed": per_state_task(f_task, f_state, value[failed]),
+            "same": per_state_task(f_task, f_state, same[failed]),
+            "broke": per_state_task(f_task[has_broke], f_state[has_broke], broke[failed][has_broke]),
         }
 
     def _ratios(self, col: IntColumn) -> PerTask:
@@ -612,7 +676,7 @@ class ColumnRuns:
             ratios = counts.astype(np.float64) / table[task]
         else:  # Python ints: Python's int / float
             ratios = np.array([c / t for c, t in zip(counts.tolist(), table[task].tolist())], np.float64)
-        return per_task(task, ratios)
+        return per_state_task(task, sel.state[rn], ratios)
 
     def token_ratios(self) -> PerTask:
         return self._tokens
@@ -673,15 +737,27 @@ class ColumnRuns:
             cmean[k], ccount[k] = sum(values) / len(values), len(values)
         mean[single], count[single] = cmean[inv.reshape(-1)], ccount[inv.reshape(-1)]
         seen = None
+        # a task's repeated clean runs: the shares of each (failing sets, per-test dict) once
+        shares: dict[tuple[int, int], list[float]] = {}
         for i in np.flatnonzero((ends - starts != 1) & (fidx != -1) | (fidx == -3)).tolist():
-            if fidx[i] >= 0:
+            known = int(fidx[i]) >= 0
+            if known:
                 failing = lists[fidx[i]]
             else:  # no manifest states for the task: those of the agent's continuations on it
                 seen = self.continuation_states() if seen is None else seen
                 failing = [f_r for f_r in map(inp.failing, sorted(seen.get(names[tasks[i]], ()))) if f_r]
             if failing:
-                outcomes = [tvals[c] for c in codes[starts[i] : ends[i]].tolist()]
-                values = [inp.passed_share(f_r, tests) for f_r in failing for tests in outcomes]
+                run_codes = codes[starts[i] : ends[i]].tolist()
+                by_code = []
+                for c in run_codes:
+                    got = shares.get((int(fidx[i]), c)) if known else None
+                    if got is None:
+                        got = [inp.passed_share(f_r, tvals[c]) for f_r in failing]
+                        if known:
+                            shares[(int(fidx[i]), c)] = got
+                    by_code.append(got)
+                # in the order f_r, then the runs (the sum's order)
+                values = [row[j] for j in range(len(failing)) for row in by_code]
                 mean[i], count[i] = sum(values) / len(values), len(values)
         kept = ~np.isnan(mean)
         return PerTask(mean[kept].tolist(), int(count[kept].sum()))

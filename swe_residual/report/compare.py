@@ -5,8 +5,8 @@ gate --baseline` writes the same page next to its verdicts.
 
 Differences are RUN - BASELINE on the tasks both have (points): a negative Residual difference or
 a positive Gap difference is a regression. A case is matched by its case id (agent, task, start,
-state); it flipped when both runs have a valid verdict for it and they differ (pass, fail, or
-mixed over attempts).
+state; its repeats, `#r<k>`, are one case); it flipped when both runs have a valid verdict for it
+and they differ (pass, fail, or mixed over attempts and repeats).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from swe_residual.report.metrics import LOWER_CLEAN, for_agent
 from swe_residual.report.stats import DEFAULT_BOOT, DEFAULT_PERM, paired_comparison
-from swe_residual.results import Record, record_rows
+from swe_residual.results import Record, case_of, record_rows
 
 METRICS = (("residual", "Residual (%)"), ("clean", "Clean (%)"), ("gap", "Gap (pts)"))
 PAGE = "compare.html"
@@ -32,9 +32,10 @@ def _outcome(recs: list[Any]) -> str:
 
 
 def _cases(records: Iterable[Any]) -> dict[str, list[Any]]:
+    """Records by case, a case's repeats (--repeat, or merged runs) together: one verdict each."""
     out: dict[str, list[Any]] = {}
     for r in records:
-        out.setdefault(r.case_id, []).append(r)
+        out.setdefault(case_of(r), []).append(r)
     return out
 
 

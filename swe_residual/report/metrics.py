@@ -14,6 +14,7 @@ import os
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from math import comb
 from pathlib import Path
 from statistics import fmean, median
 from typing import Any
@@ -103,6 +104,58 @@ def success_row(
     if res_t and clean_t:
         row["tasks_without_clean"] = sorted(set(res_t) - set(clean_t))
     return row
+
+
+# -- repeats: pass@k and pass^k (Table 3 with --repeat K > 1) -------------------------------------
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k from n repeats with c successes (Chen et al. 2021, the
+    Codex paper): 1 - C(n-c, k) / C(n, k), the chance that k of the n repeats drawn without
+    replacement hold at least one success. n >= k."""
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k from n repeats with c successes: C(c, k) / C(n, k), the chance that k of them drawn
+    without replacement all succeed (every one of k tries solves it). n >= k."""
+    return comb(c, k) / comb(n, k)
+
+
+def repeat_row(
+    clean: Mapping[str, tuple[int, int]],
+    residual: Mapping[str, Sequence[tuple[int, int]]],
+    tasks: list[str],
+) -> dict[str, Any]:
+    """pass@k and pass^k of one Table 3 row, from the (successes, valid repeats) of every case of
+    its tasks T (a task's clean start; each of its states), weighted like Res and Clean: per case,
+    then over a task's states, then over tasks. k is the fewest valid repeats of any of those
+    cases, so the estimate is defined for all of them; {} when no case has two (no repeats)."""
+    cells = [clean[t] for t in tasks if t in clean] + [c for t in tasks for c in residual.get(t, ())]
+    if not cells or max(n for _, n in cells) < 2:
+        return {}
+    k = min(n for _, n in cells)
+    out: dict[str, Any] = {"k": k}
+    names = ("pass_at_k", "pass_hat_k")
+    if k < 2:
+        for name in names:
+            out[f"{name}_residual"] = out[f"{name}_clean"] = None
+        out["reason"] = "a case has one valid attempt only: pass@k needs k >= 2 of every case (--resume)"
+        return out
+    # both estimators of each distinct (successes, repeats), once
+    of = {c: (pass_at_k(c[1], c[0], k), pass_hat_k(c[1], c[0], k)) for c in set(cells)}
+    res: tuple[list[float], list[float]] = ([], [])
+    for t in tasks:
+        own = residual.get(t)
+        if own:
+            values = [of[c] for c in own]
+            res[0].append(sum([v[0] for v in values]) / len(values))
+            res[1].append(sum([v[1] for v in values]) / len(values))
+    cl = [of[clean[t]] for t in tasks if t in clean]
+    for i, name in enumerate(names):
+        out[f"{name}_residual"] = _mean(res[i]) if res[i] else None
+        out[f"{name}_clean"] = _mean([v[i] for v in cl]) if cl else None
+    return out
 
 
 # -- predecessor groups (Table 8; report/aggregates.py groups the tasks) ---------------------------

@@ -136,6 +136,144 @@ def bootstrap_ci(
     }
 
 
+#: one task of the nested bootstrap: its Clean Start cell and its Residual States' cells, each cell
+#: (successes, valid repeats) of one case
+TaskCells = tuple[tuple[int, int], Sequence[tuple[int, int]]]
+
+
+def nested_bootstrap_ci(
+    tasks: Iterable[TaskCells], *, n_boot: int = DEFAULT_BOOT, seed: int = 0, level: float = 0.95
+) -> dict[str, Any]:
+    """bootstrap_ci with the repeats resampled too (a nested bootstrap): a replicate draws N tasks
+    with replacement, then for every drawn task and every case of it (its clean start, each state)
+    that case's n repeats with replacement, and recomputes Res, Clean and Gap from the same draw.
+
+    Outcomes are 0/1, so a case with s successes in n repeats resamples to Binomial(n, s/n)
+    successes, and m drawn copies of a task to Binomial(m n, s/n): the draws stay one per kind of
+    case and replicate (_nested_sums), never one per repeat. A case whose repeats agree (s = 0 or n, every
+    case of a run without repeats) draws nothing: such tasks give bootstrap_ci's draws, bit for
+    bit, so one repeat per case gives bootstrap_ci's intervals.
+    """
+    n_boot = _check_replicates("n_boot", n_boot)
+    keys: list[tuple] = []
+    known: dict[tuple, tuple] = {}  # tasks with equal cells share their key: computed once
+    for clean_cell, states in tasks:
+        cells = (clean_cell, tuple(states))
+        key = known.get(cells)
+        if key is None:
+            key = known[cells] = _task_key(clean_cell, states)
+        keys.append(key)
+    if not keys:
+        return {"residual": None, "clean": None, "gap": None, "n_boot": n_boot, "seed": seed, "level": level}
+    cats, sizes = _categories(keys)
+    n = len(keys)
+    if not any(k[2] for k in cats):  # nothing to resample within a task: the task bootstrap
+        clean_sum, res_sum = resampled_sums(
+            _rng(seed), sizes, ([k[0] for k in cats], [k[1] for k in cats]), n_boot
+        )
+    else:
+        clean_sum, res_sum = _nested_sums(_rng(seed), sizes, cats, n_boot)
+    clean, res = clean_sum / n, res_sum / n
+    gap = 100.0 * (clean - res)
+    return {
+        "residual": _interval(res, level),
+        "clean": _interval(clean, level),
+        "gap": _interval(gap, level),
+        "n_boot": n_boot,
+        "seed": seed,
+        "level": level,
+    }
+
+
+def _task_key(clean_cell: tuple[int, int], states: Sequence[tuple[int, int]]) -> tuple:
+    """One task's category: (clean, residual, ()) when every case's repeats agree, else with what
+    _nested_sums draws: (K, the agreeing states' sum, the clean cell if it is drawn, the drawn
+    states' (n, s) sorted)."""
+    cs, cn = clean_cell
+    means = [s / n for s, n in states]
+    y0, y = cs / cn, _task_mean(means)
+    mixed = tuple(sorted((n, s) for s, n in states if 0 < s < n))
+    if not (0 < cs < cn or mixed):
+        return (y0, y, ())
+    fixed = sum([m for m, (s, n) in zip(means, states) if not 0 < s < n])
+    return (y0, y, (len(states), fixed, (cn, cs) if 0 < cs < cn else (), mixed))
+
+
+def _task_mean(values: list[float]) -> float:
+    """(1/K) sum of a task's state values, as the report computes it (aggregates._contiguous_means)."""
+    if len(values) == 1:
+        return (0.0 + values[0]) / 1.0
+    if len(values) == 2:
+        return ((0.0 + values[0]) + values[1]) / 2.0
+    return sum(values) / len(values)
+
+
+def _nested_sums(
+    rng: np.random.Generator, sizes: Sequence[int], cats: Sequence[tuple], times: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per replicate the sums of (clean, residual) over the drawn tasks.
+
+    First the number of tasks drawn from each category: N task indices drawn with replacement and
+    counted (cheaper than resampled_sums' one binomial per category when categories are many,
+    as distinct repeat outcomes make them), else resampled_sums' draws. The part of a category
+    whose repeats agree adds m times its value. A case whose repeats differ, s successes of n,
+    adds Binomial(m n, s/n) / n (a residual one weighted 1/K of its task); independent binomials
+    of one p add up to one binomial, so the cases of one kind (start, n, s, K) are drawn together:
+    one draw per kind and replicate, Binomial(n sum_j m_j c_j, s/n) where c_j counts the kind's
+    cases in category j."""
+    import numpy as np
+
+    n_tasks, n_cats = sum(sizes), len(cats)
+    fixed = np.zeros((2, n_cats))  # clean, residual: the agreeing part of one task of the category
+    kinds: dict[tuple[int, int, int, int], np.ndarray] = {}  # (start, n, s, K) -> cases per category
+    for j, (clean, res, inner) in enumerate(cats):
+        if not inner:
+            fixed[:, j] = clean, res
+            continue
+        k, agreeing, clean_cell, mixed = inner
+        fixed[1, j] = agreeing / k
+        if clean_cell:
+            kinds.setdefault((0, *clean_cell, 1), np.zeros(n_cats))[j] += 1
+        else:
+            fixed[0, j] = clean
+        for cell in mixed:
+            kinds.setdefault((1, *cell, k), np.zeros(n_cats))[j] += 1
+    spec = sorted(kinds)
+    per_cat = np.array([kinds[t] for t in spec]).reshape(len(spec), n_cats)
+    trials = np.array([t[1] for t in spec], np.int64)
+    p = np.array([t[2] / t[1] for t in spec])
+    # what one success adds to each start's sum: 1/n (clean), 1/(n K) (residual)
+    weight = np.zeros((2, len(spec)))
+    for i, (start, n, _, k) in enumerate(spec):
+        weight[start, i] = 1.0 / (n * k)
+    by_index = n_tasks <= 16 * n_cats  # measured: a binomial costs ~15 drawn and counted indices
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)  # categories' tasks
+    chunk = max(1, min(CHUNK, (1 << 22) // max(1, n_tasks if by_index else n_cats)))
+    out = np.empty((2, times))
+    for lo in range(0, times, chunk):
+        b = min(chunk, times - lo)
+        if by_index:  # each replicate's draws counted per task, then summed per category
+            drawn = rng.integers(0, n_tasks, size=(b, n_tasks))
+            drawn += (n_tasks * np.arange(b, dtype=np.int64))[:, None]
+            per_task = np.bincount(drawn.ravel(), minlength=b * n_tasks).reshape(b, n_tasks)
+            counts = np.add.reduceat(per_task, starts, axis=1).T
+        else:
+            counts = np.empty((n_cats, b), np.int64)
+            left = np.full(b, n_tasks, dtype=np.int64)
+            left_w = n_tasks
+            for j, c in enumerate(sizes):
+                counts[j] = left if j == n_cats - 1 else rng.binomial(left, c / left_w)
+                left = left - counts[j]
+                left_w -= c
+        as_float = counts.astype(np.float64)  # float products take BLAS; int ones a slow loop
+        acc = fixed @ as_float
+        if spec:  # cases of a kind drawn m_j c_j times over the categories: exact integers
+            n_drawn = np.rint(per_cat @ as_float).astype(np.int64)
+            acc += weight @ rng.binomial(n_drawn * trials[:, None], p[:, None]).astype(np.float64)
+        out[:, lo : lo + b] = acc
+    return out[0], out[1]
+
+
 def sign_flip_p(diffs: Sequence[float], *, n_perm: int = DEFAULT_PERM, seed: int = 0) -> tuple[float, bool]:
     """Two-sided paired permutation p-value of mean(diffs) = 0, flipping each task's sign.
 

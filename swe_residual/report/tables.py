@@ -331,12 +331,47 @@ def table3(
         "CondFail: residual failure on the tasks each agent solved from Clean Start (its own set)."
     )
     t.notes.append("Flagged: valid runs whose final state has integrity flags (record field `integrity`).")
+    fit = {**_T3_FIT, **_add_pass_k(t, report)}
     if wide:
         t.notes.append(
             "Tokens: median prompt + completion tokens per valid run of each start (n/a: not reported)."
         )
         return t
-    return _select(t, _T3_FIT, Q3_FIT)
+    return _select(t, fit, Q3_FIT)
+
+
+#: Table 3's columns of repeated runs: head and key of the row's `pass_k`
+_PASS_K = [
+    ("pass@k Residual (%)", "pass_at_k_residual"),
+    ("pass@k Clean (%)", "pass_at_k_clean"),
+    ("pass^k Residual (%)", "pass_hat_k_residual"),
+    ("pass^k Clean (%)", "pass_hat_k_clean"),
+]
+
+
+def _add_pass_k(t: Table, report: dict) -> dict[str, str]:
+    """Table 3 gains k, pass@k and pass^k where some row has repeats (rows in table3's order; "k"
+    in the heads is the number when every row has the same); the fit view's two of them."""
+    rows = [
+        agents[a].get("pass_k") or {}
+        for _, agents in sorted(report["tracks"].items())
+        for a in sorted(agents)
+    ]
+    if not any(rows):
+        return {}
+    ks = {pk.get("k") for pk in rows}
+    k = str(ks.pop()) if len(ks) == 1 else "k"
+    heads = [head.replace("@k", f"@{k}").replace("^k", f"^{k}") for head, _ in _PASS_K]
+    t.columns += ["k", *heads]
+    for cells, pk in zip(t.rows, rows):
+        cells += [str(pk["k"]) if pk else "n/a", *(pct(pk.get(key)) for _, key in _PASS_K)]
+    t.notes.append(
+        "pass@k / pass^k: share of k repeats of a case with at least one / with every one a success "
+        "(unbiased over each case's repeats; k = the fewest valid repeats of a case of the row), "
+        "task-weighted like Residual and Ref. Clean; the fit view shows Residual's, --tables wide "
+        "Clean's too."
+    )
+    return {heads[0]: f"pass@{k}", heads[2]: f"pass^{k}"}
 
 
 def _select(t: Table, columns: dict[str, str], question: str) -> Table:
@@ -754,6 +789,9 @@ CSV_COLUMNS = [
     "n_clean_runs",
     "n_infra_errors",
     "n_flagged",
+    # repeats (--repeat K, merged runs): empty where no case has two valid repeats
+    "k",
+    *(f"{key}_pct" for _, key in _PASS_K),
 ]
 
 
@@ -766,6 +804,7 @@ def render_csv(report: dict) -> str:
     for track, agents in sorted(report["tracks"].items()):
         for agent, r in sorted(agents.items()):
             ci = r.get("ci") or {}
+            pass_k = r.get("pass_k") or {}
             bounds = []
             for key, k in (("residual", 100.0), ("clean", 100.0), ("gap", 1.0)):
                 b = ci.get(key) or [None, None]
@@ -785,6 +824,8 @@ def render_csv(report: dict) -> str:
                     r.get("n_clean_runs", ""),
                     r.get("n_infra_errors", ""),
                     r.get("n_flagged", ""),
+                    pass_k.get("k", ""),
+                    *(scale(pass_k.get(key)) for _, key in _PASS_K),
                 ]
             )
     return buf.getvalue()

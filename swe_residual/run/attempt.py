@@ -26,7 +26,7 @@ from swe_residual.backends.base import Backend, Environment
 from swe_residual.errors import BudgetExhausted, ContextExhausted, HarnessError, InfraError, RunDirError
 from swe_residual.interactions import FILE_NAME, dumps
 from swe_residual.redact import redact
-from swe_residual.results import Record, Start, TestStatus, append_record
+from swe_residual.results import Record, Start, TestStatus, append_record, repeat_suffix
 from swe_residual.run.grader import Verification
 from swe_residual.run.reference import ReferenceChecks
 from swe_residual.run.verifier import Verifier
@@ -42,6 +42,7 @@ class Case:
     start: str
     state: LoadedState | None = None
     view: str | None = None  # --handoff-view: the request also shows the predecessor's trajectory
+    repeat: int = 1  # --repeat K: which of the case's K independent runs (1 keeps the id it had)
     id: str = field(init=False, compare=False)
     agent_label: str = field(init=False, compare=False, repr=False)
 
@@ -50,7 +51,8 @@ class Case:
         base = f"{label}-{self.task.id}-{self.start}"
         object.__setattr__(self, "agent_label", label)
         case_id = f"{base}-{self.state.id}" if self.state is not None else base
-        object.__setattr__(self, "id", f"{case_id}+{self.view}" if self.view else case_id)
+        case_id = f"{case_id}+{self.view}" if self.view else case_id
+        object.__setattr__(self, "id", case_id + repeat_suffix(self.repeat))
 
     @property
     def track(self) -> str:
@@ -58,10 +60,13 @@ class Case:
 
     @property
     def dir_name(self) -> str:
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.id)
+        """cases/<this>/attempt-N; a repeat k > 1 in repeat-k/ under the first repeat's dir (no
+        flat name could be unique: state ids may end in anything a suffix could be)."""
+        base = self.id[: len(self.id) - len(repeat_suffix(self.repeat))]
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", base)
         if len(name) > 120:
-            name = name[:100] + "-" + hashlib.sha1(self.id.encode()).hexdigest()[:12]
-        return name
+            name = name[:100] + "-" + hashlib.sha1(base.encode()).hexdigest()[:12]
+        return name if self.repeat == 1 else f"{name}/repeat-{self.repeat}"
 
     def record(self, **fields) -> Record:
         """A record of this case with its identity filled in (verdict infra_error until decided)."""
@@ -74,6 +79,7 @@ class Case:
             start=cast(Start, f"{self.start}+{self.view}" if self.view else self.start),
             state=s.id if s else None,
             predecessor=s.predecessor.model_dump() if s else None,
+            repeat=self.repeat,
             **{"verdict": "infra_error", **fields},
         )
 

@@ -6,7 +6,7 @@ case ids agree everywhere without sending objects between processes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from swe_residual.agents import AgentRegistry
@@ -179,7 +179,8 @@ def left_out_note(states_path: Path, tasks_dir: str, left_out: list[ResidualStat
 @dataclass(frozen=True)
 class PlanRequest:
     """What a run asks for besides its tracks: agents (--agent), starts (--start), the states file,
-    --tasks-dir, --agent-config files, --handoff-view views. A states file given explicitly
+    --tasks-dir, --agent-config files, --handoff-view views, --repeat (every case that many times,
+    each on an independent instance). A states file given explicitly
     (--states, a fetched pack: anything but the project's own states.yaml unless `states_explicit`
     says so) must name only known tracks and tasks."""
 
@@ -190,6 +191,7 @@ class PlanRequest:
     agent_configs: list[str] | None = None
     handoff_views: list[str] | None = None
     states_explicit: bool | None = None
+    repeat: int = 1
 
     @property
     def explicit_states(self) -> bool:
@@ -209,6 +211,8 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
         request.states_path,
         request.tasks_dir,
     )
+    if request.repeat < 1:
+        raise InputError(f"--repeat: must be 1 or more (runs of every case), not {request.repeat}")
     registry = AgentRegistry([Path(p) for p in request.agent_configs or []])
     for name in agents:
         registry.get(name)  # unknown or misconfigured agents fail before anything runs
@@ -254,4 +258,12 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
         if t.tasks and not t_states and t.skip_reason is None:
             t.skip_reason = no_states_reason(suites[t.name], states_path, left_out)
         cases.extend(build_cases(agents, t.tasks, t_states, start, views))
-    return Plan(tracks=tracks, states=states, cases=cases, registry=registry, notes=notes)
+    return Plan(
+        tracks=tracks, states=states, cases=repeated(cases, request.repeat), registry=registry, notes=notes
+    )
+
+
+def repeated(cases: list[Case], k: int) -> list[Case]:
+    """Every case k times: the whole list once per repeat (an interrupted run has its earlier
+    repeats complete), each repeat its own case id and record (`repeat`)."""
+    return cases + [replace(c, repeat=r) for r in range(2, k + 1) for c in cases]

@@ -22,7 +22,8 @@ from typing import Any
 
 import msgspec
 
-from swe_residual.report.stats import bootstrap_ci
+from swe_residual.report.metrics import repeat_row
+from swe_residual.report.stats import bootstrap_ci, nested_bootstrap_ci
 from swe_residual.results import SUMMARY, Manifest, Record
 from tests.report_reference.bias import acceptance_bias
 from tests.report_reference.metrics import (
@@ -154,7 +155,17 @@ def _build(records: list[Record], manifest: Manifest, construction: list[dict] |
         clean_t, res_t = o.task_outcomes()
         row = success_row(o, (clean_t, res_t))
         pairs = {t: (clean_t[t], res_t[t]) for t in matched_tasks(clean_t, res_t) if t in clean_t and t in res_t}
-        row["ci"] = bootstrap_ci(pairs, n_boot=n_boot, seed=seed)
+        # repeats (issue 33): pass@k / pass^k and the nested bootstrap from the outcome lists
+        cells_c = {t: (sum(v), len(v)) for t, v in o.clean.items()}
+        cells_r = {t: [(sum(v), len(v)) for v in sts.values()] for t, sts in o.states.items()}
+        repeated = any(n > 1 for _, n in cells_c.values()) or any(n > 1 for c in cells_r.values() for _, n in c)
+        pass_k = repeat_row(cells_c, cells_r, matched_tasks(clean_t, res_t)) if repeated else {}
+        if pass_k:
+            row["pass_k"] = pass_k
+        if repeated:
+            row["ci"] = nested_bootstrap_ci([(cells_c[t], cells_r[t]) for t in pairs], n_boot=n_boot, seed=seed)
+        else:
+            row["ci"] = bootstrap_ci(pairs, n_boot=n_boot, seed=seed)
         tracks.setdefault(track, {})[agent] = row
     ab = acceptance_bias(records, manifest, root, groups) if bias else {}
     for track, agents in ab.items():

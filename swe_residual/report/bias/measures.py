@@ -365,8 +365,20 @@ def tests_facts(
     return value, float(end == f_r), len(passing & end) / len(passing) if passing else None
 
 
-def _per_run(runs: Iterable[Run], value: Callable[[Run], float | None]) -> dict[str, list[float]]:
-    return by_task((r.task, value(r)) for r in runs)
+def _per_run(runs: Iterable[Run], value: Callable[[Run], float | None]) -> PerTask:
+    """Per task, the mean over its states of each state's runs' mean (a state's repeats weigh as
+    one state); undefined (None) values left out."""
+    per_state: dict[tuple[str, str | None], list[float]] = {}
+    n = 0
+    for r in runs:
+        v = value(r)
+        if v is not None:
+            per_state.setdefault((r.task, r.state), []).append(v)
+            n += 1
+    per_task: dict[str, list[float]] = {}
+    for (task, _), vs in per_state.items():
+        per_task.setdefault(task, []).append(sum(vs) / len(vs))
+    return PerTask([sum(v) / len(v) for v in per_task.values()], n)
 
 
 def _left_uncommitted(runs: AgentRuns, which: str, what: str) -> str | None:
@@ -440,7 +452,9 @@ def _why_no_patch(runs: AgentRuns, which: str, inp: BiasInputs, what: str) -> st
 
 def kept(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
     """Kept over failed continuations (see kept_fraction)."""
-    per_task = _per_run(runs.failed, lambda r: _kept_of(inp, r)) if runs.with_artifact("patch") else {}
+    per_task = (
+        _per_run(runs.failed, lambda r: _kept_of(inp, r)) if runs.with_artifact("patch") else PerTask([], 0)
+    )
     return task_mean(per_task, _why_no_patch(runs, "failed", inp, "failed continuations"))
 
 
@@ -545,7 +559,7 @@ def inspection_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
         if not runs.count("continuations")
         else "no trajectories for continuations"
     )
-    per_task = _per_run(runs.continuations, value) if runs.with_artifact("trajectory") else {}
+    per_task = _per_run(runs.continuations, value) if runs.with_artifact("trajectory") else PerTask([], 0)
     return task_mean(per_task, reason)
 
 

@@ -203,13 +203,35 @@ def na(reason: str) -> dict[str, Any]:
     return {"value": None, "n_tasks": 0, "n_runs": 0, "reason": reason}
 
 
+class StateFirst(dict):
+    """task -> [mean of each of its states' runs] (issue 33: a state's repeats weigh as one state),
+    with the number of runs behind them."""
+
+    n_runs = 0
+
+
+def state_first(per_state: Mapping[tuple[str, str | None], list[float]]) -> StateFirst:
+    out = StateFirst()
+    for (task, _), vs in per_state.items():
+        if vs:
+            out.setdefault(task, []).append(sum(vs) / len(vs))
+            out.n_runs += len(vs)
+    return out
+
+
+def _n_runs(per_task: Mapping[str, list[float]]) -> int:
+    if isinstance(per_task, StateFirst):
+        return per_task.n_runs
+    return sum(len(v) for v in per_task.values())
+
+
 def task_mean(per_task: Mapping[str, list[float]], reason: str) -> dict[str, Any]:
     """Average within task, then across tasks (every task weighs the same)."""
     means = [sum(v) / len(v) for v in per_task.values() if v]
     if not means:
         return na(reason)
     return {"value": sum(means) / len(means), "n_tasks": len(means),
-            "n_runs": sum(len(v) for v in per_task.values()), "reason": None}
+            "n_runs": _n_runs(per_task), "reason": None}
 
 
 def by_task(pairs: Iterable[tuple[str, float | None]]) -> dict[str, list[float]]:
@@ -274,7 +296,7 @@ class AgentRuns:
             conts.append(r)
             task = r.task
             if r.steps is not None:
-                cont_steps.append((task, r.steps))
+                cont_steps.append(((task, r.state), r.steps))
             if inp is not None and r.artifacts and "graded_patch" in r.artifacts and inp.left_uncommitted(r):
                 uncommitted.append(r)
                 continue
@@ -299,13 +321,14 @@ class AgentRuns:
                 if not r.missing_tests:
                     facts[key] = hit
             value, same_v, broke_v = hit[2]
-            repaired[task].append(value)
+            key = (task, r.state)
+            repaired[key].append(value)
             if failed_run:
-                repaired_failed[task].append(value)
-                same[task].append(same_v)
+                repaired_failed[key].append(value)
+                same[key].append(same_v)
                 if broke_v is not None:
-                    broke[task].append(broke_v)
-        runs = cls(clean, conts, uncommitted, {k: dict(v) for k, v in tests.items()}, frozenset(names),
+                    broke[key].append(broke_v)
+        runs = cls(clean, conts, uncommitted, {k: state_first(v) for k, v in tests.items()}, frozenset(names),
                    _step_ratios(clean, cont_steps))
         runs.failed = failed  # the cached_property's value, collected in the same pass
         return runs
@@ -343,7 +366,7 @@ def tokens_of(r: Record) -> int | None:
     return (r.prompt_tokens or 0) + (r.completion_tokens or 0)
 
 
-def _step_ratios(clean: Mapping[str, list[Record]], cont_steps: Iterable[tuple[str, int]],
+def _step_ratios(clean: Mapping[str, list[Record]], cont_steps: Iterable[tuple[tuple[str, str | None], int]],
                  value: Callable[[Record], int | None] = lambda r: r.steps) -> dict[str, list[float]]:
     """Per task, each continuation's steps (or other `value`) / the mean of the agent's Clean Start
     runs there (clean runs without one left out; tasks without one get no ratios)."""
@@ -352,15 +375,20 @@ def _step_ratios(clean: Mapping[str, list[Record]], cont_steps: Iterable[tuple[s
         steps = [v for v in map(value, cleans) if v]
         if steps:
             clean_steps[task] = sum(steps) / len(steps)
-    ratios: dict[str, list[float]] = defaultdict(list)
-    for task, steps in cont_steps:
+    ratios: dict[tuple[str, str | None], list[float]] = defaultdict(list)
+    for (task, state), steps in cont_steps:
         if task in clean_steps:
-            ratios[task].append(steps / clean_steps[task])
-    return dict(ratios)
+            ratios[(task, state)].append(steps / clean_steps[task])
+    return state_first(ratios)
 
 
 def _per_run(runs: Iterable[Record], value: Callable[[Record], float | None]) -> dict[str, list[float]]:
-    return by_task((r.task, value(r)) for r in runs)
+    per_state: dict[tuple[str, str | None], list[float]] = {}
+    for r in runs:
+        v = value(r)
+        if v is not None:
+            per_state.setdefault((r.task, r.state), []).append(v)
+    return state_first(per_state)
 
 
 def _why_no_tests(runs: list[Record], inp: BiasInputs, what: str, uncommitted: list[Record] = ()) -> str:
@@ -496,22 +524,23 @@ def steps_ratio(runs: AgentRuns) -> dict[str, Any]:
     median over tasks."""
     per_task = runs.step_ratios
     if per_task is None:
-        per_task = _step_ratios(runs.clean, [(r.task, r.steps) for r in runs.continuations if r.steps is not None])
+        per_task = _step_ratios(runs.clean, [((r.task, r.state), r.steps) for r in runs.continuations
+                                             if r.steps is not None])
     if not per_task:
         return na("no continuation with a step count and a Clean Start run with steps on its task")
     return {"value": median(sum(v) / len(v) for v in per_task.values()), "n_tasks": len(per_task),
-            "n_runs": sum(map(len, per_task.values())), "reason": None, "aggregate": "median over tasks"}
+            "n_runs": _n_runs(per_task), "reason": None, "aggregate": "median over tasks"}
 
 
 def tokens_ratio(runs: AgentRuns) -> dict[str, Any]:
     """Steps' twin in model tokens: continuation tokens / the agent's Clean Start tokens on the task;
     mean over a task's states, median over tasks."""
-    per_task = _step_ratios(runs.clean, [(r.task, t) for r in runs.continuations
+    per_task = _step_ratios(runs.clean, [((r.task, r.state), t) for r in runs.continuations
                                          if (t := tokens_of(r)) is not None], tokens_of)
     if not per_task:
         return na("no token counts (the harness reports none, or no Clean Start run with tokens on the task)")
     return {"value": median(sum(v) / len(v) for v in per_task.values()), "n_tasks": len(per_task),
-            "n_runs": sum(map(len, per_task.values())), "reason": None, "aggregate": "median over tasks"}
+            "n_runs": _n_runs(per_task), "reason": None, "aggregate": "median over tasks"}
 
 
 def inspection_rate(runs: AgentRuns, inp: BiasInputs) -> dict[str, Any]:
