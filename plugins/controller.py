@@ -161,6 +161,7 @@ class RunCostGuard:
     def __init__(self, session: RunSession):
         self.session = session
 
+    @pytest.hookimpl(tryfirst=True)  # before the case's fixture would run it
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         why = self.session.over_budget()
         if why:

@@ -8,6 +8,7 @@ $0.0001 (the agents' price_per_token) = $0.01 + $0.01 = $0.02.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -20,6 +21,11 @@ from swe_residual.agents.model_server import load_script
 
 from .drivers import ON_PYTHONPATH, cli, environ, records, run_suite, world
 from .taskfactory import CALC_SOLVED
+
+try:
+    from docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
+except ImportError:  # tests/ is a package
+    from tests.docker_helpers import bookworm_image, docker_client  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}
@@ -136,6 +142,34 @@ def test_max_run_cost_ends_the_run_like_an_interrupt_and_resume_completes_it(tmp
 
 
 @pytest.mark.slow
+def test_max_run_cost_with_xdist_workers_starts_no_case_past_the_limit(tmp_path):
+    server = script(tmp_path / "quick.yaml", "ls", SUBMIT)  # $0.04 a case
+    world(tmp_path, "calc", "calc2", agents={"priced": msa(server, price_per_token=PRICE)})
+    run_dir = tmp_path / "run"
+    # two cases at a time: the limit is reached once two are recorded ($0.08); a case a worker
+    # started before that finishes, the others never start
+    proc = run_suite(
+        "--max-run-cost", "0.06", world=tmp_path, agents=["priced"], workers=2, env=ON_PYTHONPATH
+    )
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    recorded = len(records(run_dir))
+    stopped = summary(run_dir)["interrupted"]
+    assert recorded in (2, 3) and (stopped["recorded"], stopped["not_run"]) == (recorded, 4 - recorded)
+    # the reason gives the spend when the run stopped ($0.08: two records); what then finished adds to it
+    assert re.fullmatch(
+        r"--max-run-cost 0\.06: \$0\.(08|12) recorded by this run; no further case started", stopped["reason"]
+    )
+    assert summary(run_dir)["cost"]["total_usd"] == pytest.approx(recorded * 2 * CALL_USD)
+    resume = next(line for line in proc.stdout.splitlines() if line.startswith("continue it with: "))
+    args = shlex.split(resume.removeprefix("continue it with: "))
+    done = subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, env=environ(ON_PYTHONPATH), capture_output=True, text=True
+    )
+    assert done.returncode == 1 and len(records(run_dir)) == 4, done.stdout[-3000:]
+    assert "interrupted" not in summary(run_dir)
+
+
+@pytest.mark.slow
 def test_a_case_of_unknown_cost_makes_every_total_unknown_never_zero(tmp_path):
     server = script(tmp_path / "quick.yaml", "ls", SUBMIT)
     # the same replies; LiteLLM's price table has no `openai/scripted`, and one config gives no price
@@ -187,3 +221,47 @@ def test_scripted_usage_must_be_token_counts(tmp_path):
     with pytest.raises(ValueError, match=r"replies\[0\]: usage: .*counts >= 0"):
         load_script(bad)
     assert load_script(script(tmp_path / "ok.yaml", "ls"))["replies"][0]["usage"] == USAGE
+
+
+@pytest.mark.docker
+def test_terminus_stops_at_the_crossing_step_on_a_machine_task_from_every_start(
+    tmp_path, docker_client, bookworm_image
+):
+    # the kv-service repair, each answer now priced: $0.02, then $0.04 >= $0.03 at step 2, whose
+    # keystrokes (the fix) are never typed
+    fixture = yaml.safe_load((ROOT / "fixtures" / "scripted" / "terminus-kv-service.yaml").read_text())
+    for reply in fixture["replies"]:
+        reply["usage"] = USAGE
+    (tmp_path / "kv.yaml").write_text(yaml.safe_dump(fixture))
+    agents = {
+        "priced-terminus": {
+            "harness": "terminus",
+            "model": "openai/scripted",
+            "scripted_server": "kv.yaml",
+            "price_per_token": PRICE,
+            "max_case_cost": 0.03,
+        }
+    }
+    (tmp_path / "agents.yaml").write_text(yaml.safe_dump({"agents": agents}))
+    run = tmp_path / "run"
+    proc = run_suite(
+        "-q",
+        "--agent-config",
+        str(tmp_path / "agents.yaml"),
+        "-k",
+        "kv-service",
+        "-n",
+        "2",
+        suite=ROOT / "suites" / "terminal_bench",
+        backend="docker",
+        agents=["priced-terminus"],
+        run_dir=run,
+        timeout=1800,
+    )
+    recs = records(run, missing_ok=True)
+    assert len(recs) == 3 and {r["start"] for r in recs} == {"clean", "residual"}, proc.stdout[-3000:]
+    for r in recs:
+        assert (r["termination"], r["rule"], r["outcome"], r["steps"]) == ("cost_limit", "cost_limit", 0, 2)
+        assert r["cost_usd"] == pytest.approx(2 * CALL_USD)
+        typed = [json.loads(line)["input"] for line in (run / r["artifacts"]["interactions"]).open()]
+        assert len(typed) == 1 and typed[0].startswith("cat /etc/kvstore")  # step 1's keys only
