@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import codecs
 import gc
-import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,7 +38,7 @@ import msgspec
 import numpy as np
 
 from swe_residual.report.forked import in_child, may_fork
-from swe_residual.report.spend import record_cost
+from swe_residual.report.spend import record_costs
 from swe_residual.results import (
     MANIFEST,
     NESTED,
@@ -154,10 +153,12 @@ def _kinds(values: list) -> tuple[list, np.ndarray]:
     return list(kinds), np.fromiter(map(index.__getitem__, values), np.int32, len(values))
 
 
-def _costs(rows: Iterable[Record | RecordRow]) -> np.ndarray:
-    """Each record's cost (report/spend.py record_cost), NaN where it is unknown."""
-    costs = (record_cost(r.cost_usd, r.harness, r.steps) for r in rows)
-    return np.fromiter((math.nan if c is None else c for c in costs), np.float64)
+def _costs(rows: Sequence[Record | RecordRow]) -> np.ndarray:
+    """Each record's cost (report/spend.py record_costs), NaN where it is unknown."""
+    return record_costs(list(map(_COST, rows)), list(map(_HARNESS, rows)), list(map(_STEPS, rows)))
+
+
+_COST, _HARNESS, _STEPS = attrgetter("cost_usd"), attrgetter("harness"), attrgetter("steps")
 
 
 class IntColumn:

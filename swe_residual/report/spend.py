@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,13 +20,17 @@ MODEL_FREE_HARNESSES = frozenset({"builtin", "scripted", "replay"})
 UNKNOWN = "unknown"
 
 
-def record_cost(cost_usd: float | None, harness: str | None, steps: int | None) -> float | None:
-    """USD one record spent; None when it is unknown."""
-    if cost_usd is not None:
-        return float(cost_usd)
-    if harness in MODEL_FREE_HARNESSES or not steps:
-        return 0.0
-    return None
+def record_costs(
+    cost_usd: Sequence[float | None], harness: Sequence[str | None], steps: Sequence[int | None]
+) -> np.ndarray:
+    """USD each record spent (the fields of its line), NaN where it is unknown."""
+    cost = np.array(cost_usd, np.float64)  # None: NaN
+    unknown = np.isnan(cost)
+    if unknown.any():
+        free = np.fromiter(map(MODEL_FREE_HARNESSES.__contains__, harness), bool, len(cost))
+        stepped = np.fromiter(map(bool, steps), bool, len(cost))
+        cost[unknown & (free | ~stepped)] = 0.0
+    return cost
 
 
 def total_of(costs: np.ndarray) -> float | str:
@@ -59,15 +64,23 @@ class SpendMeter:
         except FileNotFoundError:
             return self.spent
         end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        fields: list[tuple] = []
         for line in data[:end].splitlines():
             try:
                 rec = json.loads(line)
-                cost = record_cost(rec.get("cost_usd"), rec.get("harness"), rec.get("steps"))
+                fields.append(
+                    (
+                        float(rec.get("cost_usd")) if rec.get("cost_usd") is not None else None,
+                        rec.get("harness"),
+                        rec.get("steps"),
+                    )
+                )
             except (ValueError, AttributeError, TypeError):
                 continue  # not a record: the report names it
-            if cost is None:
-                self.unknown += 1
-            else:
-                self.spent += cost
         self.offset += end
+        if fields:
+            cost = record_costs(*zip(*fields))
+            unknown = np.isnan(cost)
+            self.unknown += int(unknown.sum())
+            self.spent += math.fsum(cost[~unknown].tolist())
         return self.spent
