@@ -45,6 +45,10 @@ def msa(server: Path, **fields) -> dict:
     return {"harness": "mini-swe-agent", "model": "openai/scripted", "scripted_server": str(server), **fields}
 
 
+# budgets far above what the runs take, so that only the cost limit can stop them on a loaded machine
+SLACK = {"agent_timeout": 900, "verifier_timeout": 600}
+
+
 def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
@@ -64,6 +68,7 @@ def test_max_case_cost_stops_the_agent_at_the_crossing_step_from_both_starts(tmp
             "capped": msa(server, price_per_token=PRICE, max_case_cost=0.05),
             "uncapped": msa(server, price_per_token=PRICE),
         },
+        **SLACK,
     )
     proc = run_suite(world=tmp_path, agents=["capped", "uncapped"], workers=2, env=ON_PYTHONPATH)
     recs = records(tmp_path / "run", by=lambda r: (r["agent"], r["start"]))
@@ -80,7 +85,7 @@ def test_max_case_cost_stops_the_agent_at_the_crossing_step_from_both_starts(tmp
             0,
             "fail",
         )
-        assert capped["tests"] and all(s == "passed" for s in capped["tests"].values())
+        assert capped["tests"] and all(s == "passed" for s in capped["tests"].values()), capped
         assert capped["steps"] == 3 and capped["cost_usd"] == pytest.approx(3 * CALL_USD)
         assert capped["error"].startswith("cost limit $0.05 reached at step 3: $0.06 spent")
         # the crossing call is paid and recorded; its command never ran
@@ -113,7 +118,7 @@ def test_max_case_cost_stops_the_agent_at_the_crossing_step_from_both_starts(tmp
 @pytest.mark.slow
 def test_max_run_cost_ends_the_run_like_an_interrupt_and_resume_completes_it(tmp_path):
     server = script(tmp_path / "quick.yaml", "ls", SUBMIT)  # $0.04 a case
-    world(tmp_path, "calc", "calc2", agents={"priced": msa(server, price_per_token=PRICE)})
+    world(tmp_path, "calc", "calc2", agents={"priced": msa(server, price_per_token=PRICE)}, **SLACK)
     run_dir = tmp_path / "run"
     # one case at a time: $0.04 after the first, $0.08 >= $0.06 after the second; 2 of 4 not started
     proc = run_suite("--max-run-cost", "0.06", world=tmp_path, agents=["priced"], env=ON_PYTHONPATH)
@@ -144,7 +149,7 @@ def test_max_run_cost_ends_the_run_like_an_interrupt_and_resume_completes_it(tmp
 @pytest.mark.slow
 def test_max_run_cost_with_xdist_workers_starts_no_case_past_the_limit(tmp_path):
     server = script(tmp_path / "quick.yaml", "ls", SUBMIT)  # $0.04 a case
-    world(tmp_path, "calc", "calc2", agents={"priced": msa(server, price_per_token=PRICE)})
+    world(tmp_path, "calc", "calc2", agents={"priced": msa(server, price_per_token=PRICE)}, **SLACK)
     run_dir = tmp_path / "run"
     # two cases at a time: the limit is reached once two are recorded ($0.08); a case a worker
     # started before that finishes, the others never start
@@ -152,16 +157,17 @@ def test_max_run_cost_with_xdist_workers_starts_no_case_past_the_limit(tmp_path)
         "--max-run-cost", "0.06", world=tmp_path, agents=["priced"], workers=2, env=ON_PYTHONPATH
     )
     assert proc.returncode == 2, proc.stdout[-3000:]
-    recorded = len(records(run_dir))
+    recorded, out = len(records(run_dir)), proc.stdout[-3000:]
     stopped = summary(run_dir)["interrupted"]
-    assert recorded in (2, 3) and (stopped["recorded"], stopped["not_run"]) == (recorded, 4 - recorded)
+    assert recorded in (2, 3) and (stopped["recorded"], stopped["not_run"]) == (recorded, 4 - recorded), out
     # the reason gives the spend when the run stopped ($0.08: two records); what then finished adds to it
     assert re.fullmatch(
         r"--max-run-cost 0\.06: \$0\.(08|12) recorded by this run; no further case started", stopped["reason"]
-    )
-    assert summary(run_dir)["cost"]["total_usd"] == pytest.approx(recorded * 2 * CALL_USD)
-    resume = next(line for line in proc.stdout.splitlines() if line.startswith("continue it with: "))
-    args = shlex.split(resume.removeprefix("continue it with: "))
+    ), out
+    assert summary(run_dir)["cost"]["total_usd"] == pytest.approx(recorded * 2 * CALL_USD), out
+    resume = [x for x in proc.stdout.splitlines() if x.startswith("continue it with: ")]
+    assert resume, out
+    args = shlex.split(resume[0].removeprefix("continue it with: "))
     done = subprocess.run(
         [sys.executable, "-m", *args], cwd=ROOT, env=environ(ON_PYTHONPATH), capture_output=True, text=True
     )
@@ -173,7 +179,7 @@ def test_max_run_cost_with_xdist_workers_starts_no_case_past_the_limit(tmp_path)
 def test_a_case_of_unknown_cost_makes_every_total_unknown_never_zero(tmp_path):
     server = script(tmp_path / "quick.yaml", "ls", SUBMIT)
     # the same replies; LiteLLM's price table has no `openai/scripted`, and one config gives no price
-    world(tmp_path, agents={"priced": msa(server, price_per_token=PRICE), "unpriced": msa(server)})
+    world(tmp_path, agents={"priced": msa(server, price_per_token=PRICE), "unpriced": msa(server)}, **SLACK)
     run_dir = tmp_path / "run"
     proc = run_suite(
         world=tmp_path, agents=["priced", "unpriced", "nop"], start="clean", workers=2, env=ON_PYTHONPATH
