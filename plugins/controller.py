@@ -61,6 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
             infra_retries=opt("swe_infra_retries"),
             docker_hosts=opt("swe_docker_hosts"),
             cluster=opt("swe_cluster"),
+            max_case_cost=_positive(opt("swe_max_case_cost"), "--max-case-cost"),
+            max_run_cost=_positive(opt("swe_max_run_cost"), "--max-run-cost"),
+            spend_from=int(getattr(config, "workerinput", {}).get("swe_residual_spend_from", 0)),
             # this process runs one case at a time, beside its fellow workers
             regrade_mode=regrade_mode(
                 int(getattr(config, "workerinput", {}).get("workercount", 1)),
@@ -104,6 +107,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "pass another path for pytest-html's report"
         )
     config.stash[SESSION_KEY] = session
+    if session.max_run_cost is not None:
+        config.pluginmanager.register(RunCostGuard(session), "swe-residual-run-cost")
     if _is_worker(config):
         config.pluginmanager.register(WorkerEnd(session), "swe-residual-worker-end")
     else:
@@ -142,6 +147,27 @@ def check_cluster_usage(config: pytest.Config) -> None:
         )
 
 
+def _positive(value: float | None, option: str) -> float | None:
+    if value is not None and not value > 0:
+        raise InputError(f"{option} {value:g}: a cost limit is a number of USD above 0")
+    return value
+
+
+class RunCostGuard:
+    """--max-run-cost in every process that runs cases: once this invocation's records cost the
+    limit, a case not yet started is skipped (it has no record: "not run"), so the cases an xdist
+    worker already holds do not start after the controller stopped the run."""
+
+    def __init__(self, session: RunSession):
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)  # before the case's fixture would run it
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        why = self.session.over_budget()
+        if why:
+            pytest.skip(why)
+
+
 class WorkerEnd:
     """An xdist worker removes what its cases left on the engines before it tells the controller
     it has finished (xdist's own sessionfinish wraps this one): the controller ends the run, and
@@ -175,6 +201,7 @@ def pytest_configure_node(node) -> None:  # xdist hook, controller side
     session = get_session(node.config)
     if session is not None:
         node.workerinput["swe_residual_run_dir"] = str(session.run_dir)
+        node.workerinput["swe_residual_spend_from"] = session.spend_from
         view = node.config.pluginmanager.get_plugin("swe-residual-progress")
         if view is not None:
             node.workerinput["swe_residual_progress"] = str(view.channel.path)
@@ -306,11 +333,15 @@ class Controller:
         self.run_page: Path | None = None
         self.run_dir_error: str | None = None
         self.interrupted = False  # Ctrl-C (or xdist's -x): the run stopped before its last case, exit 2
+        self.stopped: str | None = None  # why --max-run-cost stopped the run (it ends interrupted too)
+        self.finished_cases = 0
+        self.pytest_session: pytest.Session | None = None
         self.deferred = False  # ... with xdist: finished once the workers are gone (LateFinish)
 
     @pytest.hookimpl(wrapper=True)  # around pytest's own: after its header
     def pytest_sessionstart(self, session: pytest.Session):
         """What the plan left out, one line each, once (the controller's plan)."""
+        self.pytest_session = session
         result = yield
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         for note in self.session.plan.notes if reporter is not None else ():
@@ -353,6 +384,22 @@ class Controller:
                 f"{len(self.collected)} ({again} again after an infra error or a crash, "
                 f"{len(self.collected) - again} not run before)"
             )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """--max-run-cost: after each case, stop scheduling when this invocation's records cost the
+        limit and some case has not run (the run ends as an interrupt: exit 2, the resume line)."""
+        if report.when != "teardown" or self.session.max_run_cost is None or self.stopped:
+            return
+        self.finished_cases += 1
+        why = self.session.over_budget()
+        if why is None or self.finished_cases >= len(self.collected or ()):
+            return
+        self.stopped = why
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        if dsession is not None:  # xdist: shuts the workers down, then raises Interrupted
+            dsession.shouldstop = why
+        elif self.pytest_session is not None:  # pytest's loop raises Interrupted after this case
+            self.pytest_session.shouldstop = why
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
@@ -409,6 +456,7 @@ class Controller:
                 Path(baseline) if baseline else None,
                 interrupted=self.interrupted,
                 resume=self.resume_command() if self.interrupted else "",
+                reason=self.stopped or "",
             )
             self.run_page = self._write_pages()
             if baseline and gate is not None and not self.interrupted:

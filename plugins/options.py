@@ -91,6 +91,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="override every task's agent wall-time budget",
     )
     g.addoption(
+        "--max-case-cost",
+        dest="swe_max_case_cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="stop a model-loop agent (mini-swe-agent, terminus) when its model calls in one case cost "
+        "USD: termination cost_limit, outcome 0, the same from both starts (default: the agent "
+        "config's max_case_cost, else none)",
+    )
+    g.addoption(
+        "--max-run-cost",
+        dest="swe_max_run_cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="start no further case once the cases this invocation recorded cost USD; the run ends "
+        "interrupted (exit 2) with the --resume command that completes it",
+    )
+    g.addoption(
         "--agent-config",
         action="append",
         dest="swe_agent_configs",

@@ -39,6 +39,7 @@ RULES: dict[str, Rule] = {
         Rule("agent_error", "the agent failed on its own (non-zero exit, its own code raised)", True, False),
         Rule("context_exhausted", "the model's context window or max tokens ran out", True, False),
         Rule("budget", "the wall-time or step budget was used up", True, False),
+        Rule("cost_limit", "the model calls reached the case's cost limit (--max-case-cost)", True, False),
         Rule(
             "storage_limit",
             "the agent's commands wrote more than the task's storage_mb: stopped",
@@ -128,6 +129,11 @@ class ContextExhausted(Exception):
 
 class BudgetExhausted(Exception):
     """The run used its wall-time or step budget; the run is a task failure."""
+
+
+class CostLimitExhausted(BudgetExhausted):
+    """The model calls of the run reached its cost limit (--max-case-cost, max_case_cost): a budget
+    like time or steps, recorded under its own name (`cost_limit`)."""
 
 
 class InputError(ValueError):

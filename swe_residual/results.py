@@ -37,7 +37,9 @@ MAX_TEXT = 100_000  # characters of any one string of a record as written
 #: trajectory (--handoff-view); never mixed with the blind residual start of the paper
 Start = Literal["clean", "residual", "residual+summary", "residual+trace"]
 VerdictName = Literal["pass", "fail", "infra_error"]
-Termination = Literal["submitted", "budget", "context_exhausted", "storage_limit", "agent_error", "infra"]
+Termination = Literal[
+    "submitted", "budget", "cost_limit", "context_exhausted", "storage_limit", "agent_error", "infra"
+]
 TestStatus = Literal["passed", "failed", "skipped"]
 
 

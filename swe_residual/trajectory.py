@@ -78,16 +78,22 @@ class Trajectory(BaseModel):
 
     def usage(self) -> tuple[int | None, int | None, float | None]:
         """Prompt tokens, completion tokens and cost summed over the steps that report them (None
-        when no step does)."""
+        when no step does; the cost also when a step with tokens has none)."""
 
         def total(values):
             known = [v for v in values if v is not None]
             return sum(known) if known else None
 
+        # a step that reports tokens without a cost makes the run's cost unknown, never a partial sum
+        priced = all(
+            s.cost_usd is not None
+            for s in self.steps
+            if s.prompt_tokens is not None or s.completion_tokens is not None
+        )
         return (
             total(s.prompt_tokens for s in self.steps),
             total(s.completion_tokens for s in self.steps),
-            total(s.cost_usd for s in self.steps),
+            total(s.cost_usd for s in self.steps) if priced else None,
         )
 
     def write(self, path: Path) -> None:

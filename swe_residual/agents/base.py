@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from swe_residual.backends.base import Environment, ExecResult
-from swe_residual.errors import BudgetExhausted, HarnessError, InfraError
+from swe_residual.errors import BudgetExhausted, CostLimitExhausted, HarnessError, InfraError
 from swe_residual.interactions import Interaction, output_digest
 from swe_residual.results import Termination
 from swe_residual.tasks import Task
@@ -26,17 +26,30 @@ from swe_residual.trajectory import Action, Trajectory, clip
 class Budget:
     wall_s: float
     max_steps: int | None = None
+    max_cost_usd: float | None = None  # --max-case-cost / max_case_cost: model-loop harnesses
     started: float = field(default_factory=time.monotonic)
+    spent_usd: float = 0.0  # the model calls' cost so far, as far as it is known
 
     @property
     def remaining_s(self) -> float:
         return self.wall_s - (time.monotonic() - self.started)
 
+    def charge(self, cost: float | None, step: int) -> None:
+        """Add one model call's cost (None: unknown, adds nothing); the call that makes the spend
+        reach the limit ends the run there, before its reply is acted on (CostLimitExhausted)."""
+        if cost is not None:
+            self.spent_usd += cost
+        if self.max_cost_usd is not None and self.spent_usd >= self.max_cost_usd:
+            raise CostLimitExhausted(
+                f"cost limit ${self.max_cost_usd:g} reached at step {step}: "
+                f"${self.spent_usd:.6g} spent on model calls"
+            )
+
 
 @dataclass
 class AgentResult:
     declared_complete: bool
-    termination: Termination  # submitted | budget | context_exhausted | storage_limit | agent_error
+    termination: Termination  # submitted, budget, cost_limit, context_exhausted, storage_limit, agent_error
     steps: int
     message: str | None = None
 
@@ -125,12 +138,18 @@ class Agent(ABC):
     option: str = "--agent"  # the option the name came from (--agent, --predecessor): errors say it
     timeout_sec: float | None = None  # budget overrides from the agent's config
     step_limit: int | None = None
+    max_case_cost: float | None = None  # USD; only harnesses that call a model themselves enforce it
 
     def __init__(self, name: str):
         self.name = name
 
     def check(self) -> None:
         """Raise InputError before the first case when the agent cannot run (missing key, package)."""
+
+    def check_spend(self, option: str | None) -> None:
+        """Raise InputError before the first case when a cost limit (its own max_case_cost, or the
+        run's `option`) needs prices this agent's calls do not have. Agents that call no model
+        themselves have nothing to check."""
 
     def unsupported(self, task: Task) -> str | None:
         """Why this agent cannot work on `task` (a usage error before any case), None when it can."""

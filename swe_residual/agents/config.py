@@ -17,6 +17,14 @@ from swe_residual.errors import InputError, validation_line
 from swe_residual.safe_read import read_yaml
 
 
+class TokenPrice(BaseModel):
+    """USD per token of a model, where LiteLLM's price table does not have it (or to override it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt: float = Field(ge=0)
+    completion: float = Field(ge=0)
+
+
 class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     harness: Literal["command", "replay", "mini-swe-agent", "terminus", "scripted"]
@@ -48,6 +56,12 @@ class AgentSpec(BaseModel):
     # budget (task.toml's [agent] timeout_sec applies when unset)
     timeout_sec: float | None = Field(default=None, gt=0)
     step_limit: int | None = Field(default=None, gt=0)
+    max_case_cost: float | None = Field(
+        default=None, gt=0, description="USD the model calls of one case may cost (--max-case-cost)"
+    )
+    price_per_token: TokenPrice | None = Field(
+        default=None, description="USD per prompt and completion token (else LiteLLM's price table)"
+    )
     env: dict[str, str] = Field(default_factory=dict, description="non-secret variables for the agent")
     source: str | None = Field(default=None, exclude=True)
 

@@ -17,6 +17,9 @@ is YAML:
                                     #   arguments are cut in half
       - {message: "Thinking..."}    # a plain answer without a tool call (finish_reason stop)
       - {delay: 5, command: "ls"}   # any reply may wait `delay` seconds first (client timeouts)
+      - {command: "ls", usage: {prompt_tokens: 1000, completion_tokens: 50}}
+                                    # any reply may state its token usage (else 1 token per 4
+                                    #   characters): spend that crosses a cost limit at a known step
       - {json: {analysis: ..., plan: ..., commands: [{keystrokes: "ls\n", duration: 0.1}],
                 task_complete: false}}  # a plain answer whose text is this value as JSON (Terminus)
     after_last: repeat              # repeat | submit  (what to answer past the end)
@@ -73,6 +76,17 @@ def load_script(path: Path) -> dict:
                 )
         elif "command" not in item and "message" not in item and "json" not in item:
             raise ValueError(f"{where}: command, message, json or error is required")
+        if "usage" in item:
+            counts = item["usage"]
+            if not (
+                isinstance(counts, dict)
+                and set(counts) <= {"prompt_tokens", "completion_tokens"}
+                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values())
+            ):
+                raise ValueError(
+                    f"{where}: usage: {counts!r} (a mapping of prompt_tokens and completion_tokens to "
+                    "counts >= 0)"
+                )
         if item.get("finish_reason", "stop") not in ("stop", "length", "tool_calls"):
             raise ValueError(
                 f"{where}: finish_reason: {item['finish_reason']!r} (stop, length or tool_calls)"
@@ -98,14 +112,17 @@ def conversation_turn(messages: list[dict]) -> int:
     return turn
 
 
-def usage(messages: list, reply: dict) -> dict:
-    """Token counts as a provider reports them, here one token per 4 characters (deterministic)."""
+def usage(messages: list, reply: dict, scripted: dict | None = None) -> dict:
+    """Token counts as a provider reports them: the reply's scripted `usage` where it has one, else
+    one token per 4 characters (deterministic)."""
 
     def chars(obj) -> int:
         return len(json.dumps(obj, ensure_ascii=False, sort_keys=True))
 
     prompt = max(1, sum(chars(m.get("content")) for m in messages if isinstance(m, dict)) // 4)
     completion = max(1, (chars(reply.get("content")) + chars(reply.get("tool_calls"))) // 4)
+    prompt = (scripted or {}).get("prompt_tokens", prompt)
+    completion = (scripted or {}).get("completion_tokens", completion)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
@@ -191,7 +208,7 @@ class ScriptedModelServer:
             "created": int(time.time()),
             "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "finish_reason": finish_reason or "stop", "message": message}],
-            "usage": usage(body.get("messages") or [], message),
+            "usage": usage(body.get("messages") or [], message, item.get("usage")),
         }
 
     def __enter__(self) -> ScriptedModelServer:

@@ -81,7 +81,40 @@ class ModelAgent(Agent):
                 "(a LiteLLM model id is required; set the variable it names)"
             )
         self.model_name = model
+        self.max_case_cost = spec.max_case_cost
         register_secret_env(*spec.api_key_env)
+
+    def call_cost(self, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+        """USD of one model call: the config's price_per_token, else LiteLLM's price table; None
+        when the tokens or the price are unknown (never 0 for "unknown")."""
+        if prompt_tokens is None or completion_tokens is None:
+            return None
+        price = self.spec.price_per_token
+        if price is not None:
+            return prompt_tokens * price.prompt + completion_tokens * price.completion
+        try:
+            with library_env():
+                litellm = quiet_litellm()
+                prompt_usd, completion_usd = litellm.cost_per_token(
+                    model=self.model_name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+                )
+        except Exception:  # noqa: BLE001 - not in the table (or no LiteLLM): the cost is unknown
+            return None
+        return float(prompt_usd) + float(completion_usd)
+
+    def check_spend(self, option: str | None) -> None:
+        limit = (
+            f"agents.{self.name}.max_case_cost"
+            if self.max_case_cost is not None and option is None
+            else option
+        )
+        if limit is None or self.call_cost(1, 1) is not None:
+            return
+        raise InputError(
+            f"{limit}: {self.option} {self.name}: model {self.model_name} has no price in LiteLLM's "
+            "price table, so its spend is unknown; set price_per_token: {prompt: USD, completion: USD} "
+            f"in its config ({self.spec.source or 'agents.yaml'})"
+        )
 
     def check_keys(self) -> None:
         missing = [k for k in self.spec.api_key_env if not os.environ.get(k)]
@@ -124,7 +157,7 @@ class MiniSweAgent(ModelAgent):
         from minisweagent.models.litellm_model import LitellmModel
 
         quiet_litellm()
-        spec = self.spec
+        spec, owner = self.spec, self
         command_timeout = spec.command_timeout_sec
 
         class BoundEnvironment:
@@ -171,9 +204,9 @@ class MiniSweAgent(ModelAgent):
                 step = ctx.trajectory.add_step(
                     message=content if isinstance(content, str) else None, started_at=started
                 )
-                step.prompt_tokens, step.completion_tokens, step.cost_usd = litellm_usage(
-                    message.get("extra")
-                )
+                step.prompt_tokens, step.completion_tokens, _ = litellm_usage(message.get("extra"))
+                step.cost_usd = owner.call_cost(step.prompt_tokens, step.completion_tokens)
+                budget.charge(step.cost_usd, step.index + 1)  # at the limit: its reply is not acted on
                 return message
 
         with contextlib.ExitStack() as stack:

@@ -11,7 +11,7 @@ the screen and replies in Terminus-2's JSON shape
 The keystrokes are typed in order, each followed by its duration (capped at 60 s and the budget);
 a reply that cannot be parsed is answered with the problem and costs a turn; declaring the task
 complete is asked to be confirmed once, and the second `task_complete: true` in a row ends the run.
-Models are called through LiteLLM, with the same budgets (wall time, step limit = turns) and the
+Models are called through LiteLLM, with the same budgets (wall time, step limit = turns, cost) and the
 same recording as every harness: one trajectory step per model turn, every keystroke and wait in
 interactions.jsonl, and the run as an ATIF trajectory (terminus.trajectory.json) that the Harbor
 importer reads back. Model errors are classified like mini-swe-agent's (agents/msa.py).
@@ -29,9 +29,9 @@ from swe_residual.agents.base import AgentContext, AgentResult, BudgetExhausted
 from swe_residual.agents.extras import extra_missing, quiet_litellm
 from swe_residual.agents.msa import ModelAgent, library_env
 from swe_residual.backends.machine.terminal import TmuxTerminal
-from swe_residual.errors import ContextExhausted, InputError, raise_model_error
+from swe_residual.errors import ContextExhausted, CostLimitExhausted, InputError, raise_model_error
 from swe_residual.redact import redact
-from swe_residual.trajectory import Action
+from swe_residual.trajectory import Action, usage_numbers
 
 MAX_WAIT_S = 60.0
 DEFAULT_DURATION_S = 1.0
@@ -183,7 +183,8 @@ class TerminusAgent(ModelAgent):
                     encoding="utf-8",
                 )
 
-    def _complete(self, ctx: AgentContext, messages: list[dict], kwargs: dict) -> str:
+    def _complete(self, ctx: AgentContext, messages: list[dict], kwargs: dict) -> tuple[str, dict]:
+        """The model's answer and its usage as the provider reported it ({} when it did not)."""
         with library_env():  # LiteLLM reads its settings when it is imported
             litellm = quiet_litellm()
         try:
@@ -202,7 +203,9 @@ class TerminusAgent(ModelAgent):
             raise ContextExhausted(
                 "the model's answer was cut off at its output limit (finish_reason length)"
             )
-        return choice.message.content or ""
+        usage = getattr(resp, "usage", None)
+        counts = usage.model_dump() if hasattr(usage, "model_dump") else usage
+        return choice.message.content or "", counts if isinstance(counts, dict) else {}
 
     def _loop(self, ctx: AgentContext, kwargs: dict, atif: list[dict]) -> AgentResult:
         terminal = TmuxTerminal(ctx.env)
@@ -217,10 +220,17 @@ class TerminusAgent(ModelAgent):
             if budget.remaining_s <= 0:
                 raise BudgetExhausted(f"wall-time budget {budget.wall_s:g}s used up")
             started = time.time()
-            text = self._complete(ctx, messages, kwargs)
+            text, counts = self._complete(ctx, messages, kwargs)
             messages.append({"role": "assistant", "content": text})
             reply = parse_reply(text)
             step = ctx.trajectory.add_step(message=text, started_at=started)
+            step.prompt_tokens, step.completion_tokens, _ = usage_numbers(counts, None)
+            step.cost_usd = self.call_cost(step.prompt_tokens, step.completion_tokens)
+            try:
+                budget.charge(step.cost_usd, step.index + 1)  # at the limit: its keys are not typed
+            except CostLimitExhausted:
+                atif.append({"step_id": len(atif) + 1, "source": "agent", "message": text})
+                raise
             calls: list[dict] = []
             if reply.error is not None:
                 observation = PARSE_ERROR.format(error=reply.error)

@@ -96,6 +96,7 @@ class ClusterRunner:
         self.options = SessionOptions(
             backend=session.backend_name,
             agent_timeout=session.settings.agent_timeout,
+            max_case_cost=session.settings.max_case_cost,
             infra_retries=0,
             run_id=session.run_id,
             regrade_mode=session.settings.regrade_mode,

@@ -34,6 +34,7 @@ from swe_residual.report.bias.measures import BiasInputs, PerTask, runs_bias, te
 from swe_residual.report.columns import Columns, IntColumn, ManifestView, columns_for
 from swe_residual.report.graded import GRADED_PATCH
 from swe_residual.report.metrics import Counts, group_cell, matched_tasks, repeat_row, success_row
+from swe_residual.report.spend import total_of
 from swe_residual.report.stats import bootstrap_ci, nested_bootstrap_ci
 from swe_residual.results import STARTS, Record
 
@@ -125,6 +126,7 @@ class Selection:
         self.missing = cols.missing_tests[pos]
         self.has_outcomes = cols.truthy("tests")[pos] | cols.truthy("missing_tests")[pos]
         self.art = cols.artifacts[pos]
+        self.cost = cols.cost[pos]
         self.steps = cols.steps.take(pos)
         p, c = cols.prompt_tokens.take(pos), cols.completion_tokens.take(pos)
         self.tokens = IntColumn(p.values * p.present + c.values * c.present, p.present | c.present)
@@ -181,6 +183,7 @@ class Selection:
         tc = self.clean[with_tokens]
         tok = self.tokens.values[with_tokens]
         o.tokens = {"clean": tok[tc].tolist(), "residual": tok[~tc].tolist()}
+        o.cost_usd = total_of(self.cost[sl])  # every attempt's spend, infra errors too
         ctask, cmean, ccells = _count_means(self.task[vc], self.outcome[vc])
         clean_t = dict(zip([names[t] for t in ctask.tolist()], cmean.tolist()))
         # per (task, state): y(S); the tasks in the order they first appear, each one's states so

@@ -38,6 +38,7 @@ import msgspec
 import numpy as np
 
 from swe_residual.report.forked import in_child, may_fork
+from swe_residual.report.spend import record_costs
 from swe_residual.results import (
     MANIFEST,
     NESTED,
@@ -152,6 +153,14 @@ def _kinds(values: list) -> tuple[list, np.ndarray]:
     return list(kinds), np.fromiter(map(index.__getitem__, values), np.int32, len(values))
 
 
+def _costs(rows: Sequence[Record | RecordRow]) -> np.ndarray:
+    """Each record's cost (report/spend.py record_costs), NaN where it is unknown."""
+    return record_costs(list(map(_COST, rows)), list(map(_HARNESS, rows)), list(map(_STEPS, rows)))
+
+
+_COST, _HARNESS, _STEPS = attrgetter("cost_usd"), attrgetter("harness"), attrgetter("steps")
+
+
 class IntColumn:
     """An integer field that may be None: values (int64, or Python ints beyond _SAFE_INT) and
     where it is present."""
@@ -224,6 +233,7 @@ class Columns:
         "integrity",
         "artifacts",
         "run",
+        "cost",
     )
 
     def __init__(
@@ -254,6 +264,8 @@ class Columns:
         self.integrity = arrays["integrity"]
         self.artifacts = arrays["artifacts"]
         self.run = arrays["run"]
+        #: USD per record (report/spend.py record_cost), NaN where it is unknown
+        self.cost = arrays["cost"].astype(np.float64)
         self.steps = ints["steps"]
         self.prompt_tokens = ints["prompt_tokens"]
         self.completion_tokens = ints["completion_tokens"]
@@ -357,6 +369,7 @@ class _Builder:
                 codes[where] = nested[name].sparse_codes([sparse[i][j] for i in where.tolist()])
             part[name] = codes
         part["run"] = np.full(n, run, np.int32)
+        part["cost"] = _costs(rows)
         for name, nest in nested.items():
             if nest.invalid and np.isin(part[name], nest.invalid).any():
                 return False
@@ -412,6 +425,7 @@ class _Builder:
         for name, nest in self.nested.items():
             part[name] = np.array([nest.value_code(getattr(r, name)) for r in records], np.int32)
         part["run"] = np.full(len(records), run, np.int32)
+        part["cost"] = _costs(records)
         self.parts.append(part)
         for name in self.int_parts:
             self.int_parts[name].append(IntColumn.of([getattr(r, name) for r in records]))
@@ -452,7 +466,11 @@ class _Builder:
                     code = nest.index.get(key)
                     table[i] = code if code is not None else nest._add(key, value)
             part[f] = table[arrays[f]]
-        part["outcome"], part["declared"] = arrays["outcome"], arrays["declared"]
+        part["outcome"], part["declared"], part["cost"] = (
+            arrays["outcome"],
+            arrays["declared"],
+            arrays["cost"],
+        )
         part["run"] = np.full(len(arrays["agent"]), run, np.int32)
         self.parts.append(part)
         for name, (values, present) in ints.items():

@@ -39,6 +39,7 @@ class Counts:
     tokens: dict[str, list[int]] = field(
         default_factory=lambda: {"clean": [], "residual": []}
     )  # prompt + completion tokens per valid run that reports any
+    cost_usd: float | str = 0.0  # USD of every attempt (report/spend.py), or "unknown"
 
 
 def matched_tasks(clean_t: Mapping[str, float], res_t: Mapping[str, float]) -> list[str]:
@@ -100,6 +101,7 @@ def success_row(
         # median model tokens per valid run of each start (None: the harness reports no tokens)
         "tokens_clean": median(counts.tokens["clean"]) if counts.tokens["clean"] else None,
         "tokens_residual": median(counts.tokens["residual"]) if counts.tokens["residual"] else None,
+        "cost_usd": counts.cost_usd,  # "unknown" when any attempt's cost is (never 0)
     }
     if res_t and clean_t:
         row["tasks_without_clean"] = sorted(set(res_t) - set(clean_t))

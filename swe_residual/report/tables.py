@@ -32,6 +32,7 @@ from swe_residual.report.columns import (
 )
 from swe_residual.report.forked import meanwhile
 from swe_residual.report.metrics import benchmark_statistics, construction_accounting
+from swe_residual.report.spend import UNKNOWN, cost_text, total_of
 from swe_residual.results import STARTS, SUMMARY, Manifest, Record, RunRecords
 
 CONSTRUCTION = "construction.jsonl"
@@ -137,6 +138,8 @@ def _report(cols: Columns, inputs: _Inputs, n_cases: int, construction: list[dic
             sub = _tables(cols, pos, np.arange(len(pos)) < len(clean), inputs)[0]
             report["handoff_views"][start.split("+", 1)[1]] = sub
         report["meta"]["n_records"] = cols.n
+    # what the run spent on model calls, every record's attempt: "unknown" when one's cost is
+    report["cost"] = {"total_usd": total_of(cols.cost), "records_unknown": int(np.isnan(cols.cost).sum())}
     return report
 
 
@@ -298,6 +301,7 @@ def table3(
             "Flagged",
             "Tokens Residual",
             "Tokens Clean",
+            "Cost (USD)",
         ],
         question=Q3,
         names=(0, 1),
@@ -323,6 +327,7 @@ def table3(
                     str(r.get("n_flagged", 0)),
                     tokens(r.get("tokens_residual")),
                     tokens(r.get("tokens_clean")),
+                    cost_text(r.get("cost_usd")),
                 ]
             )
         for col, key in ((2, "residual"), (3, "clean")):
@@ -335,6 +340,9 @@ def table3(
     if wide:
         t.notes.append(
             "Tokens: median prompt + completion tokens per valid run of each start (n/a: not reported)."
+        )
+        t.notes.append(
+            "Cost: what every attempt's model calls cost; unknown when one attempt's cost is (never $0)."
         )
         return t
     return _select(t, fit, Q3_FIT)
@@ -681,7 +689,17 @@ def render_markdown(report: dict) -> str:
         out.append("")
         out += [f"- {n}" for n in t.notes if n]
         out.append("")
+    out += cost_lines(report)
     return "\n".join(out)
+
+
+def cost_lines(report: dict) -> list[str]:
+    """The run's spend on model calls, where any is recorded or some is unknown ([] otherwise)."""
+    cost = report.get("cost") or {}
+    total, unknown = cost.get("total_usd", 0.0), cost.get("records_unknown", 0)
+    if total == UNKNOWN:
+        return [f"cost: unknown ({unknown} attempt(s) without a known cost; never counted as $0)", ""]
+    return [f"cost: {cost_text(total)} on model calls", ""] if total else []
 
 
 TEXT_WIDTH = 120
@@ -747,6 +765,7 @@ def render_text(report: dict, wide: bool = False, width: int = TEXT_WIDTH) -> st
                 seen.add(n)
                 out += textwrap.wrap(n, width, initial_indent="  ", subsequent_indent="    ")
         out.append("")
+    out += cost_lines(report)
     return "\n".join(out)
 
 
@@ -756,7 +775,9 @@ def interrupted_lines(report: dict) -> list[str]:
     stopped = report.get("interrupted")
     if not isinstance(stopped, dict):
         return []
+    why = [f"stopped: {stopped['reason']}"] if stopped.get("reason") else []
     return [
+        *why,
         f"interrupted: {stopped.get('recorded', 0)} of {stopped.get('collected', 0)} cases recorded "
         f"({stopped.get('valid', 0)} with a valid verdict), {stopped.get('not_run', 0)} not run; no gate checked",
         f"continue it with: {stopped.get('resume') or '--resume RUN_DIR'}",
@@ -789,6 +810,7 @@ CSV_COLUMNS = [
     "n_clean_runs",
     "n_infra_errors",
     "n_flagged",
+    "cost_usd",
     # repeats (--repeat K, merged runs): empty where no case has two valid repeats
     "k",
     *(f"{key}_pct" for _, key in _PASS_K),
@@ -824,6 +846,7 @@ def render_csv(report: dict) -> str:
                     r.get("n_clean_runs", ""),
                     r.get("n_infra_errors", ""),
                     r.get("n_flagged", ""),
+                    r.get("cost_usd", ""),
                     pass_k.get("k", ""),
                     *(scale(pass_k.get(key)) for _, key in _PASS_K),
                 ]

@@ -23,7 +23,14 @@ from swe_residual import integrity
 from swe_residual.agents import Agent, AgentContext, AgentResult, Budget
 from swe_residual.agents.config import agent_label
 from swe_residual.backends.base import Backend, Environment
-from swe_residual.errors import BudgetExhausted, ContextExhausted, HarnessError, InfraError, RunDirError
+from swe_residual.errors import (
+    BudgetExhausted,
+    ContextExhausted,
+    CostLimitExhausted,
+    HarnessError,
+    InfraError,
+    RunDirError,
+)
 from swe_residual.interactions import FILE_NAME, dumps
 from swe_residual.redact import redact
 from swe_residual.results import Record, Start, TestStatus, append_record, repeat_suffix
@@ -119,11 +126,15 @@ def request_of(case: Case) -> str:
     return case.task.instruction.rstrip("\n") + "\n\n" + handoff_notes(case.state, case.view)
 
 
-def budget_for(task: Task, agent: Agent, override_s: float | None = None) -> Budget:
-    """The same budget for clean and residual starts: --agent-timeout, else the agent config, else task.toml."""
+def budget_for(
+    task: Task, agent: Agent, override_s: float | None = None, max_cost: float | None = None
+) -> Budget:
+    """The same budget for clean and residual starts: --agent-timeout, else the agent config, else
+    task.toml; the cost limit --max-case-cost, else the agent config's max_case_cost."""
     return Budget(
         wall_s=override_s or agent.timeout_sec or task.config.agent.timeout_sec,
         max_steps=agent.step_limit or task.config.agent.max_steps,
+        max_cost_usd=max_cost or agent.max_case_cost,
     )
 
 
@@ -132,6 +143,9 @@ def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
     steps = lambda: len(ctx.trajectory.steps)
     try:
         return agent.run(ctx)
+    except CostLimitExhausted as exc:
+        ctx.trajectory.exit_status = "cost_limit"
+        return AgentResult(declared_complete=False, termination="cost_limit", steps=steps(), message=str(exc))
     except BudgetExhausted as exc:
         ctx.trajectory.exit_status = "budget"
         return AgentResult(declared_complete=False, termination="budget", steps=steps(), message=str(exc))
@@ -161,6 +175,7 @@ class RunSettings:
     run_dir: Path
     references: ReferenceChecks
     agent_timeout: float | None = None  # --agent-timeout: before the agent config's and the task's
+    max_case_cost: float | None = None  # --max-case-cost: before the agent config's max_case_cost
     # grade the whole final tree even where the task's verifier collects only commits (DeepSWE):
     # how `validate` grades a residual state itself, whose work is uncommitted
     grade_uncommitted: bool = False
@@ -253,7 +268,7 @@ class Attempt:
             request=self.request,
             env=env,
             task=task,
-            budget=budget_for(task, self.agent, self.settings.agent_timeout),
+            budget=budget_for(task, self.agent, self.settings.agent_timeout, self.settings.max_case_cost),
             trajectory=trajectory,
             artifacts_dir=self.artifacts,
         )
@@ -273,7 +288,7 @@ class Attempt:
         record.declared_complete = result.declared_complete
         record.termination = result.termination
         record.steps = result.steps
-        if result.termination == "agent_error" and result.message and not record.error:
+        if result.termination in ("agent_error", "cost_limit") and result.message and not record.error:
             record.error = redact(result.message)[:2000]  # why the agent stopped: pages, summary
         record.prompt_tokens, record.completion_tokens, record.cost_usd = trajectory.usage()
         traj_path = self.artifacts / "trajectory.json"
@@ -361,7 +376,7 @@ class Attempt:
             raise HarnessError("no verification to grade: the verify phase did not end")
         notes = [n for n in (self.env.limit_hit if self.env else None, v.note, v.patch_problem) if n]
         record.verdict_note = redact("; ".join(notes))[:2000] or None
-        if record.termination in ("budget", "context_exhausted", "storage_limit"):
+        if record.termination in ("budget", "cost_limit", "context_exhausted", "storage_limit"):
             record.outcome, record.rule = 0, record.termination
         else:
             record.outcome = 1 if v.verdict.outcome == 1 else 0

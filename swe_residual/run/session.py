@@ -23,6 +23,7 @@ from swe_residual.agents.preflight import check_programs
 from swe_residual.backends import backend_class, get_backend
 from swe_residual.backends.base import Backend
 from swe_residual.errors import RULES, HarnessError, InfraError, InputError, RunDirError
+from swe_residual.report.spend import SpendMeter
 from swe_residual.results import (
     MANIFEST,
     RESULTS,
@@ -88,6 +89,9 @@ class SessionOptions:
     host_index: int = 0
     regrade_mode: str = "after"  # regrade.regrade_mode
     cluster: str | None = None  # --cluster: cases run on that cluster's nodes, not on this machine
+    max_case_cost: float | None = None  # --max-case-cost: USD per case of a model-loop agent
+    max_run_cost: float | None = None  # --max-run-cost: no case starts once this invocation spent it
+    spend_from: int = 0  # where this invocation's records begin in results.jsonl (its size at open)
 
 
 class RunSession:
@@ -107,8 +111,12 @@ class RunSession:
             self.run_dir,
             ReferenceChecks(self.run_dir),
             agent_timeout=options.agent_timeout,
+            max_case_cost=options.max_case_cost,
             regrade_mode=options.regrade_mode,
         )
+        self.max_run_cost = options.max_run_cost
+        self.spend_from = options.spend_from
+        self.spend = SpendMeter(self.run_dir / RESULTS, options.spend_from)
         self._backends: dict[str | None, Backend] = {}
         self._agents: dict[str, Agent] = {}
         # (host, task, state) -> None when ready, else (when it failed, why): a failure is kept for a
@@ -156,6 +164,8 @@ class RunSession:
             session.close()  # what the agents' preflight opened (a backend, its engine connection)
             raise
         session.created, session.fresh = not run_dir.exists(), not resume
+        results = run_dir / RESULTS  # --max-run-cost counts what this invocation records after it
+        session.spend_from = session.spend.offset = results.stat().st_size if results.is_file() else 0
         try:
             session.run_dir.mkdir(parents=True, exist_ok=True)
             free = shutil.disk_usage(session.run_dir).free
@@ -171,8 +181,16 @@ class RunSession:
 
     def check(self, states: bool = True) -> None:
         """Every configuration problem as one InputError before the first case."""
+        limit = (
+            "--max-case-cost"
+            if self.settings.max_case_cost is not None
+            else "--max-run-cost"
+            if self.max_run_cost is not None
+            else None
+        )
         for name in dict.fromkeys(c.agent for c in self.plan.cases):
             self.agent(name).check()
+            self.agent(name).check_spend(limit)
         for c in self.plan.cases:
             why = self.agent(c.agent).unsupported(c.task)
             if why:
@@ -205,6 +223,19 @@ class RunSession:
 
     def done(self, case_id: str) -> bool:
         return case_id in self.valid_before
+
+    def over_budget(self) -> str | None:
+        """Why no further case may start (--max-run-cost reached by what this invocation recorded),
+        else None."""
+        if self.max_run_cost is None or self.spend.read() < self.max_run_cost:
+            return None
+        unknown = (
+            f"; {self.spend.unknown} attempt(s) of unknown cost not counted" if self.spend.unknown else ""
+        )
+        return (
+            f"--max-run-cost {self.max_run_cost:g}: ${self.spend.spent:.6g} recorded by this run{unknown}; "
+            "no further case started"
+        )
 
     # -- manifest ---------------------------------------------------------------------------------
     def write_manifest(self, case_ids: Iterable[str]) -> None:
@@ -453,6 +484,7 @@ class RunSession:
         *,
         interrupted: bool = False,
         resume: str = "",
+        reason: str = "",
     ) -> tuple[dict, GateResult | None]:
         """The report of the run dir and the gate result; writes summary.json, tables, csv.
 
@@ -493,6 +525,8 @@ class RunSession:
                 "collected": len(expected),
                 "resume": resume,
             }
+            if reason:  # what stopped it, where not Ctrl-C (--max-run-cost)
+                report["interrupted"]["reason"] = reason
         # results lines that are not records: left out of every number above, named here, and the
         # run is invalid (the gates always check it, active or not)
         report["unreadable_lines"] = list(records.bad_lines)

@@ -10,6 +10,7 @@ Something that cannot be computed is None plus a reason, never a made-up 0.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -29,6 +30,21 @@ def _mean(values: list) -> float:
     return sum(values) / len(values)
 
 
+def record_cost(r: Record) -> float | None:
+    """USD a record spent: its cost_usd; nothing for an agent that calls no model or took no step;
+    else unknown (None)."""
+    if r.cost_usd is not None:
+        return float(r.cost_usd)
+    if r.harness in ("builtin", "scripted", "replay") or not r.steps:
+        return 0.0
+    return None
+
+
+def total_cost(costs: list[float | None]) -> float | str:
+    """The exact sum, or "unknown" when one cost is."""
+    return "unknown" if any(c is None for c in costs) else math.fsum(costs)
+
+
 @dataclass
 class Outcomes:
     """Valid outcomes of one agent on one track, gathered in a single pass over the records."""
@@ -41,6 +57,7 @@ class Outcomes:
     n_infra_errors: int = 0
     n_flagged: int = 0                      # valid runs with integrity flags
     tokens: dict[str, list[int]] = field(default_factory=lambda: {"clean": [], "residual": []})  # per valid run
+    costs: list[float | None] = field(default_factory=list)  # USD per record, infra errors too (None: unknown)
     _state_means: dict[str, dict[str, float]] | None = field(default=None, repr=False)
 
     def add(self, r: Record, manifest: Manifest | None = None) -> None:
@@ -51,6 +68,7 @@ class Outcomes:
         clean, states, family = self.clean, self.states, self.family
         n_infra = n_flagged = n_clean = n_residual = 0
         for r in records:
+            self.costs.append(record_cost(r))
             if r.verdict == "infra_error":
                 n_infra += 1
                 continue
@@ -185,6 +203,7 @@ def success_row(o: Outcomes, outcomes: TaskOutcomes | None = None) -> dict[str, 
         # median model tokens per valid run of each start (None: the harness reports no tokens)
         "tokens_clean": median(o.tokens["clean"]) if o.tokens["clean"] else None,
         "tokens_residual": median(o.tokens["residual"]) if o.tokens["residual"] else None,
+        "cost_usd": total_cost(o.costs),
     }
     if res_t and clean_t:
         row["tasks_without_clean"] = sorted(set(res_t) - set(clean_t))

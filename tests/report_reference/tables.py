@@ -33,7 +33,9 @@ from tests.report_reference.metrics import (
     index_outcomes,
     matched_tasks,
     predecessor_groups,
+    record_cost,
     success_row,
+    total_cost,
 )
 from tests.report_reference.results import RecordRow, RunRecords, read_rows, record_rows
 
@@ -133,6 +135,8 @@ def build_report(records: Iterable[Record], manifest: Manifest | None = None, *,
             report["handoff_views"][start.split("+", 1)[1]] = {"tracks": sub["tracks"],
                                                                "acceptance_bias": sub["acceptance_bias"]}
         report["meta"]["n_records"] = len(rows)
+    costs = [record_cost(r) for r in rows]
+    report["cost"] = {"total_usd": total_cost(costs), "records_unknown": costs.count(None)}
     return report
 
 

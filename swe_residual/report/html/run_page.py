@@ -617,6 +617,7 @@ def _case_list(title: str, anchor: str, cells: list[tuple[str, str]], prefix: st
 def run_page(
     report: dict, grid: Grid, environment: Mapping[str, str], title: str, harm: list[StateHarm]
 ) -> str:
+    from swe_residual.report.spend import cost_text
     from swe_residual.report.tables import all_tables, figures_absent_reason, interrupted_lines
 
     n_records = sum(map(len, grid.by_case.values()))
@@ -657,6 +658,9 @@ def run_page(
         ("tasks", len(grid.rows)),
         ("agents", len(grid.agents)),
     ]
+    spent = (report.get("cost") or {}).get("total_usd")
+    if spent:  # "unknown" too: a run whose spend is not known never reads $0
+        kpis.append(("model cost", cost_text(spent)))
     gates = report.get("gates")
     if isinstance(gates, dict):
         kpis.append(("gates", "passed" if not gates.get("status") else f"failed ({gates.get('status')})"))
