@@ -58,10 +58,7 @@ class Case:
 
     @property
     def dir_name(self) -> str:
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.id)
-        if len(name) > 120:
-            name = name[:100] + "-" + hashlib.sha1(self.id.encode()).hexdigest()[:12]
-        return name
+        return case_dir_name(self.id)
 
     def record(self, **fields) -> Record:
         """A record of this case with its identity filled in (verdict infra_error until decided)."""
@@ -76,6 +73,14 @@ class Case:
             predecessor=s.predecessor.model_dump() if s else None,
             **{"verdict": "infra_error", **fields},
         )
+
+
+def case_dir_name(case_id: str) -> str:
+    """A case's artifacts dir name under cases/: path-safe, at most 120 characters."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", case_id)
+    if len(name) > 120 or name in (".", ".."):
+        name = name[:100] + "-" + hashlib.sha1(case_id.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return name
 
 
 def build_cases(
