@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -30,7 +31,10 @@ from swe_residual.errors import InputError
 SUFFIXES = (".tar.gz", ".tgz")
 #: what `report` writes again from the records: not bundled
 DERIVED = {"report.html", "pages", "summary.json", "tables.md", "results.csv", "compare.html"}
-KEPT_AS_IS = (".patch",)  # graded bytes: never rewritten
+KEPT_AS_IS = (".patch",)
+RUN_INFO = (
+    "run-info.json"  # the run page's environment (report/html/run_page.py)  # graded bytes: never rewritten
+)
 TEXT_LIMIT = 64 << 20  # text files above this are bundled as they are
 
 
@@ -57,25 +61,45 @@ def is_bundle(path: str | Path) -> bool:
 def local_paths(run_dir: Path) -> list[tuple[str, str]]:
     """(this machine's path, its placeholder), longest first: what a bundle must not hold."""
     root = Path(__file__).resolve().parent.parent.parent
-    pairs = {
-        str(run_dir.resolve()): "<run>",
-        str(run_dir.absolute()): "<run>",
-        str(root): "<harness>",
-        sys.prefix: "<python>",
-        str(Path(sys.executable).resolve().parent.parent): "<python>",
-        str(Path.home()): "~",
-    }
+    pairs: dict[str, str] = {}
+    for path, placeholder in (
+        (Path.home(), "~"),
+        (Path.cwd(), "<cwd>"),
+        (run_dir.absolute().parent, "<run>/.."),
+        (run_dir.resolve().parent, "<run>/.."),
+        (Path(sys.prefix), "<python>"),
+        (Path(sys.executable).resolve().parent.parent, "<python>"),
+        (root, "<harness>"),
+        (run_dir.absolute(), "<run>"),
+        (run_dir.resolve(), "<run>"),
+    ):
+        pairs[str(path)] = placeholder  # a later, more specific name wins for the same path
     return sorted(((p, r) for p, r in pairs.items() if len(p) > 1), key=lambda pr: -len(pr[0]))
 
 
-def _scrubbed(data: bytes, paths: list[tuple[str, str]]) -> bytes:
+#: an absolute path in text: after a separator, up to the next separator
+_ABSOLUTE = re.compile(r"(?<![\w.~<>-])/[^\s\"'=:,;()\[\]{}]+")
+
+
+def _scrubbed(data: bytes, paths: list[tuple[str, str]], every_local: bool = False) -> bytes:
+    """data with the paths replaced where they stand whole (not /run in /run-agents.yaml); with
+    `every_local`, also every other absolute path that exists on this machine (by `<local>/NAME`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return data
     for path, placeholder in paths:
-        text = text.replace(path, placeholder)
+        text = re.sub(re.escape(path) + r"(?=[/\s\"'=:,;()\[\]{}]|$)", placeholder.replace("\\", "\\\\"), text)
+    if every_local:
+        text = _ABSOLUTE.sub(lambda m: f"<local>/{Path(m[0]).name}" if _exists(m[0]) else m[0], text)
     return text.encode("utf-8")
+
+
+def _exists(path: str) -> bool:
+    try:
+        return len(path) > 1 and os.path.lexists(path) and not path.startswith(("/proc", "/sys", "/dev"))
+    except (OSError, ValueError):
+        return False
 
 
 def pack_run(run_dir: Path, out: Path) -> tuple[int, int]:
@@ -108,7 +132,8 @@ def pack_run(run_dir: Path, out: Path) -> tuple[int, int]:
                     continue  # a run dir holds files the harness wrote; anything else stays behind
                 data = p.read_bytes() if p.stat().st_size <= TEXT_LIMIT else None
                 if data is not None and not name.endswith(KEPT_AS_IS):
-                    data = _scrubbed(data, paths)
+                    # run-info.json is the harness's account of this machine: every local path goes
+                    data = _scrubbed(data, paths, every_local=rel_dir == Path(".") and name == RUN_INFO)
                 info = tarfile.TarInfo(f"{top}/{(rel_dir / name).as_posix()}")
                 info.mode, info.mtime = 0o644, int(p.stat().st_mtime)
                 if data is None:
