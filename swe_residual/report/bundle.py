@@ -89,7 +89,9 @@ def _scrubbed(data: bytes, paths: list[tuple[str, str]], every_local: bool = Fal
     except UnicodeDecodeError:
         return data
     for path, placeholder in paths:
-        text = re.sub(re.escape(path) + r"(?=[/\s\"'=:,;()\[\]{}]|$)", placeholder.replace("\\", "\\\\"), text)
+        text = re.sub(
+            re.escape(path) + r"(?=[/\s\"'=:,;()\[\]{}]|$)", placeholder.replace("\\", "\\\\"), text
+        )
     if every_local:
         text = _ABSOLUTE.sub(lambda m: f"<local>/{Path(m[0]).name}" if _exists(m[0]) else m[0], text)
     return text.encode("utf-8")
