@@ -188,3 +188,52 @@ def test_report_on_a_hostile_bundle_is_a_usage_error(tmp_path):
     assert proc.stderr.startswith(f"error: {bundle}: member 'run/evil': a link, device or fifo")
     (tmp_path / "junk.tar.gz").write_bytes(b"not gzip at all")
     assert "not a readable .tar.gz run bundle" in cli("gate", str(tmp_path / "junk.tar.gz"), check=2).stderr
+
+
+@pytest.mark.slow
+def test_a_bundle_is_regraded_where_it_lies(runs, tmp_path):
+    """regrade takes a bundle as it takes a run dir: the same verdicts with the same tasks."""
+    _, run_tgz = _moved(runs, tmp_path / "b")
+    new = tmp_path / "regraded"
+    out = cli(
+        "regrade",
+        run_tgz.name,
+        "--tasks-dir",
+        str(runs["a"] / "tasks"),
+        "--out",
+        str(new),
+        cwd=run_tgz.parent,
+        check=0,
+    ).stdout
+    assert "regrade: 6 of 6 case(s) re-graded, 0 moved, 0 not re-gradable; no agent ran" in out
+    assert json.loads((new / "provenance.json").read_text())["regrade"]["source"]["name"] == "run"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "content, note",
+    [
+        (None, "provenance unknown: {d}/provenance.json: missing"),
+        ("[" * 100_000 + "]" * 100_000, "provenance unknown: {d}/provenance.json: not JSON"),
+        (
+            '{"agents": [1], "tasks": {"demo/t": 5}, "harness": "x", "backend": ["a"]}',
+            'backend: ["a"] in the baseline, local in this run',
+        ),
+        ("link", "provenance unknown: {d}/provenance.json: not read"),
+    ],
+)
+def test_hostile_provenance_is_a_note_never_a_crash(tmp_path, content, note):
+    """A baseline's provenance.json that is missing, nested too deep, of the wrong shape or a link
+    out of the run dir: compare says so in a warning line and compares the records."""
+    base, run = tmp_path / "base", tmp_path / "run"
+    for d in (base, run):
+        d.mkdir()
+        (d / "results.jsonl").write_text("")
+    (run / "provenance.json").write_text(json.dumps({"backend": "local", "agents": {}, "tasks": {}}))
+    if content == "link":
+        (base / "provenance.json").symlink_to("/etc/passwd")
+    elif content is not None:
+        (base / "provenance.json").write_text(content)
+    proc = cli("compare", str(base), str(run), "--html-dir", str(tmp_path / "p"), check=0)
+    assert f"warning: the runs differ in what made them: {note.format(d=base)}" in proc.stdout
+    assert "Traceback" not in proc.stderr
