@@ -118,7 +118,7 @@ def test_regrade_with_a_changed_verifier_moves_verdicts_without_running_an_agent
     assert "flipped cases (3):" in out
     for cid in [c for c in old if c.startswith("oracle")]:
         assert f"pass -> fail  {cid}" in out
-    assert f"task dir {key}: digest {first['tasks'][key][:12]}" in out
+    assert f"warning: task dir {key}: digest {first['tasks'][key][:12]} -> {second['tasks'][key][:12]}" in out
     assert tree_hash(run) == before
 
 

@@ -98,9 +98,9 @@ def test_a_bundle_read_elsewhere_gives_the_same_numbers(runs, tmp_path):
     old, new = base_prov["agents"]["tracer"]["digest"], run_prov["agents"]["tracer"]["digest"]
     assert old != new and base_prov["agents"]["oracle"] == run_prov["agents"]["oracle"]
     warning = (
-        f"warning: the runs differ in what made them: agent tracer: its config changed under the same name "
-        f"(config digest {old[:12]} in the baseline, {new[:12]} in this run)"
+        f"warning: agent tracer: its config changed under the same name (digest {old[:12]} -> {new[:12]}): "
     )
+    assert "the runs differ in what made them (provenance.json, baseline -> run):" in packed.stdout
     assert warning in packed.stdout and "agent oracle" not in packed.stdout
 
     args = ["--max-drop", "5", "--min-clean", "50"]
@@ -109,7 +109,8 @@ def test_a_bundle_read_elsewhere_gives_the_same_numbers(runs, tmp_path):
     assert packed.returncode == direct.returncode == 10  # the tracer's Clean success is 0
     assert packed.stdout == direct.stdout
     assert (
-        "warning: the baseline differs: agent tracer: its config changed under the same name" in packed.stdout
+        f"warning: baseline -> run: agent tracer: its config changed under the same name (digest {old[:12]}"
+        in packed.stdout
     )
     # nothing was written beside the bundles: they are read, not changed
     assert sorted(p.name for p in run_tgz.parent.iterdir()) == ["baseline.tar.gz", "candidate.tar.gz"]
@@ -217,7 +218,7 @@ def test_a_bundle_is_regraded_where_it_lies(runs, tmp_path):
         ("[" * 100_000 + "]" * 100_000, "provenance unknown: {d}/provenance.json: not JSON"),
         (
             '{"agents": [1], "tasks": {"demo/t": 5}, "harness": "x", "backend": ["a"]}',
-            'backend: ["a"] in the baseline, local in this run',
+            "backend: ['a'] -> local",
         ),
         ("link", "provenance unknown: {d}/provenance.json: not read"),
     ],
@@ -235,5 +236,5 @@ def test_hostile_provenance_is_a_note_never_a_crash(tmp_path, content, note):
     elif content is not None:
         (base / "provenance.json").write_text(content)
     proc = cli("compare", str(base), str(run), "--html-dir", str(tmp_path / "p"), check=0)
-    assert f"warning: the runs differ in what made them: {note.format(d=base)}" in proc.stdout
+    assert f"warning: {note.format(d=base)}" in proc.stdout
     assert "Traceback" not in proc.stderr

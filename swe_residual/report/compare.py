@@ -23,6 +23,7 @@ from swe_residual.results import Record, record_rows
 METRICS = (("residual", "Residual (%)"), ("clean", "Clean (%)"), ("gap", "Gap (pts)"))
 PAGE = "compare.html"
 WORD = {"p": "pass", "f": "fail", "m": "mixed", "i": "no valid verdict"}
+WARNINGS = "the runs differ in what made them (provenance.json, baseline -> run):"
 SHOWN = 200  # flipped cases and changed tasks listed per agent (text and page)
 
 
@@ -448,7 +449,7 @@ def _compare(args: Any, baseline_dir: str, run_dir: str, page_dir: str | None) -
 
     for d, given in ((baseline_dir, args.baseline), (run_dir, args.run)):
         if not (Path(d) / "results.jsonl").is_file():
-            raise InputError(f"{given}: no results.jsonl (not a run dir or run bundle)")
+            raise InputError(f"{given}: no results.jsonl (not a run dir)")
     base, _ = load_runs([baseline_dir], rows=True)
     cur, _ = load_runs([run_dir], rows=True)
     result = compare_runs(base, cur, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)
@@ -459,11 +460,12 @@ def _compare(args: Any, baseline_dir: str, run_dir: str, page_dir: str | None) -
         else render_text(
             result, args.baseline, args.run, color=sys.stdout.isatty() and "NO_COLOR" not in os.environ
         )
-        + "".join(f"warning: the runs differ in what made them: {w}\n" for w in warnings),
+        + (WARNINGS + "\n" if warnings else "")
+        + "".join(f"warning: {w}\n" for w in warnings),
         end="" if args.format == "text" else "\n",
     )
-    for w in warnings if args.format == "json" else []:  # JSON on stdout stays the comparison alone
-        print(f"warning: the runs differ in what made them: {w}", file=sys.stderr)
+    for w in [WARNINGS, *warnings] if args.format == "json" and warnings else []:  # stdout: the JSON alone
+        print(w if w == WARNINGS else f"warning: {w}", file=sys.stderr)
     if page_dir is not None:
         page_for(result, [baseline_dir], [run_dir], page_dir, "--html-dir")
     bad = [*base.bad_lines, *cur.bad_lines]

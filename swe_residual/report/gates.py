@@ -359,7 +359,7 @@ def check_lines(result: GateResult | dict[str, Any]) -> list[str]:
     status = result.status if isinstance(result, GateResult) else result.get("status", 0)
     lines = [f"{'ok:  ' if c.get('ok') else 'GATE:'} {c['message']}" for c in checks if c.get("message")]
     warnings = result.warnings if isinstance(result, GateResult) else list(result.get("warnings") or [])
-    lines += [f"warning: the baseline differs: {w}" for w in warnings]
+    lines += [f"warning: baseline -> run: {w}" for w in warnings]
     n_bad = sum(1 for c in checks if not c.get("ok"))
     n = len(checks)
     lines.append(

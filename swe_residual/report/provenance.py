@@ -60,7 +60,7 @@ def differences(
     run: dict[str, Any] | None,
     why: tuple[str | None, str | None] = (None, None),
 ) -> list[str]:
-    """One line per way the two runs' provenance differs (RUN against BASELINE), on what both
+    """One line per way the two runs' provenance differs (BASELINE -> RUN), on what both
     runs have (a task, state or agent only one of them used is no difference here: `compare` lists
     those cases as in one run only). A changed agent config under the same agent name is said first."""
     if baseline is None or run is None:
@@ -72,27 +72,21 @@ def differences(
         b, r = base_agents[name].get("digest"), run_agents[name].get("digest")
         if b != r:
             lines.append(
-                f"agent {name}: its config changed under the same name (config digest {_short(b)} in the "
-                f"baseline, {_short(r)} in this run): the two runs are not the same agent"
+                f"agent {name}: its config changed under the same name (digest {_short(b)} -> {_short(r)}): "
+                "not the same agent"
             )
     bh, rh = baseline.get("harness"), run.get("harness")
     bh, rh = bh if isinstance(bh, dict) else {}, rh if isinstance(rh, dict) else {}
     for key in ("version", "commit"):
         if bh.get(key) != rh.get(key) and (bh.get(key) or rh.get(key)):
-            lines.append(
-                f"harness {key}: {_short(bh.get(key))} in the baseline, {_short(rh.get(key))} in this run"
-            )
+            lines.append(f"harness {key}: {_short(bh.get(key))} -> {_short(rh.get(key))}")
     if baseline.get("backend") != run.get("backend"):
-        lines.append(
-            f"backend: {_short(baseline.get('backend'))} in the baseline, {_short(run.get('backend'))} in this run"
-        )
+        lines.append(f"backend: {_short(baseline.get('backend'))} -> {_short(run.get('backend'))}")
     for field, what in (("tasks", "task dir"), ("states", "state artifact")):
         b, r = _strings(baseline.get(field)), _strings(run.get(field))
         changed = sorted(k for k in set(b) & set(r) if b[k] != r[k])
         for key in changed[:20]:
-            lines.append(
-                f"{what} {key}: digest {_short(b[key])} in the baseline, {_short(r[key])} in this run"
-            )
+            lines.append(f"{what} {key}: digest {_short(b[key])} -> {_short(r[key])}")
         if len(changed) > 20:
             lines.append(f"... and {len(changed) - 20} more {what}s whose digests differ")
     return lines
