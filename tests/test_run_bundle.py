@@ -98,7 +98,7 @@ def test_a_bundle_read_elsewhere_gives_the_same_numbers(runs, tmp_path):
     old, new = base_prov["agents"]["tracer"]["digest"], run_prov["agents"]["tracer"]["digest"]
     assert old != new and base_prov["agents"]["oracle"] == run_prov["agents"]["oracle"]
     warning = (
-        f"warning: agent tracer: its config changed under the same name (digest {old[:12]} -> {new[:12]}): "
+        f"warning: agent tracer: its config changed under the same name (digest {old[:12]} -> {new[:12]})"
     )
     assert "the runs differ in what made them (provenance.json, baseline -> run):" in packed.stdout
     assert warning in packed.stdout and "agent oracle" not in packed.stdout
@@ -218,7 +218,7 @@ def test_a_bundle_is_regraded_where_it_lies(runs, tmp_path):
         ("[" * 100_000 + "]" * 100_000, "provenance unknown: {d}/provenance.json: not JSON"),
         (
             '{"agents": [1], "tasks": {"demo/t": 5}, "harness": "x", "backend": ["a"]}',
-            "backend: ['a'] -> local",
+            'backend: ["a"] -> local',
         ),
         ("link", "provenance unknown: {d}/provenance.json: not read"),
     ],

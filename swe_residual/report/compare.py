@@ -441,6 +441,7 @@ def cmd_compare(args: Any) -> int:
 def _compare(args: Any, baseline_dir: str, run_dir: str, page_dir: str | None) -> int:
     import json
     import sys
+    import textwrap
 
     from swe_residual.errors import InputError
     from swe_residual.report.gates import EXIT_INVALID
@@ -461,7 +462,7 @@ def _compare(args: Any, baseline_dir: str, run_dir: str, page_dir: str | None) -
             result, args.baseline, args.run, color=sys.stdout.isatty() and "NO_COLOR" not in os.environ
         )
         + (WARNINGS + "\n" if warnings else "")
-        + "".join(f"warning: {w}\n" for w in warnings),
+        + "".join(textwrap.fill(f"warning: {w}", 120, subsequent_indent="  ") + "\n" for w in warnings),
         end="" if args.format == "text" else "\n",
     )
     for w in [WARNINGS, *warnings] if args.format == "json" and warnings else []:  # stdout: the JSON alone

@@ -72,8 +72,7 @@ def differences(
         b, r = base_agents[name].get("digest"), run_agents[name].get("digest")
         if b != r:
             lines.append(
-                f"agent {name}: its config changed under the same name (digest {_short(b)} -> {_short(r)}): "
-                "not the same agent"
+                f"agent {name}: its config changed under the same name (digest {_short(b)} -> {_short(r)})"
             )
     bh, rh = baseline.get("harness"), run.get("harness")
     bh, rh = bh if isinstance(bh, dict) else {}, rh if isinstance(rh, dict) else {}
