@@ -236,5 +236,5 @@ def test_hostile_provenance_is_a_note_never_a_crash(tmp_path, content, note):
     elif content is not None:
         (base / "provenance.json").write_text(content)
     proc = cli("compare", str(base), str(run), "--html-dir", str(tmp_path / "p"), check=0)
-    assert f"warning: {note.format(d=base)}" in proc.stdout
+    assert f"warning: {note.format(d=base)}" in " ".join(proc.stdout.split())  # wrapped at 120 columns
     assert "Traceback" not in proc.stderr
