@@ -31,6 +31,7 @@ from swe_residual.backends import backend_class, get_backend
 from swe_residual.backends.base import Backend
 from swe_residual.backends.workspace import FINAL_PATCH_LIMIT, apply_patch
 from swe_residual.errors import InfraError, InputError
+from swe_residual.registry import BACKENDS
 from swe_residual.report.provenance import PROVENANCE, read_provenance
 from swe_residual.results import MANIFEST, RESULTS, Manifest, Record, iter_records
 from swe_residual.run.attempt import Attempt, Case, RunSettings, case_dir_name
@@ -247,6 +248,10 @@ def regrade_run(
     before, why_none = read_provenance(source)
     chosen = _last_valid(records)
     name = backend or _recorded_backend(before, records)
+    if backend is None and name not in BACKENDS:
+        raise InputError(
+            f"{source / PROVENANCE}: backend: {name[:80]!r} is no backend ({', '.join(BACKENDS)}); pass --backend"
+        )
     backend_class(name).check_available(backend_class(name).hosts(None))
     out.mkdir(parents=True, exist_ok=True)
     result = RegradeResult(out.resolve())
