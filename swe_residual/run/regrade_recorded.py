@@ -331,6 +331,9 @@ def _one(
     except InfraError as exc:
         o.why = f"the re-grade ended in an infrastructure error ({exc.rule}): {str(exc)[:300]}"
         return o
+    except (OSError, ValueError) as exc:  # a record's values no dir or record can take (hostile input)
+        o.why = f"the re-grade could not be recorded ({type(exc).__name__}: {str(exc)[:300]})"
+        return o
     o.after = _verdict(new)
     return o
 
