@@ -37,15 +37,22 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     shutil.copytree(ROOT / "suites" / "demo" / "tasks" / TASK, a / "tasks" / TASK)
     out: dict[str, Path] = {"a": a}
     for name, version in (("base", "v1"), ("run", "v2")):
+        gate = ["--gate-baseline", str(a / "base")] if name == "run" else []  # the run's own gates warn too
         proc = run_suite(
             "--tasks-dir",
             str(a / "tasks"),
+            *gate,
             agents=["oracle", "tracer"],
             agent_config=_agents(a / f"{name}-agents.yaml", version),
             run_dir=a / name,
             workers=2,
         )
         assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+        if gate:
+            assert (
+                "warning: baseline -> run: agent tracer: its config changed under the same name"
+                in proc.stdout
+            )
         out[name] = a / name
         bundle = a / f"{name}.tar.gz"
         cli("run", "pack", str(a / name), "--out", str(bundle), check=0)
