@@ -251,6 +251,17 @@ def not_a_run_dir(path: Path) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from swe_residual.report.bundle import is_bundle, opened
+
+    if args.html and not args.html_dir and any(is_bundle(d) for d in args.run_dirs):
+        raise InputError(
+            "--html: a run bundle (.tar.gz) is read, not written: pass --html-dir DIR for its pages"
+        )
+    with opened(args.run_dirs) as run_dirs:  # a bundle: extracted safely into a temporary dir
+        return _report(argparse.Namespace(**{**vars(args), "run_dirs": run_dirs}))
+
+
+def _report(args: argparse.Namespace) -> int:
     from swe_residual.report.tables import (
         build_report,
         load_construction,
@@ -305,6 +316,21 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
+    from swe_residual.report.bundle import is_bundle, opened
+
+    given = [*args.run_dirs, *([args.baseline] if args.baseline else [])]
+    with opened(given) as dirs:  # a bundle: extracted safely into a temporary dir
+        run_dirs, baseline = dirs[: len(args.run_dirs)], (dirs[-1] if args.baseline else None)
+        if args.baseline and not args.html_dir and is_bundle(args.run_dirs[0]):
+            print(
+                "note: no compare.html: the run is a bundle (read, not written); pass --html-dir D",
+                file=sys.stderr,
+            )
+            args.no_page = True
+        return _gate(argparse.Namespace(**{**vars(args), "run_dirs": run_dirs, "baseline": baseline}))
+
+
+def _gate(args: argparse.Namespace) -> int:
     from swe_residual.report.gates import GateConfig, check_gates
     from swe_residual.report.tables import load_runs
 
@@ -323,11 +349,15 @@ def cmd_gate(args: argparse.Namespace) -> int:
     records, manifest = load_runs(args.run_dirs, rows=True)
     baseline = load_runs([args.baseline], rows=True)[0] if args.baseline else None
     result = check_gates(records, manifest, cfg, baseline)
+    if args.baseline:  # what made the two runs (provenance.json): a changed task or agent config is said
+        from swe_residual.report.provenance import run_differences
+
+        result.warnings = run_differences(args.baseline, args.run_dirs[0])
     from swe_residual.report.gates import check_lines
 
     print("\n".join(check_lines(result)))  # every check with its numbers, then the verdict
     # the same page as `swe-residual compare BASELINE RUN`; the verdict stands without it
-    if baseline is not None:
+    if baseline is not None and not getattr(args, "no_page", False):
         from swe_residual.report.compare import compare_runs, page_for
 
         try:
@@ -340,6 +370,43 @@ def cmd_gate(args: argparse.Namespace) -> int:
         except InputError as exc:
             print(f"warning: no comparison page: {exc}", file=sys.stderr)
     return result.status
+
+
+def cmd_regrade(args: argparse.Namespace) -> int:
+    """Grade a recorded run's final states again into a new run dir; the original is only read."""
+    from swe_residual.report.bundle import is_bundle, opened
+    from swe_residual.run.regrade_recorded import regrade_run
+
+    src = Path(args.run)
+    if args.out:
+        out = Path(args.out)
+    else:
+        stem = src.name.removesuffix(".tar.gz").removesuffix(".tgz") if is_bundle(src) else src.resolve().name
+        out = src.resolve().parent / f"{stem}-regrade-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    with opened([args.run]) as (run_dir,):
+        if not is_bundle(src) and not (src / "results.jsonl").is_file():
+            raise InputError(not_a_run_dir(src))
+        result = regrade_run(Path(run_dir), out, tasks_dir=args.tasks_dir, backend=args.backend)
+    n, moved = len(result.regraded), len(result.moved)
+    print(
+        f"regrade: {n} of {len(result.outcomes)} case(s) re-graded, {moved} moved, "
+        f"{len(result.outcomes) - n} not re-gradable; no agent ran"
+    )
+    print(f"run:     {result.out}")
+    print(f"compare: swe-residual compare {args.run} {result.out}")
+    return 0
+
+
+def cmd_run_pack(args: argparse.Namespace) -> int:
+    """A run dir as one relocatable .tar.gz."""
+    from swe_residual.report.bundle import pack_run
+
+    run = Path(args.run)
+    if not (run / "results.jsonl").is_file():
+        raise InputError(not_a_run_dir(run))
+    files, size = pack_run(run, Path(args.out))
+    print(f"bundle: {Path(args.out).resolve()} ({files} files, {size} bytes before compression)")
+    return 0
 
 
 def cmd_export_harbor(args: argparse.Namespace) -> int:
@@ -570,7 +637,12 @@ def build_parser() -> argparse.ArgumentParser:
         "11 a results.jsonl line is not a record (named path:line, left out; the tables are still printed)",
         USAGE_ERROR + ": a dir without results.jsonl",
     )
-    r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run dirs (each holds results.jsonl)")
+    r.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run dirs (each holds results.jsonl) or run bundles (.tar.gz)",
+    )
     r.add_argument(
         "--construction",
         action="append",
@@ -611,7 +683,12 @@ def build_parser() -> argparse.ArgumentParser:
         "results.jsonl line",
         USAGE_ERROR + ": a dir without results.jsonl",
     )
-    g.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="the run dirs to check (several: merged)")
+    g.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="the run dirs (or bundles, .tar.gz) to check (several: merged)",
+    )
     g.add_argument(
         "--baseline",
         metavar="RUN_DIR",
@@ -664,6 +741,52 @@ def build_parser() -> argparse.ArgumentParser:
         "(compare.html, as `swe-residual compare` writes it) here (default: the first RUN_DIR)",
     )
     g.set_defaults(func=cmd_gate)
+    rg = _command(
+        sub,
+        "regrade",
+        "grade every recorded final state of a run again with the current (or a new) task version, "
+        "into a new run dir; no agent runs, the original run is only read",
+        "0 re-graded (a `not re-gradable: CASE: why` line for each case that could not be)",
+        USAGE_ERROR + ": RUN is neither a run dir nor a bundle, --out not empty, the backend's engine "
+        "does not answer",
+        more="Repository final states are graded from their recorded final.patch; machine final states "
+        "were graded in the agent's container and kept no snapshot, so they are listed as not re-gradable.",
+    )
+    rg.add_argument("run", metavar="RUN", help="the run dir (or a bundle, .tar.gz) to grade again")
+    rg.add_argument(
+        "--tasks-dir",
+        default=None,
+        metavar="DIR",
+        help="the task versions to grade with (default: the track's)",
+    )
+    rg.add_argument(
+        "--out",
+        default=None,
+        metavar="NEW_RUN",
+        help="the new run dir (default: RUN-regrade-<UTC time> beside RUN)",
+    )
+    rg.add_argument(
+        "--backend",
+        default=None,
+        choices=list(BACKENDS),
+        help="where to grade (default: the backend the run used)",
+    )
+    rg.set_defaults(func=cmd_regrade)
+    rn = _command(sub, "run", "what to do with a finished run dir", "per subcommand (see its --help)")
+    rnsub = rn.add_subparsers(dest="run_command", required=True, metavar="SUBCOMMAND")
+    rp = _command(
+        rnsub,
+        "pack",
+        "write a run dir as one relocatable bundle (.tar.gz) that report, compare, gate and regrade read "
+        "where a run dir is accepted",
+        "0 written",
+        USAGE_ERROR + ": RUN is not a run dir, --out is no .tar.gz",
+        more="The bundle holds the records, manifest, provenance and artifacts (relative paths), with this "
+        "machine's paths replaced in the text files the harness wrote; the pages are made again by `report`.",
+    )
+    rp.add_argument("run", metavar="RUN", help="the run dir")
+    rp.add_argument("--out", required=True, metavar="FILE.tar.gz", help="the bundle to write")
+    rp.set_defaults(func=cmd_run_pack)
     t = _command(
         sub, "tasks", "get the task dirs of tracks that do not ship them", "per subcommand (see its --help)"
     )

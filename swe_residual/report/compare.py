@@ -23,6 +23,7 @@ from swe_residual.results import Record, case_of, record_rows
 METRICS = (("residual", "Residual (%)"), ("clean", "Clean (%)"), ("gap", "Gap (pts)"))
 PAGE = "compare.html"
 WORD = {"p": "pass", "f": "fail", "m": "mixed", "i": "no valid verdict"}
+WARNINGS = "the runs differ in what made them (provenance.json, baseline -> run):"
 SHOWN = 200  # flipped cases and changed tasks listed per agent (text and page)
 
 
@@ -398,8 +399,8 @@ def add_parser(sub: Any) -> None:
         "`error: ...`: a dir without results.jsonl, a page that cannot be written); 11 a "
         "results.jsonl line that is not a record (left out; the output is still written)",
     )
-    c.add_argument("baseline", metavar="BASELINE", help="the baseline run dir")
-    c.add_argument("run", metavar="RUN", help="the run dir to compare with it")
+    c.add_argument("baseline", metavar="BASELINE", help="the baseline run dir (or run bundle, .tar.gz)")
+    c.add_argument("run", metavar="RUN", help="the run dir (or run bundle) to compare with it")
     c.add_argument("--html-dir", default=None, metavar="D", help="write compare.html here (default: RUN)")
     c.add_argument(
         "--format",
@@ -424,28 +425,51 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_compare(args: Any) -> int:
+    """`swe-residual compare`: a bundle (.tar.gz) is read where a run dir is accepted."""
+    import sys
+
+    from swe_residual.report.bundle import is_bundle, opened
+
+    page_dir = args.html_dir or (None if is_bundle(args.run) else args.run)
+    if page_dir is None:
+        print(
+            "note: no compare.html: RUN is a bundle (read, not written); pass --html-dir D", file=sys.stderr
+        )
+    with opened([args.baseline, args.run]) as (baseline, run):
+        return _compare(args, baseline, run, page_dir)
+
+
+def _compare(args: Any, baseline_dir: str, run_dir: str, page_dir: str | None) -> int:
     import json
     import sys
+    import textwrap
 
     from swe_residual.errors import InputError
     from swe_residual.report.gates import EXIT_INVALID
+    from swe_residual.report.provenance import run_differences
     from swe_residual.report.tables import load_runs
 
-    for d in (args.baseline, args.run):
+    for d, given in ((baseline_dir, args.baseline), (run_dir, args.run)):
         if not (Path(d) / "results.jsonl").is_file():
-            raise InputError(f"{d}: no results.jsonl (not a run dir)")
-    base, _ = load_runs([args.baseline], rows=True)
-    cur, _ = load_runs([args.run], rows=True)
+            raise InputError(f"{given}: no results.jsonl (not a run dir)")
+    base, _ = load_runs([baseline_dir], rows=True)
+    cur, _ = load_runs([run_dir], rows=True)
     result = compare_runs(base, cur, n_boot=args.n_boot, n_perm=args.n_perm, seed=args.seed)
+    warnings = run_differences(baseline_dir, run_dir)
     print(
         json.dumps(result, indent=1, sort_keys=True)
         if args.format == "json"
         else render_text(
             result, args.baseline, args.run, color=sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        ),
+        )
+        + (WARNINGS + "\n" if warnings else "")
+        + "".join(textwrap.fill(f"warning: {w}", 120, subsequent_indent="  ") + "\n" for w in warnings),
         end="" if args.format == "text" else "\n",
     )
-    page_for(result, [args.baseline], [args.run], args.html_dir or args.run, "--html-dir")
+    for w in [WARNINGS, *warnings] if args.format == "json" and warnings else []:  # stdout: the JSON alone
+        print(w if w == WARNINGS else f"warning: {w}", file=sys.stderr)
+    if page_dir is not None:
+        page_for(result, [baseline_dir], [run_dir], page_dir, "--html-dir")
     bad = [*base.bad_lines, *cur.bad_lines]
     if bad:
         print(

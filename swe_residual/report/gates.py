@@ -75,6 +75,8 @@ class GateResult:
     status: int = EXIT_OK
     violations: list[str] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
+    #: where the run and its baseline differ in what made them (report/provenance.py): said, not gated
+    warnings: list[str] = field(default_factory=list)
 
     def fail(self, status: int, line: str, **check: Any) -> None:
         self.status = max(self.status, status)
@@ -356,6 +358,8 @@ def check_lines(result: GateResult | dict[str, Any]) -> list[str]:
     checks = result.checks if isinstance(result, GateResult) else list(result.get("checks") or [])
     status = result.status if isinstance(result, GateResult) else result.get("status", 0)
     lines = [f"{'ok:  ' if c.get('ok') else 'GATE:'} {c['message']}" for c in checks if c.get("message")]
+    warnings = result.warnings if isinstance(result, GateResult) else list(result.get("warnings") or [])
+    lines += [f"warning: baseline -> run: {w}" for w in warnings]
     n_bad = sum(1 for c in checks if not c.get("ok"))
     n = len(checks)
     lines.append(

@@ -67,13 +67,7 @@ class Case:
 
     @property
     def dir_name(self) -> str:
-        """cases/<this>/attempt-N; a repeat k > 1 in repeat-k/ under the first repeat's dir (no
-        flat name could be unique: state ids may end in anything a suffix could be)."""
-        base = self.id[: len(self.id) - len(repeat_suffix(self.repeat))]
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", base)
-        if len(name) > 120:
-            name = name[:100] + "-" + hashlib.sha1(base.encode()).hexdigest()[:12]
-        return name if self.repeat == 1 else f"{name}/repeat-{self.repeat}"
+        return case_dir_name(self.id, self.repeat)
 
     def record(self, **fields) -> Record:
         """A record of this case with its identity filled in (verdict infra_error until decided)."""
@@ -89,6 +83,17 @@ class Case:
             repeat=self.repeat,
             **{"verdict": "infra_error", **fields},
         )
+
+
+def case_dir_name(case_id: str, repeat: int = 1) -> str:
+    """A case's artifacts dir under cases/: path-safe, at most 120 characters; a repeat k > 1 in
+    repeat-k/ under the first repeat's dir (no flat name could be unique: state ids may end in
+    anything a suffix could be)."""
+    base = case_id[: len(case_id) - len(repeat_suffix(repeat))]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", base)
+    if len(name) > 120 or name in (".", ".."):
+        name = name[:100] + "-" + hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return name if repeat == 1 else f"{name}/repeat-{repeat}"
 
 
 def build_cases(

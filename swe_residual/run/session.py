@@ -37,6 +37,7 @@ from swe_residual.results import (
 from swe_residual.run.attempt import Case, RunSettings, run_case
 from swe_residual.run.patchcheck import state_patch_problems
 from swe_residual.run.plan import Plan
+from swe_residual.run.provenance import PROVENANCE, run_provenance
 from swe_residual.run.reference import ReferenceChecks
 
 if TYPE_CHECKING:  # the report code is imported by finish() only
@@ -177,6 +178,8 @@ class RunSession:
                 f"at least {MIN_FREE_BYTES >> 20} MiB for records and artifacts"
             )
         session.write_manifest(c.id for c in plan.cases)
+        # provenance.json, once per run: task, state and agent digests, harness version, backend
+        run_provenance(session.run_dir, plan, plan.cases, session.backend_name)
         return session
 
     def check(self, states: bool = True) -> None:
@@ -212,6 +215,7 @@ class RunSession:
                     shutil.rmtree(self.run_dir, ignore_errors=True)
                 else:  # a dir the user made: what open() wrote into it
                     (self.run_dir / MANIFEST).unlink(missing_ok=True)
+                    (self.run_dir / PROVENANCE).unlink(missing_ok=True)
                     shutil.rmtree(self.run_dir / "states", ignore_errors=True)
             raise
 
@@ -538,7 +542,16 @@ class RunSession:
         ):
             base = load_runs([baseline], rows=True)[0] if baseline else None
             gate = check_gates(records, manifest, gates, base)
-            report["gates"] = {"status": gate.status, "violations": gate.violations, "checks": gate.checks}
+            if baseline is not None:  # what made the two runs: a changed task or agent config is said
+                from swe_residual.report.provenance import run_differences
+
+                gate.warnings = run_differences(baseline, self.run_dir)
+            report["gates"] = {
+                "status": gate.status,
+                "violations": gate.violations,
+                "checks": gate.checks,
+                "warnings": gate.warnings,
+            }
             if base is not None:  # compare.html: the same runs and numbers as the gate's
                 from swe_residual.report.compare import compare_runs
 
