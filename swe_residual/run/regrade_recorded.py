@@ -134,9 +134,7 @@ class RegradeAttempt(Attempt):
         agent = cast(Agent, SimpleNamespace(harness=original.harness))  # never run: only named
         super().__init__(case, settings, agent=agent, backend=backend, attempt=original.attempt)
         self.final_patch, self.copied = final_patch, copied
-        self.artifacts = (
-            settings.run_dir / "cases" / case.dir_name / f"attempt-{original.attempt}"
-        )
+        self.artifacts = settings.run_dir / "cases" / case.dir_name / f"attempt-{original.attempt}"
         self.verifier = Verifier(backend, case.task, self.artifacts, settings.references)
         self.record = Record(
             **{k: getattr(original, k) for k in AGENT_FACTS},
