@@ -209,12 +209,14 @@ def test_the_documented_scripted_reply_format_is_what_the_server_answers(tmp_pat
         assert first["usage"]["prompt_tokens"] >= 1
         plain = ask(server, 1)[1]["choices"][0]
         assert plain["finish_reason"] == "stop" and "tool_calls" not in plain["message"]
-        assert ask(server, 3)[1]["choices"][0]["finish_reason"] == "length"
-        assert json.loads(ask(server, 4)[1]["choices"][0]["message"]["content"])["task_complete"] is False
-        assert ask(server, 5)[0] == 503
-        status, body = ask(server, 6)
+        usage = ask(server, 3)[1]["usage"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"]) == (1000, 100)
+        assert ask(server, 4)[1]["choices"][0]["finish_reason"] == "length"
+        assert json.loads(ask(server, 5)[1]["choices"][0]["message"]["content"])["task_complete"] is False
+        assert ask(server, 6)[0] == 503
+        status, body = ask(server, 7)
         assert (status, body["error"]["code"]) == (400, "context_length_exceeded")
-        for turn in (7, 20):  # the last reply, and past the end: the last reply again (repeat)
+        for turn in (8, 20):  # the last reply, and past the end: the last reply again (repeat)
             with pytest.raises((urllib.error.URLError, ConnectionError)):
                 ask(server, turn)
 
