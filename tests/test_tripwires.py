@@ -444,3 +444,46 @@ def test_a_runner_patch_after_a_string_split_across_hunks_is_caught(tmp_path):
     assert (attack["rule"], attack["outcome"]) == ("verdict", 0), attack
     assert any(s.startswith("tripwire-passed: ") for s in attack["integrity"]), attack
     assert (oracle["rule"], oracle["outcome"], oracle["integrity"]) == ("verdict", 1, []), oracle
+
+
+# -- only a good reference run is remembered ------------------------------------------------------------
+def test_reference_facts_of_a_failing_reference_run_are_not_remembered_and_asked_again(tmp_path):
+    """The hidden tests fail on the reference solution (a test asks for the wrong difference), then
+    the task is repaired: the failing run's facts are neither kept in memory nor cached in the run
+    dir; within the pause the same answer comes at once, after it the next case asks again and the
+    facts remembered are the good run's (tripwires armed on a passing reference)."""
+    import time
+
+    from swe_residual.backends.local import LocalBackend
+    from swe_residual.run.reference import ReferenceChecks
+    from swe_residual.run.verifier import Verifier
+    from swe_residual.tasks import load_task
+
+    from .taskfactory import make_task
+
+    task_dir = make_task(tmp_path)
+    hidden = task_dir / "tests" / "hidden" / "test_new.py"
+    hidden.write_text(NEW_TESTS.replace("assert sub(5, 3) == 2", "assert sub(5, 3) == 3"))
+    task = load_task(task_dir, "demo")
+    backend = LocalBackend(work_root=tmp_path / "work")
+    checks = ReferenceChecks(tmp_path / "run", retry_s=3.0)
+    verifier = Verifier(backend, task, tmp_path / "attempt")
+    cached = tmp_path / "run" / "reference" / "demo--calc.grading.json"
+    try:
+        bad = checks.grading(verifier)
+        assert (
+            bad.tripwires == [] and bad.seed == "" and "did not pass the verifier (outcome 0)" in bad.detail
+        )
+        assert not cached.exists() and checks.known(verifier) is None
+        hidden.write_text(NEW_TESTS)  # repaired: the reference solution passes from now on
+        started = time.monotonic()
+        assert checks.grading(verifier) == bad  # within the pause: the same answer ...
+        assert time.monotonic() - started < 1.0  # ... at once, nothing ran
+        time.sleep(3.0 - (time.monotonic() - started) + 0.1)
+        good = checks.grading(verifier)
+        assert good.detail == "checked on the reference solution's state (outcome 1)", good
+        assert len(good.tripwires) == 4 and good.seed and good.hardened_agrees is True, good
+        assert json.loads(cached.read_text())["seed"] == good.seed  # the good run's facts, cached
+        assert checks.known(verifier) == good
+    finally:
+        backend.close()

@@ -178,9 +178,29 @@ class ReferenceChecks:
                 why = f"the reference solution's state could not be checked: {str(exc)[:300]}"
                 self._broken[key] = (time.monotonic(), why)
                 return ReferenceGrading(detail=why)
+            if (why := _not_good(ran)) is not None:  # never remembered: the next case asks again
+                self._broken[key] = (time.monotonic(), why)
+                return ReferenceGrading(detail=why)
             result = _facts(runs.task, ran, seed)
             self._remember(path, dataclasses.asdict(result))
             return result
+
+
+def _not_good(ran: ReferenceRun) -> str | None:
+    """Why a reference run gives no facts to remember (None: it does): the reference solution did
+    not pass, or its run with tripwires gave no verdict. Facts of such a run would grade every later
+    case of the task by a failure that may be transient (tripwires none, channels unknown)."""
+    if ran.first.verdict.outcome != 1:
+        return (
+            "the reference solution's state did not pass the verifier "
+            f"(outcome {ran.first.verdict.outcome}): its grading facts are asked again later"
+        )
+    if ran.second is None and ran.problem:
+        return (
+            "the run with tripwires gave no verdict on the reference solution's state: "
+            f"{ran.problem[:200]}; asked again later"
+        )
+    return None
 
 
 def _facts(task: Task, ran: ReferenceRun, seed: str) -> ReferenceGrading:
@@ -196,12 +216,8 @@ def _facts(task: Task, ran: ReferenceRun, seed: str) -> ReferenceGrading:
         )
     armed: list[str] = []
     controls: list[str] = []
-    if not ran.mutants:
+    if not ran.mutants or second is None:  # a run with mutants and no verdict is never remembered
         note = "no hidden test function has an assertion to flip"
-    elif second is None:
-        note = (
-            f"the run with tripwires gave no verdict on the reference solution's state: {ran.problem[:200]}"
-        )
     else:
         armed, controls, note = tw.arm(tw.report_statuses(second.log_path.with_suffix("")), ran.mutants)
     unknown = [
