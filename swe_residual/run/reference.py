@@ -20,6 +20,7 @@ from typing import Protocol
 
 from swe_residual.errors import InfraError, VerifierError
 from swe_residual.run import grading_channel as rc
+from swe_residual.run import hidden_tests
 from swe_residual.run import tripwires as tw
 from swe_residual.run.grader import Verification, task_key
 from swe_residual.tasks import Task
@@ -57,7 +58,7 @@ class ReferenceGrading:
     channel agree with its written report, does the hardened re-grade give its grade; did the
     channel engage (and could the task's pytest import it), did the verifier write per-test
     reports; the tripwires armed and their controls (run/tripwires.py), the seed that makes them,
-    and why none is armed."""
+    and why none is armed; where the hidden test files landed (run/hidden_tests.py)."""
 
     channel_agrees: bool | None = None
     hardened_agrees: bool | None = None
@@ -69,6 +70,7 @@ class ReferenceGrading:
     tripwires: list[str] = field(default_factory=list)
     controls: list[str] = field(default_factory=list)
     tripwire_note: str = ""
+    hidden_landings: list[str] = field(default_factory=list)  # run/hidden_tests.py
 
     def judge(self, signals: list[str]) -> tuple[list[str], list[str]]:
         """(signals, notes): a finding that the same check also makes on the reference solution's
@@ -78,7 +80,7 @@ class ReferenceGrading:
         notes: list[str] = []
         unchecked = False
         for s in signals:
-            if s.startswith((tw.PASSED, tw.MISSING, tw.REPORT_MISSING, tw.CHANNEL_DISABLED)):
+            if s.startswith((*tw.BEHAVIOURAL, tw.CHANNEL_DISABLED)):
                 kept.append(s)
                 continue
             agrees = self.channel_agrees if s.startswith(rc.MISMATCH) else self.hardened_agrees
@@ -239,6 +241,7 @@ def _facts(task: Task, ran: ReferenceRun, seed: str) -> ReferenceGrading:
         tripwires=armed,
         controls=controls,
         tripwire_note=note,
+        hidden_landings=hidden_tests.landed(v.hidden),
     )
 
 
@@ -251,5 +254,6 @@ def _read_grading(path: Path) -> ReferenceGrading | None:
         return None
     flags = (known.channel_agrees, known.hardened_agrees, known.channel_engaged, known.channel_loadable)
     ok = all(isinstance(x, bool) or x is None for x in (*flags, known.per_test_reports))
-    ok = ok and all(isinstance(x, str) for x in (known.seed, known.detail, *known.tripwires, *known.controls))
+    strings = (known.seed, known.detail, *known.tripwires, *known.controls, *known.hidden_landings)
+    ok = ok and all(isinstance(x, str) for x in strings)
     return known if ok else None
