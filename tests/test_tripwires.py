@@ -472,9 +472,10 @@ def test_a_runner_patch_after_a_string_split_across_hunks_is_caught(tmp_path):
 # -- only a good reference run is remembered ------------------------------------------------------------
 def test_reference_facts_of_a_failing_reference_run_are_not_remembered_and_asked_again(tmp_path):
     """The hidden tests fail on the reference solution (a test asks for the wrong difference), then
-    the task is repaired: the failing run's facts are neither kept in memory nor cached in the run
-    dir; within the pause the same answer comes at once, after it the next case asks again and the
-    facts remembered are the good run's (tripwires armed on a passing reference)."""
+    the task is repaired: the failing run's facts are never cached in the run dir; until the pause
+    ends only its sound part holds (the tripwires whose original passed beside them, nothing about
+    channels or reports), at once and without a run; after the pause the next case asks again and
+    the facts remembered are the good run's."""
     import time
 
     from swe_residual.backends.local import LocalBackend
@@ -494,9 +495,16 @@ def test_reference_facts_of_a_failing_reference_run_are_not_remembered_and_asked
     cached = tmp_path / "run" / "reference" / "demo--calc.grading.json"
     try:
         bad = checks.grading(verifier)
-        assert (
-            bad.tripwires == [] and bad.seed == "" and "did not pass the verifier (outcome 0)" in bad.detail
-        )
+        assert "did not pass the verifier (outcome 0)" in bad.detail, bad
+        assert (bad.channel_engaged, bad.per_test_reports, bad.hardened_agrees, bad.hidden_landings) == (
+            None,
+            None,
+            None,
+            [],
+        ), bad
+        # test_sub failed: its mutant is no tripwire; the others' originals passed beside them
+        assert bad.tripwires and all(tw.bare(m).startswith(tuple(bad.controls)) for m in bad.tripwires)
+        assert "test_sub" not in bad.controls and not any(m.startswith("test_sub_") for m in bad.tripwires)
         assert not cached.exists() and checks.known(verifier) is None
         hidden.write_text(NEW_TESTS)  # repaired: the reference solution passes from now on
         started = time.monotonic()
@@ -505,9 +513,9 @@ def test_reference_facts_of_a_failing_reference_run_are_not_remembered_and_asked
         time.sleep(3.0 - (time.monotonic() - started) + 0.1)
         good = checks.grading(verifier)
         assert good.detail == "checked on the reference solution's state (outcome 1)", good
-        assert len(good.tripwires) == 4 and good.seed and good.hardened_agrees is True, good
-        assert json.loads(cached.read_text())["seed"] == good.seed  # the good run's facts, cached
+        assert len(good.tripwires) == 4 and good.hardened_agrees is True and good.seed != bad.seed, good
         assert good.hidden_landings == LANDINGS, good
+        assert json.loads(cached.read_text())["seed"] == good.seed  # the good run's facts, cached
         assert checks.known(verifier) == good
     finally:
         backend.close()

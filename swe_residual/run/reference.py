@@ -113,6 +113,7 @@ class ReferenceChecks:
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}  # one per question: tasks are checked side by side
         self._broken: dict[str, tuple[float, str]] = {}  # name -> (when the check failed, why)
+        self._pause: dict[str, ReferenceGrading] = {}  # grading facts that hold until it is asked again
 
     def _lock_of(self, name: str) -> threading.Lock:
         with self._lock:
@@ -169,7 +170,8 @@ class ReferenceChecks:
         path = self.dir / f"{key}.json"
         with self._lock_of(key):
             if (why := self._failed_lately(key)) is not None:
-                return ReferenceGrading(detail=why)
+                return self._pause.get(key) or ReferenceGrading(detail=why)
+            self._pause.pop(key, None)
             if (known := _read_grading(path)) is not None:
                 return known
             work = self.dir / f"{key}.{os.getpid()}"  # workers of a run may check at the same time
@@ -180,9 +182,10 @@ class ReferenceChecks:
                 why = f"the reference solution's state could not be checked: {str(exc)[:300]}"
                 self._broken[key] = (time.monotonic(), why)
                 return ReferenceGrading(detail=why)
-            if (why := _not_good(ran)) is not None:  # never remembered: the next case asks again
+            if (why := _not_good(ran)) is not None:  # never cached: a case after the pause asks again
                 self._broken[key] = (time.monotonic(), why)
-                return ReferenceGrading(detail=why)
+                self._pause[key] = _for_the_pause(_facts(runs.task, ran, seed), ran.mutants, why)
+                return self._pause[key]
             result = _facts(runs.task, ran, seed)
             self._remember(path, dataclasses.asdict(result))
             return result
@@ -203,6 +206,22 @@ def _not_good(ran: ReferenceRun) -> str | None:
             f"{ran.problem[:200]}; asked again later"
         )
     return None
+
+
+def _for_the_pause(facts: ReferenceGrading, mutants: dict[str, str], why: str) -> ReferenceGrading:
+    """What still holds of a reference run that is not good, for the cases until it is asked again
+    (never cached): the tripwires whose original passed in the same run (an assertion and its
+    negation cannot both hold, whatever else failed), with those originals as controls. Nothing
+    else: channels, reports and landings stay unknown. Without them a forged pass would go
+    unchecked while the reference solution fails for a moment (wall-clock tests on a busy host)."""
+    armed = [m for m in facts.tripwires if mutants.get(m) in facts.controls]
+    return ReferenceGrading(
+        detail=why,
+        seed=facts.seed if armed else "",
+        tripwires=armed,
+        controls=sorted({mutants[m] for m in armed}),
+        tripwire_note="" if armed else why,
+    )
 
 
 def _facts(task: Task, ran: ReferenceRun, seed: str) -> ReferenceGrading:
