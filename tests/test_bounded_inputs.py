@@ -129,10 +129,11 @@ def test_hostile_outputs_of_a_run_cost_bounded_memory_and_time(tmp_path, backend
 
 class Trickle(http.server.BaseHTTPRequestHandler):
     """Answers every GET at once with 200 and a 1 MB body, then sends it a byte every 0.5 s; under
-    /headers/, sends the status line, then a header a byte every 0.5 s."""
+    /headers/, sends the status line, then a header a byte every 0.5 s (also as a proxy, asked
+    for http://<any host>/headers/...)."""
 
     def do_GET(self):
-        if self.path.startswith("/headers/"):
+        if "/headers/" in self.path:
             try:
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
                 for _ in range(240):
@@ -382,3 +383,38 @@ def test_a_wide_tree_is_removed_in_seconds(tmp_path):
     print(f"\n50,000 empty directories removed in {seconds:.1f} s", file=sys.stderr)
     assert not os.path.lexists(top) and (outside / "kept").read_text() == "x"
     assert seconds < 20
+
+
+@pytest.mark.slow
+def test_a_server_that_trickles_its_headers_is_cut_off_at_the_download_deadline(tmp_path, trickling):
+    """The deadline covers the status line and headers too: `states fetch` from a server that sends
+    its headers a byte every 0.5 s, and `residualize import` through a proxy that does (urllib's
+    path), each end with one line naming the URL and the deadline, within the deadline plus a
+    margin (a per-read timeout alone let them run until the server stopped: 120 s)."""
+    url = f"{trickling}/headers/states.tar.gz"
+    t0 = time.monotonic()
+    proc = cli("states", "fetch", url, env=NO_PROXY, cache=tmp_path / "cache")
+    fetch_s = time.monotonic() - t0
+    assert proc.returncode != 0 and _errors(proc) == [
+        f"error: states fetch: {url}: not downloaded within {DEADLINE} s (the deadline of one download, "
+        "$SWE_RESIDUAL_DOWNLOAD_DEADLINE); check the URL and your network; nothing installed"
+    ], proc.stderr[-2000:]
+    tasks = copy_tasks(tmp_path / "tasks")
+    release = "http://releases.swe-residual.invalid/headers/release.json"
+    t0 = time.monotonic()
+    proxied = cli(
+        "residualize", "import", "--format", "deepswe-release", "--release", release,
+        "--track", "deepswe", "--tasks-dir", str(tasks), str(tmp_path / "work"),
+        env={**NO_PROXY, "http_proxy": trickling, "HTTP_PROXY": trickling}, cache=tmp_path / "cache",
+    )  # fmt: skip
+    import_s = time.monotonic() - t0
+    assert proxied.returncode != 0 and _errors(proxied) == [
+        f"error: {release}: release manifest cannot be fetched: not downloaded within {DEADLINE} s "
+        "(the deadline of one download, $SWE_RESIDUAL_DOWNLOAD_DEADLINE)"
+    ], proxied.stderr[-2000:]
+    print(
+        f"\nheaders trickled: states fetch cut off after {fetch_s:.1f} s, residualize import (proxy) "
+        f"after {import_s:.1f} s",
+        file=sys.stderr,
+    )
+    assert fetch_s < DEADLINE + 10 and import_s < DEADLINE + 10
