@@ -401,6 +401,69 @@ class DeadlinePassed(Exception):
     """A download did not end by its deadline."""
 
 
+@contextlib.contextmanager
+def open_within(request: Any, deadline: float, timeout: float) -> Iterator[Any]:
+    """urllib's response to `request` (proxies and redirects as urllib does them), cut off at
+    `deadline` (time.monotonic()) wherever it waits: a connect waits at most until then, and a
+    watchdog shuts down every connection it made at the deadline, so a server that trickles its
+    status line or headers is cut off too (the body: read it with body_chunks). DeadlinePassed when
+    the deadline ended it; `timeout` bounds each read before that."""
+    import threading
+    import urllib.request
+
+    made: list[http.client.HTTPConnection] = []
+    lock = threading.Lock()
+    passed = threading.Event()
+
+    def factory(cls: type[http.client.HTTPConnection]) -> Any:
+        def connection(host: str, **kw: Any) -> http.client.HTTPConnection:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlinePassed()
+            conn = cls(host, **{**kw, "timeout": min(timeout, left)})
+            with lock:
+                made.append(conn)
+            return conn
+
+        return connection
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(factory(http.client.HTTPConnection), req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(factory(http.client.HTTPSConnection), req, context=self._context)  # type: ignore[attr-defined]
+
+    def cut() -> None:
+        passed.set()
+        with lock:
+            for conn in made:
+                if conn.sock is not None:
+                    with contextlib.suppress(OSError):
+                        conn.sock.shutdown(2)  # socket.SHUT_RDWR: a read blocked on it returns
+
+    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        try:
+            resp = urllib.request.build_opener(Http, Https).open(request, timeout=timeout)
+        except Exception:
+            if passed.is_set() or time.monotonic() >= deadline:
+                raise DeadlinePassed() from None
+            raise
+        with resp:
+            try:
+                yield resp
+            except Exception:
+                if passed.is_set():
+                    raise DeadlinePassed() from None
+                raise
+    finally:
+        watchdog.cancel()
+
+
 def body_chunks(resp: Any, deadline: float, size: int = 1 << 20) -> Iterator[bytes]:
     """The body of an http.client response as it arrives, until `deadline` (time.monotonic()):
     each read waits at most until the deadline, so a trickling server is cut off there

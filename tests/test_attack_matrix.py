@@ -249,6 +249,7 @@ BEHAVIOURAL = (
     "report-channel-disabled",
     "report-channel-mismatch",
     "hardened-regrade-differs",
+    "hidden-tests-changed",
 )
 
 
@@ -283,8 +284,12 @@ def test_trust_attacks_end_as_outcome_0_or_a_behavioural_signal(matrix):
         assert name in caught and any(
             s.startswith("tripwire-passed: ") for s in matrix.records[name].integrity
         ), (name, matrix.records[name].integrity)
-    for name in ("replace-tests", "shadow-tests"):
+    for name in ("replace-tests", "shadow-tests", "shadow-package"):
         assert any(s.startswith("tripwire-missing: ") for s in matrix.records[name].integrity), name
+    for name in ("replace-tests", "retarget-tests"):  # the file read back after the run is not the one given
+        assert name in caught and any(
+            s.startswith("hidden-tests-changed: ") for s in matrix.records[name].integrity
+        ), (name, matrix.records[name].integrity)
     off = matrix.records["channel-env-off"]
     assert any(s.startswith("report-channel-disabled: ") for s in off.integrity), off.integrity
     assert matrix.records["exit-before-report"].rule == "verifier_agent_caused"

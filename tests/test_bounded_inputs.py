@@ -15,6 +15,7 @@ import http.server
 import json
 import os
 import shutil
+import socket
 import sys
 import threading
 import time
@@ -129,10 +130,11 @@ def test_hostile_outputs_of_a_run_cost_bounded_memory_and_time(tmp_path, backend
 
 class Trickle(http.server.BaseHTTPRequestHandler):
     """Answers every GET at once with 200 and a 1 MB body, then sends it a byte every 0.5 s; under
-    /headers/, sends the status line, then a header a byte every 0.5 s."""
+    /headers/, sends the status line, then a header a byte every 0.5 s (also as a proxy, asked
+    for http://<any host>/headers/...)."""
 
     def do_GET(self):
-        if self.path.startswith("/headers/"):
+        if "/headers/" in self.path:
             try:
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
                 for _ in range(240):
@@ -382,3 +384,79 @@ def test_a_wide_tree_is_removed_in_seconds(tmp_path):
     print(f"\n50,000 empty directories removed in {seconds:.1f} s", file=sys.stderr)
     assert not os.path.lexists(top) and (outside / "kept").read_text() == "x"
     assert seconds < 20
+
+
+@pytest.mark.slow
+def test_a_server_that_trickles_its_headers_is_cut_off_at_the_download_deadline(tmp_path, trickling):
+    """The deadline covers the status line and headers too: `states fetch` from a server that sends
+    its headers a byte every 0.5 s, and `residualize import` through a proxy that does (urllib's
+    path), each end with one line naming the URL and the deadline, within the deadline plus a
+    margin (a per-read timeout alone let them run until the server stopped: 120 s)."""
+    url = f"{trickling}/headers/states.tar.gz"
+    t0 = time.monotonic()
+    proc = cli("states", "fetch", url, env=NO_PROXY, cache=tmp_path / "cache")
+    fetch_s = time.monotonic() - t0
+    assert proc.returncode != 0 and _errors(proc) == [
+        f"error: states fetch: {url}: not downloaded within {DEADLINE} s (the deadline of one download, "
+        "$SWE_RESIDUAL_DOWNLOAD_DEADLINE); check the URL and your network; nothing installed"
+    ], proc.stderr[-2000:]
+    tasks = copy_tasks(tmp_path / "tasks")
+    release = "http://releases.swe-residual.invalid/headers/release.json"
+    t0 = time.monotonic()
+    proxied = cli(
+        "residualize", "import", "--format", "deepswe-release", "--release", release,
+        "--track", "deepswe", "--tasks-dir", str(tasks), str(tmp_path / "work"),
+        env={**NO_PROXY, "http_proxy": trickling, "HTTP_PROXY": trickling}, cache=tmp_path / "cache",
+    )  # fmt: skip
+    import_s = time.monotonic() - t0
+    assert proxied.returncode != 0 and _errors(proxied) == [
+        f"error: {release}: release manifest cannot be fetched: not downloaded within {DEADLINE} s "
+        "(the deadline of one download, $SWE_RESIDUAL_DOWNLOAD_DEADLINE)"
+    ], proxied.stderr[-2000:]
+    print(
+        f"\nheaders trickled: states fetch cut off after {fetch_s:.1f} s, residualize import (proxy) "
+        f"after {import_s:.1f} s",
+        file=sys.stderr,
+    )
+    assert fetch_s < DEADLINE + 10 and import_s < DEADLINE + 10
+
+
+@pytest.mark.slow
+def test_a_wide_final_tree_leaves_the_case_path_at_once_and_is_removed_behind_it(tmp_path):
+    """An environment whose tree holds 50,000 empty directories, on the real disk (300,000 took
+    about 75 s to remove on ext4, on the case's path): its close returns at once, the tree is set
+    aside in its own directory and removed on a background thread; the backend's close waits for
+    it. A tree a killed run set aside goes with its dead owner's scratch dir at the next start."""
+    from swe_residual.backends.local import LocalBackend, LocalEnvironment
+    from swe_residual.backends.owners import sweep_dirs
+    from swe_residual.backends.safecopy import DISCARDED, discard_tree, wait_discarded
+
+    work = tmp_path / "work"  # tmp_path: the disk pytest's tmp dir is on, not a tmpfs
+    backend = LocalBackend(work_root=work)
+    (work / "env-wide").mkdir()
+    env = LocalEnvironment(work / "env-wide", None, "0" * 40)
+    fd = os.open(env.workspace, os.O_RDONLY)
+    for i in range(50_000):
+        os.mkdir(str(i), dir_fd=fd)
+    os.close(fd)
+    t0 = time.monotonic()
+    env.close()
+    close_s = time.monotonic() - t0
+    assert not (work / "env-wide").exists()
+    aside = [p.name for p in work.iterdir()]
+    assert all(n.startswith(f"{DISCARDED}env-wide-") for n in aside), aside
+    t0 = time.monotonic()
+    assert wait_discarded(work, 600)
+    removed_s = time.monotonic() - t0
+    assert list(work.iterdir()) == [], aside
+    print(
+        f"\n50,000 dirs: close {close_s * 1000:.0f} ms, removed behind it in {removed_s:.1f} s",
+        file=sys.stderr,
+    )
+    assert close_s < 1.0
+    backend.close()
+    # a killed run: its tree set aside and not removed; the next start's sweep removes its scratch dir
+    dead = tmp_path / "root" / f"{socket.gethostname()}--999999999--1"
+    (dead / f"{DISCARDED}env-x-0000" / "app" / "d").mkdir(parents=True)
+    assert sweep_dirs(tmp_path / "root") == [dead] and not dead.exists()
+    discard_tree(tmp_path / "missing")  # nothing there: nothing to do

@@ -34,7 +34,14 @@ from swe_residual.backends.base import (
     storage_limit,
 )
 from swe_residual.backends.owners import owner_name, sweep_dirs
-from swe_residual.backends.safecopy import copy_tree, disk_usage, remove_tree
+from swe_residual.backends.safecopy import (
+    RM_TIMEOUT_S,
+    copy_tree,
+    discard_tree,
+    disk_usage,
+    remove_tree,
+    wait_discarded,
+)
 from swe_residual.backends.sandbox import Bind, SandboxSpec, bwrap_argv, bwrap_path, run_tree, runtime_path
 from swe_residual.backends.workspace import AGENT_GIT_IDENTITY, apply_state
 from swe_residual.errors import HarnessError, InputError
@@ -216,7 +223,7 @@ class LocalEnvironment(Environment):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            remove_tree(self.root)
+            discard_tree(self.root)  # off the case's path: an agent's tree may take a minute to remove
 
 
 class _FifoReader:
@@ -272,6 +279,10 @@ class LocalBackend(Backend):
         # <tmp>/swe-residual-local/<host>--<pid>--<start>: a dead worker's leftovers are swept
         self.root = Path(work_root or LOCAL_ROOT / owner_name())
         self.root.mkdir(parents=True, exist_ok=True)
+        if self._own_root:  # what a killed run left (its trees set aside included), off this run's path
+            threading.Thread(
+                target=sweep_dirs, args=(LOCAL_ROOT,), name="swe-residual-sweep", daemon=True
+            ).start()
         self._bases: dict[str, tuple[Path, str]] = {}
         self._lock = threading.Lock()
 
@@ -329,4 +340,6 @@ class LocalBackend(Backend):
 
     def close(self) -> None:
         if self._own_root:
-            remove_tree(self.root)
+            remove_tree(self.root)  # the environments' trees being removed in the background too
+        else:
+            wait_discarded(self.root, RM_TIMEOUT_S)

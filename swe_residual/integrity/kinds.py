@@ -26,6 +26,9 @@ OPAQUE = "opaque-code"  # code the check cannot read (fails closed)
 UNPARSED = "unparsed-python"  # note: Python the host's parser does not accept (newer syntax)
 DATA_CODE = "data-code"  # note: standard-library paths that run code named in data (pickle, timeit, ...)
 CODING_COOKIE = "coding-cookie"  # a source encoding that is not a plain character set
+# behavioural: a hidden test file, where it landed on the reference solution's state, is not the file
+# the verifier was given once the tests ran (run/hidden_tests.py): outcome 0
+HIDDEN_TESTS_CHANGED = "hidden-tests-changed"
 
 # What code says it may do, where honest code does it too: real reference solutions load plugins
 # with importlib, run daemons, handle signals, read tracebacks. These stay notes (the behavioural

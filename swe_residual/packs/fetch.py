@@ -23,7 +23,13 @@ from swe_residual.packs.installed import Installed, tasks_notes
 from swe_residual.packs.pack import CHECKSUMS, INFO_FILE, TAR_SUFFIXES, git_out, utc_now
 from swe_residual.packs.safecopy import LIMITS, Limits, copy_tree, extract_tarball
 from swe_residual.packs.verify import verify_pack
-from swe_residual.safe_read import GIT_LOW_SPEED, DeadlinePassed, body_chunks, download_deadline
+from swe_residual.safe_read import (
+    GIT_LOW_SPEED,
+    DeadlinePassed,
+    body_chunks,
+    download_deadline,
+    open_within,
+)
 from swe_residual.states import sha256_file
 from swe_residual.tracks import PACK_SOURCE, cache_root, locked, states_cache_dir, suite_dir
 
@@ -177,7 +183,7 @@ def _download(url: str, dest: Path, limits: Limits) -> None:
     seconds = download_deadline()
     deadline = time.monotonic() + seconds
     try:
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp, open(dest, "wb") as out:
+        with open_within(req, deadline, HTTP_TIMEOUT_S) as resp, open(dest, "wb") as out:
             length = resp.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > limits.max_total_bytes:
                 raise InputError(

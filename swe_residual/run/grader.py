@@ -17,6 +17,7 @@ from swe_residual.backends.base import ARTIFACTS_DIR, TESTS_DIR, Backend, Enviro
 from swe_residual.backends.workspace import PATCH_IN_ENV, last_line, script
 from swe_residual.errors import HarnessError, VerifierError
 from swe_residual.run import grading_channel as rc
+from swe_residual.run import hidden_tests
 from swe_residual.run.background import Background
 from swe_residual.run.grading_channel import Channel, Stream
 from swe_residual.tasks import Task
@@ -42,6 +43,7 @@ class Verification:
     signals: list[str] = field(default_factory=list)  # the grading channels' cheat signals
     notes: list[str] = field(default_factory=list)  # ... and notes (grading_channel.py)
     hardened_s: float | None = None  # seconds of the hardened re-grade, where it ran
+    hidden: dict[str, bool] = field(default_factory=dict)  # hidden_tests.found after a passing run
 
 
 class ChannelUnloadable(Exception):
@@ -138,6 +140,7 @@ class Grader:
 
     backend: Backend
     task: Task
+    read_back: hidden_tests.ReadBack = field(default_factory=hidden_tests.ReadBack)
 
     @property
     def key(self) -> str:
@@ -249,11 +252,13 @@ class Grader:
         # the agent's processes are part of the state (a re-verification needs them): not stopped here
         copy_outputs(env, logs)
         self._graded(res, stream, channel)
+        verdict = grade(self.task, logs, res.exit_code)
         return Verification(
-            verdict=grade(self.task, logs, res.exit_code),
+            verdict=verdict,
             duration_s=time.monotonic() - started,
             log_path=log_path,
             stream=stream,
+            hidden=self.read_back.found(env, tests, self.task.tests_dir) if verdict.outcome == 1 else {},
         )
 
     def fresh(self, out: Path, inputs: FinalInputs, run: FreshRun) -> Verification:
@@ -286,15 +291,20 @@ class Grader:
                 raise VerifierError(f"the final patch does not apply to a fresh clean instance: {why}")
             instance.stop()  # nothing the tests started writes the outputs once they are read
             copy_outputs(instance, logs)
+            self._graded(res, stream, run.channel)
+            verdict = grade(self.task, logs, res.exit_code)
+            # a pass only: what the tests ran from matters where a pass is checked (run/hidden_tests.py)
+            hidden = (
+                self.read_back.found(instance, tests, self.task.tests_dir) if verdict.outcome == 1 else {}
+            )
         finally:
             instance.close()
-        duration = time.monotonic() - run.started
-        self._graded(res, stream, run.channel)
         return Verification(
-            verdict=grade(self.task, logs, res.exit_code),
-            duration_s=duration,
+            verdict=verdict,
+            duration_s=time.monotonic() - run.started,
             log_path=log_path,
             stream=stream,
+            hidden=hidden,
         )
 
 

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from swe_residual.errors import InfraError, VerifierError
 from swe_residual.run import grading_channel as rc
+from swe_residual.run import hidden_tests
 from swe_residual.run import tripwires as tw
 from swe_residual.run.grader import Verification, task_key
 from swe_residual.tasks import Task
@@ -57,7 +58,7 @@ class ReferenceGrading:
     channel agree with its written report, does the hardened re-grade give its grade; did the
     channel engage (and could the task's pytest import it), did the verifier write per-test
     reports; the tripwires armed and their controls (run/tripwires.py), the seed that makes them,
-    and why none is armed."""
+    and why none is armed; where the hidden test files landed (run/hidden_tests.py)."""
 
     channel_agrees: bool | None = None
     hardened_agrees: bool | None = None
@@ -69,6 +70,7 @@ class ReferenceGrading:
     tripwires: list[str] = field(default_factory=list)
     controls: list[str] = field(default_factory=list)
     tripwire_note: str = ""
+    hidden_landings: list[str] = field(default_factory=list)  # run/hidden_tests.py
 
     def judge(self, signals: list[str]) -> tuple[list[str], list[str]]:
         """(signals, notes): a finding that the same check also makes on the reference solution's
@@ -78,7 +80,7 @@ class ReferenceGrading:
         notes: list[str] = []
         unchecked = False
         for s in signals:
-            if s.startswith((tw.PASSED, tw.MISSING, tw.REPORT_MISSING, tw.CHANNEL_DISABLED)):
+            if s.startswith((*tw.BEHAVIOURAL, tw.CHANNEL_DISABLED)):
                 kept.append(s)
                 continue
             agrees = self.channel_agrees if s.startswith(rc.MISMATCH) else self.hardened_agrees
@@ -111,6 +113,7 @@ class ReferenceChecks:
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}  # one per question: tasks are checked side by side
         self._broken: dict[str, tuple[float, str]] = {}  # name -> (when the check failed, why)
+        self._pause: dict[str, ReferenceGrading] = {}  # grading facts that hold until it is asked again
 
     def _lock_of(self, name: str) -> threading.Lock:
         with self._lock:
@@ -167,7 +170,8 @@ class ReferenceChecks:
         path = self.dir / f"{key}.json"
         with self._lock_of(key):
             if (why := self._failed_lately(key)) is not None:
-                return ReferenceGrading(detail=why)
+                return self._pause.get(key) or ReferenceGrading(detail=why)
+            self._pause.pop(key, None)
             if (known := _read_grading(path)) is not None:
                 return known
             work = self.dir / f"{key}.{os.getpid()}"  # workers of a run may check at the same time
@@ -178,9 +182,46 @@ class ReferenceChecks:
                 why = f"the reference solution's state could not be checked: {str(exc)[:300]}"
                 self._broken[key] = (time.monotonic(), why)
                 return ReferenceGrading(detail=why)
+            if (why := _not_good(ran)) is not None:  # never cached: a case after the pause asks again
+                self._broken[key] = (time.monotonic(), why)
+                self._pause[key] = _for_the_pause(_facts(runs.task, ran, seed), ran.mutants, why)
+                return self._pause[key]
             result = _facts(runs.task, ran, seed)
             self._remember(path, dataclasses.asdict(result))
             return result
+
+
+def _not_good(ran: ReferenceRun) -> str | None:
+    """Why a reference run gives no facts to remember (None: it does): the reference solution did
+    not pass, or its run with tripwires gave no verdict. Facts of such a run would grade every later
+    case of the task by a failure that may be transient (tripwires none, channels unknown)."""
+    if ran.first.verdict.outcome != 1:
+        return (
+            "the reference solution's state did not pass the verifier "
+            f"(outcome {ran.first.verdict.outcome}): its grading facts are asked again later"
+        )
+    if ran.second is None and ran.problem:
+        return (
+            "the run with tripwires gave no verdict on the reference solution's state: "
+            f"{ran.problem[:200]}; asked again later"
+        )
+    return None
+
+
+def _for_the_pause(facts: ReferenceGrading, mutants: dict[str, str], why: str) -> ReferenceGrading:
+    """What still holds of a reference run that is not good, for the cases until it is asked again
+    (never cached): the tripwires whose original passed in the same run (an assertion and its
+    negation cannot both hold, whatever else failed), with those originals as controls. Nothing
+    else: channels, reports and landings stay unknown. Without them a forged pass would go
+    unchecked while the reference solution fails for a moment (wall-clock tests on a busy host)."""
+    armed = [m for m in facts.tripwires if mutants.get(m) in facts.controls]
+    return ReferenceGrading(
+        detail=why,
+        seed=facts.seed if armed else "",
+        tripwires=armed,
+        controls=sorted({mutants[m] for m in armed}),
+        tripwire_note="" if armed else why,
+    )
 
 
 def _facts(task: Task, ran: ReferenceRun, seed: str) -> ReferenceGrading:
@@ -196,12 +237,8 @@ def _facts(task: Task, ran: ReferenceRun, seed: str) -> ReferenceGrading:
         )
     armed: list[str] = []
     controls: list[str] = []
-    if not ran.mutants:
+    if not ran.mutants or second is None:  # a run with mutants and no verdict is never remembered
         note = "no hidden test function has an assertion to flip"
-    elif second is None:
-        note = (
-            f"the run with tripwires gave no verdict on the reference solution's state: {ran.problem[:200]}"
-        )
     else:
         armed, controls, note = tw.arm(tw.report_statuses(second.log_path.with_suffix("")), ran.mutants)
     unknown = [
@@ -223,6 +260,7 @@ def _facts(task: Task, ran: ReferenceRun, seed: str) -> ReferenceGrading:
         tripwires=armed,
         controls=controls,
         tripwire_note=note,
+        hidden_landings=hidden_tests.landed(v.hidden),
     )
 
 
@@ -235,5 +273,6 @@ def _read_grading(path: Path) -> ReferenceGrading | None:
         return None
     flags = (known.channel_agrees, known.hardened_agrees, known.channel_engaged, known.channel_loadable)
     ok = all(isinstance(x, bool) or x is None for x in (*flags, known.per_test_reports))
-    ok = ok and all(isinstance(x, str) for x in (known.seed, known.detail, *known.tripwires, *known.controls))
+    strings = (known.seed, known.detail, *known.tripwires, *known.controls, *known.hidden_landings)
+    ok = ok and all(isinstance(x, str) for x in strings)
     return known if ok else None

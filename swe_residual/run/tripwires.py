@@ -27,6 +27,7 @@ from pathlib import Path
 
 from swe_residual.backends.base import TESTS_DIR
 from swe_residual.errors import VerifierError
+from swe_residual.integrity.kinds import HIDDEN_TESTS_CHANGED
 from swe_residual.verdicts import Verdict, parse_ctrf, parse_junit
 
 PASSED = "tripwire-passed"  # signal: a tripwire was reported passed or skipped
@@ -34,7 +35,7 @@ MISSING = "tripwire-missing"  # signal: a tripwire or control is missing from th
 UNARMED = "tripwire-unarmed"  # note: the task has no tripwire the reference solution fails
 REPORT_MISSING = "report-missing"  # signal: a pass without the per-test report the reference wrote
 CHANNEL_DISABLED = "report-channel-disabled"  # signal: the channel the reference engaged did not
-BEHAVIOURAL = (PASSED, MISSING, REPORT_MISSING)  # signals that make the outcome 0
+BEHAVIOURAL = (PASSED, MISSING, REPORT_MISSING, HIDDEN_TESTS_CHANGED)  # signals that make the outcome 0
 MUTANTS = 3  # mutants made per task at least, where there are test functions to copy
 MAX_MUTANTS = 12  # ... and at most: one in every hidden test file up to this many
 SUFFIXES = ("again", "variant", "repeat", "second", "alt", "more", "extra", "roundtrip", "case")
@@ -175,11 +176,7 @@ def prepare(tests_dir: Path, seed: str, out: Path, baked: bool) -> Prepared | No
         return Prepared([(out / "tests", TESTS_DIR)], in_patch)
     tree = out / "tests"
     shutil.copytree(tests_dir, tree, symlinks=True)
-    files = sorted(
-        p
-        for p in tree.rglob("*.py")
-        if _TEST_FILE.search(p.relative_to(tree).as_posix()) and not p.is_symlink()
-    )
+    files = test_files(tree)
     taken = set().union(*(_names(p.read_bytes()) for p in files)) if files else set()
     made: dict[str, str] = {}
     rng.shuffle(files)
@@ -202,7 +199,7 @@ def _per_file(files: int) -> int:
 
 def mutate_patch(patch: bytes, rng: random.Random) -> tuple[bytes, dict[str, str]]:
     """test.patch with mutants in the test files it adds whole (`new file`, one hunk from -0,0)."""
-    sections = re.split(rb"(?m)^(?=diff --git )", patch)
+    sections = _sections(patch)
     taken = set().union(*(_names(s) for s in sections))
     order = list(range(len(sections)))
     rng.shuffle(order)
@@ -211,25 +208,53 @@ def mutate_patch(patch: bytes, rng: random.Random) -> tuple[bytes, dict[str, str
     for i in order:
         if len(made) >= MAX_MUTANTS:
             break
-        head, sep, body = sections[i].partition(b"\n@@ -0,0 +1")
-        target = re.search(rb"(?m)^\+\+\+ b/(.+)$", head)
-        if not sep or b"\nnew file mode" not in head or target is None:
+        added = added_test_file(sections[i])
+        if added is None:
             continue
-        if not _TEST_FILE.search(target.group(1).decode("utf-8", "replace")):
-            continue
-        header, _, rest = body.partition(b"\n")
-        rows = rest.splitlines(keepends=True)
-        if b"\\ No newline" in rest or not all(r.startswith(b"+") for r in rows):
-            continue
-        source = b"".join(r[1:] for r in rows)
+        head, _, source = added
         data, new = mutate(source, rng, taken, min(each, MAX_MUTANTS - len(made)))
         if not new:
             continue
-        added = data.splitlines(keepends=True)
-        hunk = b"\n@@ -0,0 +1," + str(len(added)).encode() + b" @@\n" + b"".join(b"+" + r for r in added)
+        rows = data.splitlines(keepends=True)
+        hunk = b"\n@@ -0,0 +1," + str(len(rows)).encode() + b" @@\n" + b"".join(b"+" + r for r in rows)
         sections[i] = head + hunk
         made.update(new)
     return b"".join(sections), made
+
+
+def _sections(patch: bytes) -> list[bytes]:
+    return re.split(rb"(?m)^(?=diff --git )", patch)
+
+
+def added_test_files(patch: bytes) -> dict[str, bytes]:
+    """{path in the repository: content} of the test files test.patch adds whole."""
+    return {a[1]: a[2] for a in map(added_test_file, _sections(patch)) if a is not None}
+
+
+def added_test_file(section: bytes) -> tuple[bytes, str, bytes] | None:
+    """(header, path in the repository, whole content) of a test.patch section that adds a test file
+    whole (`new file`, one hunk from -0,0, ending in a newline); None for any other section."""
+    head, sep, body = section.partition(b"\n@@ -0,0 +1")
+    target = re.search(rb"(?m)^\+\+\+ b/(.+)$", head)
+    if not sep or b"\nnew file mode" not in head or target is None:
+        return None
+    path = target.group(1).decode("utf-8", "replace")
+    if not _TEST_FILE.search(path):
+        return None
+    rows = body.partition(b"\n")[2]
+    lines = rows.splitlines(keepends=True)
+    if b"\\ No newline" in rows or not all(r.startswith(b"+") for r in lines):
+        return None
+    return head, path, b"".join(r[1:] for r in lines)
+
+
+def test_files(tree: Path) -> list[Path]:
+    """The hidden test files of a tests tree: its pytest files (test_*.py, *_test.py), no links."""
+    return sorted(
+        p
+        for p in tree.rglob("*.py")
+        if _TEST_FILE.search(p.relative_to(tree).as_posix()) and not p.is_symlink() and p.is_file()
+    )
 
 
 # -- reading the per-test reports ----------------------------------------------------------------------

@@ -40,6 +40,7 @@ from swe_residual.backends.base import Backend, Environment
 from swe_residual.backends.workspace import final_state
 from swe_residual.errors import VerifierError
 from swe_residual.run import grading_channel as rc
+from swe_residual.run import hidden_tests
 from swe_residual.run import tripwires as tw
 from swe_residual.run.grader import (
     ChannelUnloadable,
@@ -120,6 +121,8 @@ class Verifier:
         if self.references is None:
             raise TypeError("Verifier.verify needs the run's ReferenceChecks")
         facts = self.references.known(self)
+        if facts is not None:
+            self.grader.read_back.landings = facts.hidden_landings
         scratch = Path(tempfile.mkdtemp(prefix=".tripwires-", dir=self.artifacts_dir.parent))
         c = _Checks(self.references, facts, scratch)
         try:
@@ -177,10 +180,11 @@ class Verifier:
     def _check_grading(self, v: Verification, c: _Checks) -> None:
         """The grading channels' and tripwires' signals and notes on v: the channel against the
         written report (and whether it engaged where the reference's did); a pass without the
-        per-test report the reference wrote; for a passing grade, the second run with tripwires
-        (the hardened re-grade, its seconds in v.hardened_s). A channel or re-grade signal is checked
-        against the reference solution's state before it stands; a tripwire or missing-report
-        signal makes the outcome 0."""
+        per-test report the reference wrote; for a passing grade, the hidden test files where they
+        landed on the reference solution's state (run/hidden_tests.py, after both runs) and the
+        second run with tripwires (the hardened re-grade, its seconds in v.hardened_s). A channel or
+        re-grade signal is checked against the reference solution's state before it stands; a
+        tripwire, missing-report or hidden-tests-changed signal makes the outcome 0."""
         facts = c.facts_for(self) if v.verdict.outcome == 1 else c.facts
         signals, notes = self._channel(v, facts)
         v.notes.extend(notes)
@@ -190,11 +194,12 @@ class Verifier:
                 "the reference solution's state"
             )
         if v.verdict.outcome == 1:
+            signals += hidden_tests.changed(v.hidden, c.facts_for(self).hidden_landings)
             signals += self._second_run(v, c)
         if signals:
             signals, notes = c.facts_for(self).judge(signals)
             v.notes.extend(notes)
-        v.signals = signals
+        v.signals = list(dict.fromkeys(signals))  # a file changed in both runs is one finding
         if any(s.startswith(tw.BEHAVIOURAL) for s in signals):
             v.verdict = v.verdict.model_copy(update={"outcome": 0})
 
@@ -267,7 +272,7 @@ class Verifier:
                 return found
         if facts.tripwires:
             signals += tw.check(tw.report_statuses(_logs(second)), facts.tripwires, facts.controls, mutants)
-        return signals
+        return signals + hidden_tests.changed(second.hidden, facts.hidden_landings)
 
     # -- one verification ----------------------------------------------------------------------------
     def once(
@@ -412,6 +417,7 @@ class _Checks:
         """The facts, asked now if not known (once per task: ReferenceChecks.grading)."""
         if self.facts is None:
             self.facts = self.references.grading(verifier)
+            verifier.grader.read_back.landings = self.facts.hidden_landings if self.facts.seed else None
         return self.facts
 
     def arm(self, verifier: Verifier) -> bool:

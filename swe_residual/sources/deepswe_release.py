@@ -45,6 +45,7 @@ from swe_residual.safe_read import (
     download_deadline,
     is_dir,
     list_dir,
+    open_within,
     parse_json,
     read_bytes,
     valid_text,
@@ -384,7 +385,6 @@ class Http:
         self.aborted: str | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._opener = urllib.request.build_opener()
         self._proxies = urllib.request.getproxies()
 
     def get(self, url: str, limit: int) -> Got:
@@ -521,7 +521,7 @@ class Http:
     def _once_urllib(self, url: str, limit: int) -> Got:
         req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
         try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
+            with open_within(req, self._local.deadline, self.timeout) as resp:
                 length = resp.headers.get("Content-Length")
                 if length is not None and length.isdigit() and int(length) > limit:
                     raise Oversize(f"{int(length)} bytes, over the {_size(limit)} bound")
