@@ -124,16 +124,7 @@ def bootstrap_ci(
     clean_sum, res_sum = resampled_sums(
         _rng(seed), sizes, ([k[0] for k in keys], [k[1] for k in keys]), n_boot
     )
-    clean, res = clean_sum / n, res_sum / n
-    gap = 100.0 * (clean - res)
-    return {
-        "residual": _interval(res, level),
-        "clean": _interval(clean, level),
-        "gap": _interval(gap, level),
-        "n_boot": n_boot,
-        "seed": seed,
-        "level": level,
-    }
+    return _intervals(clean_sum / n, res_sum / n, n_boot, seed, level)
 
 
 #: one task of the nested bootstrap: its Clean Start cell and its Residual States' cells, each cell
@@ -173,16 +164,7 @@ def nested_bootstrap_ci(
         )
     else:
         clean_sum, res_sum = _nested_sums(_rng(seed), sizes, cats, n_boot)
-    clean, res = clean_sum / n, res_sum / n
-    gap = 100.0 * (clean - res)
-    return {
-        "residual": _interval(res, level),
-        "clean": _interval(clean, level),
-        "gap": _interval(gap, level),
-        "n_boot": n_boot,
-        "seed": seed,
-        "level": level,
-    }
+    return _intervals(clean_sum / n, res_sum / n, n_boot, seed, level)
 
 
 def _task_key(clean_cell: tuple[int, int], states: Sequence[tuple[int, int]]) -> tuple:
@@ -377,4 +359,16 @@ def paired_comparison(
         "ci": _interval(sums / len(diffs), level),
         "p_value": p,
         "exact": exact,
+    }
+
+
+def _intervals(clean: np.ndarray, res: np.ndarray, n_boot: int, seed: int, level: float) -> dict:
+    """The replicates' success rates as the intervals of Residual, Clean and the Gap (points)."""
+    return {
+        "residual": _interval(res, level),
+        "clean": _interval(clean, level),
+        "gap": _interval(100.0 * (clean - res), level),
+        "n_boot": n_boot,
+        "seed": seed,
+        "level": level,
     }
