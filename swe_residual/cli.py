@@ -208,12 +208,19 @@ def cmd_images_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks_fetch(args: argparse.Namespace) -> int:
-    from swe_residual.tracks import clone_dir, fetch_tasks, load_track_config, suite_dir, tasks_dir_for
+    from swe_residual.tracks import (
+        ALIASES,
+        clone_dir,
+        fetch_tasks,
+        load_track_config,
+        suite_dir,
+        tasks_dir_for,
+    )
 
-    suite = suite_dir(args.track, f"tasks fetch {args.track}")
+    suite = suite_dir(ALIASES.get(args.track, args.track), f"tasks fetch {args.track}")
     cfg = load_track_config(suite)
-    res = fetch_tasks(cfg, ref=args.ref, dest=args.dest, url=args.url)
-    at = f"{res.ref or 'default branch'} = commit {res.commit}"
+    res = fetch_tasks(cfg, ref=args.ref, dest=args.dest, url=args.url, version=args.version)
+    at = f"{f'version {res.version}, ' if res.version else ''}{res.ref or 'default branch'} = commit {res.commit}"
     if res.previous is None:
         print(f"{res.track}: cloned {res.url} ({at}) into {res.clone}")
     elif res.previous == res.commit:
@@ -223,6 +230,17 @@ def cmd_tasks_fetch(args: argparse.Namespace) -> int:
             f"{res.track}: updated {res.clone} from {res.url}: {res.previous} -> {res.commit} ({res.ref or 'default branch'})"
         )
     print(f"{res.n_tasks} task dirs in {res.tasks_dir}")
+    if res.digests is None:
+        print("no dataset.toml in the repository: task digests not checked")
+    else:
+        d = res.digests
+        print(f"{len(d.matched)} task dirs match the digests of {d.manifest}")
+        if d.missing:
+            print(f"listed in {d.manifest.name} but not in the repository: {', '.join(d.missing[:20])}")
+        if d.unlisted:
+            print(
+                f"task dirs {d.manifest.name} does not list (no digest checked): {', '.join(d.unlisted[:20])}"
+            )
     found = tasks_dir_for(suite, None)
     if found is not None and found.resolve() == res.tasks_dir.resolve():
         print(f"runs find them without --tasks-dir: pytest suites/{res.track} ...")
@@ -678,7 +696,15 @@ def build_parser() -> argparse.ArgumentParser:
         "where the track expects them, a link out of the clone); the previous clone stays usable",
     )
     tf.add_argument(
-        "track", metavar="TRACK", help="the track (e.g. deepswe; its track.toml names the repository)"
+        "track",
+        metavar="TRACK",
+        help="the track (deepswe, terminal-bench; its track.toml names the repository)",
+    )
+    tf.add_argument(
+        "--version",
+        default=None,
+        help="which published version, for a track that names several (terminal-bench: 2.1 or 2.0; "
+        "default: the track's default_version)",
     )
     tf.add_argument(
         "--ref",
