@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -241,6 +242,7 @@ def cmd_tasks_fetch(args: argparse.Namespace) -> int:
             print(
                 f"task dirs {d.manifest.name} does not list (no digest checked): {', '.join(d.unlisted[:20])}"
             )
+    failed = _prepare_images(res.tasks_dir, res.track) if args.images else 0
     found = tasks_dir_for(suite, None)
     if found is not None and found.resolve() == res.tasks_dir.resolve():
         print(f"runs find them without --tasks-dir: pytest suites/{res.track} ...")
@@ -248,7 +250,39 @@ def cmd_tasks_fetch(args: argparse.Namespace) -> int:
         print(f"runs of track {res.track} use {found} unless you pass --tasks-dir {res.tasks_dir}")
     else:
         print(f"not where the track looks ({clone_dir(res.track)}): pass --tasks-dir {res.tasks_dir}")
-    return 0
+    return 1 if failed else 0
+
+
+def _prepare_images(tasks_dir: Path, track: str) -> int:
+    """Every fetched task's clean image, as a run would get it (its [environment] docker_image
+    pulled when a registry answers, else environment/ built): one line per task, saying why for a
+    task that cannot be prepared. Returns how many could not."""
+    from swe_residual.backends.docker.backend import DockerBackend
+    from swe_residual.errors import HarnessError
+    from swe_residual.tasks import load_task
+
+    backend = DockerBackend(run_id=f"tasks-fetch-{os.getpid()}")
+    failed = 0
+    try:
+        for child in sorted(p for p in tasks_dir.iterdir() if (p / "task.toml").is_file()):
+            started = time.monotonic()
+            try:
+                task = load_task(child, track)
+                info = backend.images.clean(task)
+            except (InputError, HarnessError) as exc:
+                failed += 1
+                print(f"image of {child.name}: cannot be prepared: {' '.join(str(exc).split())[:300]}")
+                continue
+            public = task.config.environment.docker_image
+            how = (
+                f"the published image {public}"
+                if public and info.ref == public
+                else f"built from environment/ ({info.ref})"
+            )
+            print(f"image of {task.id}: {how}, {time.monotonic() - started:.1f} s")
+    finally:
+        backend.close()
+    return failed
 
 
 def not_a_run_dir(path: Path) -> str:
@@ -691,9 +725,11 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch",
         "clone or update a track's task repository into the cache "
         "(shallow; $SWE_RESIDUAL_CACHE, else $XDG_CACHE_HOME/swe-residual, else ~/.cache/swe-residual)",
-        "0 cloned, updated or up to date",
+        "0 cloned, updated or up to date (with --images: every task's image prepared)",
+        "1 with --images: some task's image could not be prepared (one line each says why)",
         USAGE_ERROR + ", or the fetch failed (git error, no task dirs "
-        "where the track expects them, a link out of the clone); the previous clone stays usable",
+        "where the track expects them, a link out of the clone, a task dir that differs from the digest "
+        "its dataset.toml lists); the previous clone stays usable",
     )
     tf.add_argument(
         "track",
@@ -720,6 +756,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tf.add_argument(
         "--url", default=None, help="repository to clone instead of the track's (a mirror, file://...)"
+    )
+    tf.add_argument(
+        "--images",
+        action="store_true",
+        help="also prepare every task's image now (Docker): its [environment] docker_image pulled when "
+        "a registry answers, else environment/ built; one line per task, saying why for one that "
+        "cannot be prepared (then exit 1)",
     )
     tf.set_defaults(func=cmd_tasks_fetch)
     from swe_residual.residualize.cli import add_parser as add_residualize

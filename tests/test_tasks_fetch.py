@@ -582,3 +582,52 @@ def test_fetched_terminal_bench_tasks_without_states_stop_the_run_naming_the_com
     for command in ("`swe-residual states fetch", "`swe-residual residualize import --format"):
         assert command in out, out[-3000:]
     assert "workers" not in proc.stdout and not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def _tiny_task(root: Path, name: str, dockerfile: str, docker_image: str | None = None) -> None:
+    """A machine task of ours in the TB 2.1 layout whose image builds in seconds (or never)."""
+    (root / name / "environment").mkdir(parents=True)
+    (root / name / "tests").mkdir()
+    (root / name / "environment" / "Dockerfile").write_text(dockerfile)
+    image = f'docker_image = "{docker_image}"\n' if docker_image else ""
+    (root / name / "task.toml").write_text(
+        f'schema_version = "1.1"\n\n[task]\nname = "terminal-bench/{name}"\n\n[environment]\n{image}'
+    )
+    (root / name / "instruction.md").write_text("Write ok to /ok.\n")
+    (root / name / "tests" / "test.sh").write_text(
+        "#!/bin/bash\ntest -f /ok && echo 1 > /logs/verifier/reward.txt\n"
+    )
+
+
+def test_fetch_with_images_prepares_each_task_and_says_why_one_cannot_be(tmp_path, bookworm_image):
+    src = tmp_path / "tb-images"
+    git(src.parent, "init", "-q", "-b", "main", src.name)
+    # the published image is on no registry that answers (a closed port on loopback): built instead
+    _tiny_task(
+        src / "tasks",
+        "ok-unpublished",
+        "FROM debian:bookworm-slim\nRUN echo ok > /ok\n",
+        "127.0.0.1:9/tb/none:1",
+    )
+    _tiny_task(src / "tasks", "broken-build", "FROM debian:bookworm-slim\nRUN exit 3\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "two tasks")
+    proc = cli(
+        "tasks",
+        "fetch",
+        "terminal-bench",
+        "--url",
+        src.as_uri(),
+        "--images",
+        cache=tmp_path / "cache",
+        timeout=900,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("image of ")]
+    assert len(lines) == 2, proc.stdout
+    assert lines[0].startswith("image of broken-build: cannot be prepared: "), lines[0]
+    assert "broken-build" in lines[0] and "\n" not in lines[0]
+    assert lines[1].startswith(
+        "image of ok-unpublished: built from environment/ (swe-residual/clean-ok-unpublished:"
+    )
+    assert "pull 127.0.0.1:9/tb/none:1" in proc.stderr  # the registry was asked first
