@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -208,12 +209,19 @@ def cmd_images_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks_fetch(args: argparse.Namespace) -> int:
-    from swe_residual.tracks import clone_dir, fetch_tasks, load_track_config, suite_dir, tasks_dir_for
+    from swe_residual.tracks import (
+        ALIASES,
+        clone_dir,
+        fetch_tasks,
+        load_track_config,
+        suite_dir,
+        tasks_dir_for,
+    )
 
-    suite = suite_dir(args.track, f"tasks fetch {args.track}")
+    suite = suite_dir(ALIASES.get(args.track, args.track), f"tasks fetch {args.track}")
     cfg = load_track_config(suite)
-    res = fetch_tasks(cfg, ref=args.ref, dest=args.dest, url=args.url)
-    at = f"{res.ref or 'default branch'} = commit {res.commit}"
+    res = fetch_tasks(cfg, ref=args.ref, dest=args.dest, url=args.url, version=args.version)
+    at = f"{f'version {res.version}, ' if res.version else ''}{res.ref or 'default branch'} = commit {res.commit}"
     if res.previous is None:
         print(f"{res.track}: cloned {res.url} ({at}) into {res.clone}")
     elif res.previous == res.commit:
@@ -223,6 +231,18 @@ def cmd_tasks_fetch(args: argparse.Namespace) -> int:
             f"{res.track}: updated {res.clone} from {res.url}: {res.previous} -> {res.commit} ({res.ref or 'default branch'})"
         )
     print(f"{res.n_tasks} task dirs in {res.tasks_dir}")
+    if res.digests is None:
+        print("no dataset.toml in the repository: task digests not checked")
+    else:
+        d = res.digests
+        print(f"{len(d.matched)} task dirs match the digests of {d.manifest}")
+        if d.missing:
+            print(f"listed in {d.manifest.name} but not in the repository: {', '.join(d.missing[:20])}")
+        if d.unlisted:
+            print(
+                f"task dirs {d.manifest.name} does not list (no digest checked): {', '.join(d.unlisted[:20])}"
+            )
+    failed = _prepare_images(res.tasks_dir, res.track) if args.images else 0
     found = tasks_dir_for(suite, None)
     if found is not None and found.resolve() == res.tasks_dir.resolve():
         print(f"runs find them without --tasks-dir: pytest suites/{res.track} ...")
@@ -230,7 +250,39 @@ def cmd_tasks_fetch(args: argparse.Namespace) -> int:
         print(f"runs of track {res.track} use {found} unless you pass --tasks-dir {res.tasks_dir}")
     else:
         print(f"not where the track looks ({clone_dir(res.track)}): pass --tasks-dir {res.tasks_dir}")
-    return 0
+    return 1 if failed else 0
+
+
+def _prepare_images(tasks_dir: Path, track: str) -> int:
+    """Every fetched task's clean image, as a run would get it (its [environment] docker_image
+    pulled when a registry answers, else environment/ built): one line per task, saying why for a
+    task that cannot be prepared. Returns how many could not."""
+    from swe_residual.backends.docker.backend import DockerBackend
+    from swe_residual.errors import HarnessError
+    from swe_residual.tasks import load_task
+
+    backend = DockerBackend(run_id=f"tasks-fetch-{os.getpid()}")
+    failed = 0
+    try:
+        for child in sorted(p for p in tasks_dir.iterdir() if (p / "task.toml").is_file()):
+            started = time.monotonic()
+            try:
+                task = load_task(child, track)
+                info = backend.images.clean(task)
+            except (InputError, HarnessError) as exc:
+                failed += 1
+                print(f"image of {child.name}: cannot be prepared: {' '.join(str(exc).split())[:300]}")
+                continue
+            public = task.config.environment.docker_image
+            how = (
+                f"the published image {public}"
+                if public and info.ref == public
+                else f"built from environment/ ({info.ref})"
+            )
+            print(f"image of {task.id}: {how}, {time.monotonic() - started:.1f} s")
+    finally:
+        backend.close()
+    return failed
 
 
 def not_a_run_dir(path: Path) -> str:
@@ -796,12 +848,22 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch",
         "clone or update a track's task repository into the cache "
         "(shallow; $SWE_RESIDUAL_CACHE, else $XDG_CACHE_HOME/swe-residual, else ~/.cache/swe-residual)",
-        "0 cloned, updated or up to date",
+        "0 cloned, updated or up to date (with --images: every task's image prepared)",
+        "1 with --images: some task's image could not be prepared (one line each says why)",
         USAGE_ERROR + ", or the fetch failed (git error, no task dirs "
-        "where the track expects them, a link out of the clone); the previous clone stays usable",
+        "where the track expects them, a link out of the clone, a task dir that differs from the digest "
+        "its dataset.toml lists); the previous clone stays usable",
     )
     tf.add_argument(
-        "track", metavar="TRACK", help="the track (e.g. deepswe; its track.toml names the repository)"
+        "track",
+        metavar="TRACK",
+        help="the track (deepswe, terminal-bench; its track.toml names the repository)",
+    )
+    tf.add_argument(
+        "--version",
+        default=None,
+        help="which published version, for a track that names several (terminal-bench: 2.1 or 2.0; "
+        "default: the track's default_version)",
     )
     tf.add_argument(
         "--ref",
@@ -817,6 +879,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tf.add_argument(
         "--url", default=None, help="repository to clone instead of the track's (a mirror, file://...)"
+    )
+    tf.add_argument(
+        "--images",
+        action="store_true",
+        help="also prepare every task's image now (Docker): its [environment] docker_image pulled when "
+        "a registry answers, else environment/ built; one line per task, saying why for one that "
+        "cannot be prepared (then exit 1)",
     )
     tf.set_defaults(func=cmd_tasks_fetch)
     from swe_residual.residualize.cli import add_parser as add_residualize

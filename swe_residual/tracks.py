@@ -7,10 +7,18 @@ runs on the local backend. `kind` says what a state of the track is: a repositor
 default) or a whole machine (replayed interactions, installed software and live processes;
 docs/machine-track.md), which only the Docker backend can hold.
 
-Where the tasks are is resolved in one place (tasks_dir_for): --tasks-dir, else the bundled tasks,
-else the clone in the cache. Tracks such as DeepSWE do not ship their tasks: they are cloned once
+Where the tasks are is resolved in one place (tasks_dir_for): --tasks-dir, else the clone in the
+cache, else the bundled tasks. Tracks such as DeepSWE do not ship their tasks: they are cloned once
 (shallow when the server allows it) at a recorded commit. The clone is hostile input like any task
 dir: nothing in it is executed, and a symlink that leaves the clone fails the fetch.
+
+A repository that publishes a Harbor dataset manifest (`dataset.toml`, as Terminal-Bench 2.1 does)
+lists a digest per task (`[[tasks]] name = "terminal-bench/<task>"`, `digest = "sha256:<hex>"`):
+a SHA-256 over one record per file, sorted by path, `<relative path> NUL <sha256 hex> LF`, for
+task.toml, instruction.md, README.md and trajectory.json when present and every file under
+environment/, tests/, solution/ and steps/ (editor and bytecode droppings left out); checked
+against the published digest of a real task (tests/test_tasks_fetch.py). A fetch whose task dirs
+differ from it fails; the manifest is size-bounded and read with tomllib only.
 
 Where the states are is resolved the same way (states_path_for): --states, else the states pack
 `swe-residual states fetch` installed for the track in the same cache (swe_residual/packs/),
@@ -21,14 +29,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from swe_residual.errors import InputError, did_you_mean
@@ -39,7 +50,20 @@ CONFIG_NAME = "track.toml"
 _TOP_KEYS = {"default_backend", "backend_reason", "kind", "tasks"}
 KINDS = ("repository", "machine")
 SUITES_ROOT = Path(__file__).resolve().parent.parent / "suites"
-_TASK_KEYS = {"bundled", "url", "ref", "subdir"}
+_TASK_KEYS = {"bundled", "url", "ref", "subdir", "default_version", "versions"}
+_SOURCE_KEYS = {"url", "ref", "subdir"}
+# Track names as users spell the benchmark (`swe-residual tasks fetch terminal-bench`)
+ALIASES = {"terminal-bench": "terminal_bench"}
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """Where one version of a track's tasks is published: a git repository, a ref, the folder of
+    the task dirs inside it."""
+
+    url: str
+    ref: str | None = None
+    subdir: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +75,27 @@ class TrackConfig:
     tasks_ref: str | None = None  # branch, tag or commit; None: the repository's default branch
     tasks_subdir: str = ""  # where the Harbor task dirs are inside that repository
     kind: str = "repository"  # repository | machine: what a state of this track is
+    bundled: bool = False  # suites/<track>/tasks ships tasks (used until fetched ones exist)
+    tasks_versions: tuple[tuple[str, TaskSource], ...] = ()  # published versions, by name
+    default_version: str | None = None
+
+    def source(self, version: str | None = None) -> tuple[str | None, TaskSource | None]:
+        """(version, where it is published): `version`, else the default one, else the one
+        repository the track names (version None); InputError naming the known versions."""
+        versions = dict(self.tasks_versions)
+        if version is None:
+            version = self.default_version
+        if version is None:
+            return None, (
+                TaskSource(self.tasks_url, self.tasks_ref, self.tasks_subdir) if self.tasks_url else None
+            )
+        if version not in versions:
+            known = ", ".join(versions) or "none"
+            raise InputError(
+                f"tasks fetch {self.track}: --version {version}: no such version "
+                f"({did_you_mean(version, list(versions))}known: {known})"
+            )
+        return version, versions[version]
 
 
 def _string(path: Path, field: str, value: object) -> str:
@@ -95,28 +140,62 @@ def load_track_config(suite: Path) -> TrackConfig:
             f"{path}: tasks.{key}: unknown field ({did_you_mean(key, _TASK_KEYS)}known: "
             f"{', '.join(sorted(_TASK_KEYS))})"
         )
-    url = _string(path, "tasks.url", tasks["url"]) if "url" in tasks else None
-    if url is not None and (not url or url.startswith("-")):
-        raise InputError(f"{path}: tasks.url: {url!r} is no repository URL")
+    url, ref, subdir = _source_fields(path, "tasks", tasks)
     bundled = tasks.get("bundled", False)
     if not isinstance(bundled, bool):
         raise InputError(f"{path}: tasks.bundled: must be true or false")
-    if bundled and url:
-        raise InputError(f"{path}: tasks: give either bundled = true or url, not both")
-    subdir = _string(path, "tasks.subdir", tasks.get("subdir", ""))
-    parts = PurePosixPath(subdir).parts
-    if subdir.startswith("/") or ".." in parts or "\\" in subdir:
-        raise InputError(f"{path}: tasks.subdir: {subdir!r} must be a relative path inside the repository")
-    ref = _string(path, "tasks.ref", tasks["ref"]) if "ref" in tasks else None
+    versions_table = tasks.get("versions", {})
+    if not isinstance(versions_table, dict):
+        raise InputError(f'{path}: tasks.versions: must be a table ([tasks.versions."2.1"])')
+    if versions_table and url:
+        raise InputError(f"{path}: tasks: give either url or versions, not both")
+    versions: list[tuple[str, TaskSource]] = []
+    for name, table in versions_table.items():
+        where = f"tasks.versions.{name}"
+        if not isinstance(table, dict):
+            raise InputError(f"{path}: {where}: must be a table with url, ref and subdir")
+        for key in sorted(set(table) - _SOURCE_KEYS):
+            raise InputError(
+                f"{path}: {where}.{key}: unknown field ({did_you_mean(key, _SOURCE_KEYS)}known: "
+                f"{', '.join(sorted(_SOURCE_KEYS))})"
+            )
+        v_url, v_ref, v_subdir = _source_fields(path, where, table)
+        if v_url is None:
+            raise InputError(f"{path}: {where}.url: missing (the repository of version {name})")
+        versions.append((name, TaskSource(v_url, v_ref, v_subdir)))
+    default_version = tasks.get("default_version")
+    if default_version is not None and default_version not in dict(versions):
+        raise InputError(
+            f"{path}: tasks.default_version: {default_version!r} is none of tasks.versions "
+            f"({', '.join(dict(versions)) or 'none'})"
+        )
+    if versions and default_version is None:
+        raise InputError(f"{path}: tasks.default_version: missing (which of tasks.versions to fetch)")
     return TrackConfig(
         track,
         default_backend=backend,
         backend_reason=_string(path, "backend_reason", data.get("backend_reason", "")),
         tasks_url=url,
-        tasks_ref=ref or None,
-        tasks_subdir="/".join(parts),
+        tasks_ref=ref,
+        tasks_subdir=subdir,
         kind=kind,
+        bundled=bundled,
+        tasks_versions=tuple(versions),
+        default_version=default_version,
     )
+
+
+def _source_fields(path: Path, where: str, table: dict) -> tuple[str | None, str | None, str]:
+    """url, ref and subdir of a [tasks] table or one of its versions, checked."""
+    url = _string(path, f"{where}.url", table["url"]) if "url" in table else None
+    if url is not None and (not url or url.startswith("-")):
+        raise InputError(f"{path}: {where}.url: {url!r} is no repository URL")
+    subdir = _string(path, f"{where}.subdir", table.get("subdir", ""))
+    parts = PurePosixPath(subdir).parts
+    if subdir.startswith("/") or ".." in parts or "\\" in subdir:
+        raise InputError(f"{path}: {where}.subdir: {subdir!r} must be a relative path inside the repository")
+    ref = _string(path, f"{where}.ref", table["ref"]) if "ref" in table else None
+    return url, ref or None, "/".join(parts)
 
 
 def track_kind(track: str) -> str:
@@ -146,15 +225,17 @@ def known_tracks() -> list[str]:
 
 
 def tasks_dir_for(suite_dir: Path, override: str | None) -> Path | None:
-    """The one place a track's tasks dir is resolved: --tasks-dir, else the tasks bundled in
-    suites/<track>/tasks, else the ones `swe-residual tasks fetch <track>` put in the cache (the
-    configured subdir of the clone); None when there are none."""
+    """The one place a track's tasks dir is resolved: --tasks-dir, else the ones `swe-residual
+    tasks fetch <track>` put in the cache (the fetched subdir of the clone), else the tasks bundled
+    in suites/<track>/tasks (a track may bundle a few until the real ones are fetched); None when
+    there are none."""
     if override:
         return Path(override).resolve()
+    fetched = fetched_tasks_dir(load_track_config(suite_dir))
+    if fetched is not None:
+        return fetched
     bundled = suite_dir / "tasks"
-    if bundled.is_dir():
-        return bundled
-    return fetched_tasks_dir(load_track_config(suite_dir))
+    return bundled if bundled.is_dir() else None
 
 
 # -- where a track's states are ------------------------------------------------------------------
@@ -230,12 +311,135 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def fetched_tasks_dir(cfg: TrackConfig) -> Path | None:
-    """The track's task dirs in the default cache location, when a fetch completed there."""
+    """The track's task dirs in the default cache location, when a fetch completed there (in the
+    subdir the fetch recorded: versions of a track keep their task dirs in different folders)."""
     clone = clone_dir(cfg.track)
-    if clone.is_symlink() or read_source(clone) is None or (clone / ".git" / UPDATING).exists():
+    record = read_source(clone) if not clone.is_symlink() else None
+    if record is None or (clone / ".git" / UPDATING).exists():
         return None
-    tdir = (clone / cfg.tasks_subdir).resolve() if cfg.tasks_subdir else clone.resolve()
+    subdir = record.get("subdir", cfg.tasks_subdir)
+    if not isinstance(subdir, str) or subdir.startswith("/") or ".." in PurePosixPath(subdir).parts:
+        return None
+    tdir = (clone / subdir).resolve() if subdir else clone.resolve()
     return tdir if tdir.is_dir() and _inside(tdir, clone.resolve()) else None
+
+
+# -- Harbor's dataset manifest (dataset.toml) and the content digest of a task dir ----------------
+
+MANIFEST = "dataset.toml"
+MAX_MANIFEST_BYTES = 4 << 20
+DIGEST_FILES = ("task.toml", "instruction.md", "README.md", "trajectory.json")
+DIGEST_DIRS = ("environment", "tests", "solution", "steps")
+IGNORED = ("__pycache__", "*.pyc", ".DS_Store", "*.swp", "*.swo", "*~")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _ignored(rel: str) -> bool:
+    return any(fnmatch.fnmatchcase(part, g) for part in rel.split("/") for g in IGNORED)
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def task_digest(task_dir: Path) -> str:
+    """`sha256:<hex>` of a task dir as Harbor's dataset manifests pin it; InputError when a
+    directory inside is a symlink (the record format cannot say where it points)."""
+    files: list[str] = [name for name in DIGEST_FILES if (task_dir / name).is_file()]
+    for top in DIGEST_DIRS:
+        root = task_dir / top
+        if root.is_symlink():
+            raise InputError(f"{root}: a symbolic link to a directory; a task digest cannot cover it")
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(task_dir).as_posix()
+            if _ignored(rel):
+                continue
+            if path.is_symlink() and path.is_dir():
+                raise InputError(f"{path}: a symbolic link to a directory; a task digest cannot cover it")
+            if path.is_file():
+                files.append(rel)
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(f"{rel}\0{_file_sha256(task_dir / rel)}\n".encode("utf-8", "surrogateescape"))
+    return "sha256:" + h.hexdigest()
+
+
+def read_manifest(path: Path) -> dict[str, str]:
+    """{task short name: digest} of a dataset.toml; InputError (one line) for what is not one."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise InputError(f"{path}: {size} bytes, more than a dataset manifest has ({MAX_MANIFEST_BYTES})")
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(
+            f"{path}: not a readable TOML dataset manifest ({' '.join(str(exc).split())[:200]})"
+        ) from None
+    tasks = data.get("tasks", [])
+    if not isinstance(tasks, list):
+        raise InputError(f"{path}: tasks: must be an array of tables ([[tasks]])")
+    out: dict[str, str] = {}
+    for i, entry in enumerate(tasks):
+        where = f"{path}: tasks[{i}]"
+        if not isinstance(entry, dict):
+            raise InputError(f"{where}: must be a table with name and digest")
+        name, digest = entry.get("name"), entry.get("digest")
+        if (
+            not isinstance(name, str)
+            or not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", name)
+            or ".." in name
+        ):
+            raise InputError(f"{where}.name: {name!r} is no task name of the form org/name")
+        if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+            raise InputError(f"{where}.digest: {digest!r} is no digest of the form sha256:<64 hex digits>")
+        short = name.split("/", 1)[1]
+        if out.get(short, digest) != digest:
+            raise InputError(f"{where}: task {name} is listed twice with different digests")
+        out[short] = digest
+    return out
+
+
+@dataclass
+class DigestCheck:
+    """What a tasks dir holds against its dataset manifest."""
+
+    manifest: Path
+    matched: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)  # one line each: task, expected, found
+    missing: list[str] = field(default_factory=list)  # listed, no such task dir
+    unlisted: list[str] = field(default_factory=list)  # task dirs the manifest does not list
+
+
+def check_digests(tasks_dir: Path, manifest: Path) -> DigestCheck:
+    """Every task dir's digest against the one the manifest lists for it."""
+    listed = read_manifest(manifest)
+    check = DigestCheck(manifest)
+    dirs = {
+        c.name: c
+        for c in tasks_dir.iterdir()
+        if c.is_dir() and not c.is_symlink() and (c / "task.toml").is_file()
+    }
+    for name in sorted(listed):
+        if name not in dirs:
+            check.missing.append(name)
+            continue
+        try:
+            found = task_digest(dirs[name])
+        except InputError as exc:
+            check.mismatched.append(f"{name}: {exc}")
+            continue
+        if found == listed[name]:
+            check.matched.append(name)
+        else:
+            check.mismatched.append(f"{name}: digest {found}, {manifest.name} lists {listed[name]}")
+    check.unlisted = sorted(set(dirs) - set(listed))
+    return check
 
 
 @dataclass
@@ -248,6 +452,8 @@ class FetchResult:
     tasks_dir: Path
     n_tasks: int
     previous: str | None  # the commit before an update; None for a new clone
+    version: str | None = None
+    digests: DigestCheck | None = None  # None: the repository has no dataset manifest
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -331,9 +537,9 @@ def _checkout(repo: Path, commit: str) -> None:
     _git(repo, "clean", "-q", "-ffdx")
 
 
-def _check_tree(clone: Path, cfg: TrackConfig, url: str, commit: str) -> tuple[Path, int]:
-    """The tasks dir inside the checkout and its number of task dirs; InputError when the checkout
-    links outside itself or holds no task dirs where the track expects them."""
+def _check_tree(clone: Path, cfg: TrackConfig, url: str, commit: str, sub: str) -> tuple[Path, int]:
+    """The tasks dir (`sub`) inside the checkout and its number of task dirs; InputError when the
+    checkout links outside itself or holds no task dirs where the track expects them."""
     root = clone.resolve()
     where = f"{url} at {commit[:12]}"
     listing = _git(clone, "ls-files", "-s", "-z").stdout
@@ -346,7 +552,6 @@ def _check_tree(clone: Path, cfg: TrackConfig, url: str, commit: str) -> tuple[P
                     f"tasks fetch: {where}: {rel} links outside the repository "
                     f"(-> {os.readlink(link)}); these tasks are not used"
                 )
-    sub = cfg.tasks_subdir
     tdir = clone / sub if sub else clone
     if tdir.is_symlink() or not tdir.is_dir():
         raise InputError(
@@ -360,6 +565,34 @@ def _check_tree(clone: Path, cfg: TrackConfig, url: str, commit: str) -> tuple[P
             "check --url and --ref"
         )
     return tdir, n
+
+
+def _check_manifest(clone: Path, tdir: Path, url: str, commit: str) -> DigestCheck | None:
+    """The task dirs against the digests of the dataset manifest beside them or at the top of the
+    repository (None when there is none); InputError naming every task whose content differs."""
+    for path in (tdir / MANIFEST, clone / MANIFEST):
+        if path.is_file() and not path.is_symlink():
+            check = check_digests(tdir, path)
+            if check.mismatched:
+                shown = "; ".join(check.mismatched[:5])
+                more = f"; and {len(check.mismatched) - 5} more" if len(check.mismatched) > 5 else ""
+                raise InputError(
+                    f"tasks fetch: {url} at {commit[:12]}: {len(check.mismatched)} task dir(s) differ from "
+                    f"the digests {path.relative_to(clone)} lists ({shown}{more}); these tasks are not used"
+                )
+            return check
+    return None
+
+
+def _digest_record(check: DigestCheck | None, clone: Path) -> dict | None:
+    if check is None:
+        return None
+    return {
+        "manifest": str(check.manifest.relative_to(clone)),
+        "matched": len(check.matched),
+        "missing": check.missing[:200],
+        "unlisted": check.unlisted[:200],
+    }
 
 
 @contextlib.contextmanager
@@ -380,10 +613,18 @@ def _write_record(clone: Path, record: dict) -> None:
 
 
 def fetch_tasks(
-    cfg: TrackConfig, *, ref: str | None = None, dest: Path | str | None = None, url: str | None = None
+    cfg: TrackConfig,
+    *,
+    ref: str | None = None,
+    dest: Path | str | None = None,
+    url: str | None = None,
+    version: str | None = None,
 ) -> FetchResult:
-    """Clone (or update) the track's task repository at `ref` into `dest` (default: the cache)."""
-    url = url or cfg.tasks_url
+    """Clone (or update) the track's task repository - of `version`, for a track that publishes
+    several - at `ref` into `dest` (default: the cache); the task dirs are checked against the
+    digests of a dataset manifest (dataset.toml) the repository holds."""
+    version, source = cfg.source(version)
+    url = url or (source.url if source else None)
     if not url:
         raise InputError(
             f"tasks fetch {cfg.track}: the track names no task repository (suites/{cfg.track}/"
@@ -391,7 +632,8 @@ def fetch_tasks(
         )
     if url.startswith("-"):
         raise InputError(f"tasks fetch: --url {url}: not a repository URL")
-    ref = ref or cfg.tasks_ref
+    ref = ref or (source.ref if source else None)
+    sub = source.subdir if source else cfg.tasks_subdir
     if ref is not None and (not ref.strip() or ref.startswith("-")):
         raise InputError(f"tasks fetch: --ref {ref!r}: not a branch, tag or commit")
     dest = Path(dest).expanduser().absolute() if dest else clone_dir(cfg.track)
@@ -408,17 +650,34 @@ def fetch_tasks(
                 f"tasks fetch: {dest} exists and was not made by `swe-residual tasks fetch`; "
                 "remove it or choose another --dest"
             )
-        record = {"track": cfg.track, "url": url, "ref": ref, "subdir": cfg.tasks_subdir}
+        record = {"track": cfg.track, "url": url, "ref": ref, "subdir": sub, "version": version}
         if old is not None:  # update in place
+            previous = old.get("commit")
             _git(dest, "remote", "set-url", "origin", url)
             commit = _fetch(dest, url, ref)
             marker = dest / ".git" / UPDATING
             marker.touch()
-            _checkout(dest, commit)
-            tdir, n = _check_tree(dest, cfg, url, commit)
-            _write_record(dest, {**record, "commit": commit, "n_tasks": n, "fetched_at": _now()})
+            try:
+                _checkout(dest, commit)
+                tdir, n = _check_tree(dest, cfg, url, commit, sub)
+                check = _check_manifest(dest, tdir, url, commit)
+            except InputError:
+                if isinstance(previous, str):  # the last good fetch stays usable
+                    _checkout(dest, previous)
+                    marker.unlink()
+                raise
+            _write_record(
+                dest,
+                {
+                    **record,
+                    "commit": commit,
+                    "n_tasks": n,
+                    "dataset": _digest_record(check, dest),
+                    "fetched_at": _now(),
+                },
+            )
             marker.unlink()
-            return FetchResult(cfg.track, url, ref, commit, dest, tdir, n, previous=old.get("commit"))
+            return FetchResult(cfg.track, url, ref, commit, dest, tdir, n, previous, version, check)
         partial = dest.parent / f".{dest.name}.partial-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
         try:
@@ -427,15 +686,27 @@ def fetch_tasks(
             _git(partial, "remote", "add", "origin", url)
             commit = _fetch(partial, url, ref)
             _checkout(partial, commit)
-            _, n = _check_tree(partial, cfg, url, commit)
-            _write_record(partial, {**record, "commit": commit, "n_tasks": n, "fetched_at": _now()})
+            ptdir, n = _check_tree(partial, cfg, url, commit, sub)
+            check = _check_manifest(partial, ptdir, url, commit)
+            _write_record(
+                partial,
+                {
+                    **record,
+                    "commit": commit,
+                    "n_tasks": n,
+                    "dataset": _digest_record(check, partial),
+                    "fetched_at": _now(),
+                },
+            )
             if dest.is_dir():
                 dest.rmdir()  # empty (checked above)
             os.rename(partial, dest)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
-        tdir = dest / cfg.tasks_subdir if cfg.tasks_subdir else dest
-        return FetchResult(cfg.track, url, ref, commit, dest, tdir, n, previous=None)
+        tdir = dest / sub if sub else dest
+        if check is not None:
+            check.manifest = dest / check.manifest.relative_to(partial)
+        return FetchResult(cfg.track, url, ref, commit, dest, tdir, n, None, version, check)
 
 
 def _now() -> str:

@@ -17,6 +17,7 @@ from swe_residual import interactions as ia
 from swe_residual.backends.machine.snapshot import (
     DEFAULT_VOLATILE,
     ProcessSpec,
+    declared_up,
     differences,
     is_volatile,
     parse_capture,
@@ -161,6 +162,7 @@ def _proc(
     socks="-",
     state="S",
     uid=0,
+    session=None,
 ) -> str:
     return "\t".join(
         [
@@ -171,6 +173,7 @@ def _proc(
             str(uid),
             str(start),
             state,
+            str(pid if session is None else session),
             _b((comm or Path(argv[0]).name) + "\n"),
             _b("\0".join(argv) + "\0"),
             _b(cwd),
@@ -187,7 +190,9 @@ def _capture() -> str:
     keepalive = ["bash", "-c", "while :; do sleep 86400 & wait $!; done"]
     lines = [
         _proc(1, 0, 10, keepalive),
-        _proc(7, 1, 11, ["sleep", "86400"]),
+        _proc(7, 1, 11, ["sleep", "86400"], session=1),
+        # the keepalive's next idle child, forked after the replay's first look: still the init's
+        _proc(8, 1, 12, ["sleep", "86400"], session=1),
         # our terminal: tmux server on the harness socket and its pane shell
         _proc(
             20,
@@ -241,7 +246,8 @@ def test_capture_parsing_and_the_processes_a_snapshot_records():
     assert listen == {"9001": ("127.0.0.1", 7070), "9002": ("::1", 4555)}
     specs = started_processes(procs, listen, baseline={1, 7})
     # roots only, in start order: emu (55) then the service (60); its worker is its descendant;
-    # the harness tmux (20) and its pane shell (21) never; the zombie never; the agent's tmux yes
+    # the harness tmux (20) and its pane shell (21) never; the init's own children (7 and 8, in
+    # its session; 8 not in the baseline) never; the zombie never; the agent's tmux yes
     assert [s.argv[0] for s in specs] == ["emu", "python3", "tmux"]
     emu, kv, tmux = specs
     assert (kv.pid, kv.descendants, [(p.address, p.port) for p in kv.ports]) == (30, 1, [("127.0.0.1", 7070)])
@@ -251,8 +257,20 @@ def test_capture_parsing_and_the_processes_a_snapshot_records():
     assert tmux.ports == []
 
 
+def test_declared_live_processes_are_up_when_they_or_a_descendant_listen_on_every_port():
+    procs, listen = parse_capture(_capture())
+    # the service listens on 7070 through its worker; emu on 4555; nothing on 9999
+    assert declared_up(procs, listen, [("/opt/kv.py --config", [7070]), ("emu", [4555])])
+    assert declared_up(procs, listen, [("emu", [])])
+    assert not declared_up(procs, listen, [("emu", [4555, 9999])])
+    assert not declared_up(procs, listen, [("defunct", [])])  # a zombie does not run
+    assert not declared_up(procs, listen, [("keepalive-not-here", [])])
+
+
 def test_hostile_capture_lines_are_skipped_or_decoded_defensively():
-    text = "P\t1\t2\nP\tx\ty\t0\t0\tz\tS\t!!!\t@@@\t\t\t\t\t\t-\nT4\tgarbage\nT6\t0: zz:QQ x 0A a b c d e 1\n"
+    text = (
+        "P\t1\t2\nP\tx\ty\t0\t0\tz\tS\tq\t!!!\t@@@\t\t\t\t\t\t-\nT4\tgarbage\nT6\t0: zz:QQ x 0A a b c d e 1\n"
+    )
     procs, listen = parse_capture(text)
     assert listen == {}
     assert list(procs) == [0] and procs[0].argv == [] and procs[0].pid == 0

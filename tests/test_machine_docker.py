@@ -235,6 +235,53 @@ def test_a_recorded_process_that_cannot_come_back_is_a_restore_error(backend, ta
     )
 
 
+def test_the_containers_own_init_restarting_its_idle_child_is_never_part_of_a_state(backend, tasks, tmp_path):
+    # The harness's keepalive (pid 1) forks its idle `sleep` when the container starts - at times
+    # only after the replay's first look at the processes - and again when it is killed: neither
+    # is a process the state started, in either replay.
+    _, state = variant(
+        tmp_path,
+        tasks,
+        None,
+        "vm-console",
+        [
+            {"kind": "command", "input": "pkill -xf 'sleep 86400'", "exit_status": 0},
+            {
+                "kind": "command",
+                "input": "until pgrep -xf 'sleep 86400'; do sleep 0.1; done",
+                "exit_status": 0,
+            },
+        ],
+    )
+    snap = backend.machine.snapshot(tasks["vm-console"], state)
+    assert (snap.processes, snap.deterministic, snap.differences) == ([], True, [])
+
+
+def test_a_declared_live_process_that_binds_its_port_late_is_recorded_listening(backend, tasks, tmp_path):
+    # the command returns at once, the server listens 6 s later: the snapshot waits for the
+    # condition the state declares (running and listening), not for a time
+    server = (
+        "nohup python3 -c 'import socket,time; time.sleep(6); s=socket.socket(); "
+        's.bind(("127.0.0.1", 4599)); s.listen(); time.sleep(1e6)\' late-bind >/dev/null 2>&1 &'
+    )
+    _, state = variant(
+        tmp_path,
+        tasks,
+        None,
+        "vm-console",
+        [{"kind": "command", "input": server, "exit_status": 0}],
+        live_processes=[{"match": "late-bind", "ports": [4599]}],
+    )
+    snap = backend.machine.snapshot(tasks["vm-console"], state)
+    [late] = snap.processes
+    assert (late.argv[-1], [p.port for p in late.ports], snap.deterministic) == ("late-bind", [4599], True)
+    env = backend.materialize(tasks["vm-console"], state)
+    try:
+        assert env.execute("exec 3<>/dev/tcp/127.0.0.1/4599 && echo up", timeout=60).output.strip() == "up"
+    finally:
+        env.close()
+
+
 def test_validation_fails_with_one_line_when_the_live_process_is_killed_in_the_snapshot(
     backend, tasks, tmp_path
 ):

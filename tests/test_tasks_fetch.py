@@ -410,3 +410,224 @@ def test_a_docker_run_of_fetched_tasks_uses_the_default_backend(tmp_path, fetche
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     (rec,) = records(tmp_path / "run")
     assert (rec["backend"], rec["task"], rec["outcome"]) == ("docker", TASK, 1)
+
+
+# -- Terminal-Bench: versions, Harbor's dataset manifest and its task digests ------------------------
+
+TB = ROOT / "suites" / "terminal_bench"
+REAL_TB = ROOT / "tests" / "fixtures" / "real" / "terminal-bench" / "cancel-async-tasks"
+TB_TASKS = ("kv-service", "sales-report")
+
+
+def tb_repo(tmp: Path, *, version: str = "2.1", manifest: bool = True, suffix: str = "") -> Path:
+    """A git repository in Terminal-Bench's published layout, written by us from the bundled tasks
+    (their ids + `suffix`): 2.1 keeps the task dirs under tasks/ and lists their digests in
+    dataset.toml; 2.0 keeps them at the top."""
+    from swe_residual.tracks import task_digest
+
+    src = tmp / f"tb-{version}"
+    src.mkdir()
+    git(src, "init", "-q", "-b", "main")
+    tasks = src / "tasks" if version == "2.1" else src
+    names = [name + suffix for name in TB_TASKS]
+    for base, name in zip(TB_TASKS, names):
+        shutil.copytree(TB / "tasks" / base, tasks / name)
+        toml = tasks / name / "task.toml"
+        toml.write_text(toml.read_text().replace(f'task_id = "{base}"', f'task_id = "{name}"'))
+        (tasks / name / "README.md").write_text(f"# {name}\n")
+    if manifest:
+        lines = ['[dataset]\nname = "terminal-bench/terminal-bench-2-1"\n']
+        for name in names:
+            lines.append(
+                f'\n[[tasks]]\nname = "terminal-bench/{name}"\ndigest = "{task_digest(tasks / name)}"\n'
+            )
+        (src / "dataset.toml").write_text("".join(lines))
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", f"Terminal-Bench {version}")
+    return src
+
+
+def tb_fetch(tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess:
+    return cli("tasks", "fetch", "terminal-bench", "--url", url, *args, cache=tmp / "cache")
+
+
+def tb_record(tmp: Path) -> dict:
+    return json.loads(
+        (tmp / "cache" / "tasks" / "terminal_bench" / ".git" / "swe-residual-source.json").read_text()
+    )
+
+
+def test_the_task_digest_is_the_one_harbor_published_for_a_real_task(tmp_path):
+    from swe_residual.tracks import task_digest
+
+    # the published files of terminal-bench/cancel-async-tasks (PROVENANCE.md), its published
+    # environment/Dockerfile in place of our offline one
+    task = tmp_path / "cancel-async-tasks"
+    shutil.copytree(REAL_TB, task)
+    (task / "environment" / "published.Dockerfile").rename(task / "environment" / "Dockerfile")
+    published = "sha256:a3d048d351136e48070696cda8bb79660dfd74db1fea3b6da88559f0332699c1"
+    assert task_digest(task) == published
+    (task / "tests" / "__pycache__").mkdir()  # bytecode a run leaves behind is not content
+    (task / "tests" / "__pycache__" / "test_outputs.cpython-311.pyc").write_bytes(b"\0")
+    assert task_digest(task) == published
+    (task / "tests" / "test.sh").write_bytes((task / "tests" / "test.sh").read_bytes() + b"\n")
+    assert task_digest(task) != published
+
+
+def test_terminal_bench_fetch_checks_the_digests_and_the_track_finds_the_tasks(tmp_path, monkeypatch):
+    from swe_residual.run.plan import PlanRequest, build_plan
+    from swe_residual.tracks import suite_dir, tasks_dir_for
+
+    src = tb_repo(tmp_path)
+    proc = tb_fetch(tmp_path, src.as_uri())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    clone = tmp_path / "cache" / "tasks" / "terminal_bench"
+    head = git(src, "rev-parse", "HEAD")
+    assert (
+        f"terminal_bench: cloned {src.as_uri()} (version 2.1, default branch = commit {head})" in proc.stdout
+    )
+    assert f"2 task dirs match the digests of {clone / 'dataset.toml'}" in proc.stdout
+    rec = tb_record(tmp_path)
+    assert (rec["commit"], rec["version"], rec["subdir"], rec["n_tasks"]) == (head, "2.1", "tasks", 2)
+    assert rec["dataset"] == {"manifest": "dataset.toml", "matched": 2, "missing": [], "unlisted": []}
+    assert "runs find them without --tasks-dir: pytest suites/terminal_bench" in proc.stdout
+    # fetched tasks take the place of the bundled demo tasks; without a fetch the demo runs
+    monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "cache"))
+    assert tasks_dir_for(suite_dir("terminal_bench"), None) == (clone / "tasks").resolve()
+    plan = build_plan(
+        [suite_dir("terminal_bench")],
+        PlanRequest(agents=["oracle"], start="clean", states_path=ROOT / "states.yaml"),
+    )
+    assert sorted(c.task.id for c in plan.cases) == list(TB_TASKS)
+    monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "nothing-fetched"))
+    assert tasks_dir_for(suite_dir("terminal_bench"), None) == TB / "tasks"
+
+
+def test_a_task_that_differs_from_its_digest_fails_the_fetch_and_the_last_good_one_stays(tmp_path):
+    src = tb_repo(tmp_path)
+    assert tb_fetch(tmp_path, src.as_uri()).returncode == 0
+    good = tb_record(tmp_path)["commit"]
+    # a later commit changes a hidden test without updating dataset.toml
+    test_sh = src / "tasks" / "sales-report" / "tests" / "test.sh"
+    test_sh.write_text(test_sh.read_text() + "echo 1 > /logs/verifier/reward.txt  # forged\n")
+    git(src, "commit", "-q", "-am", "tamper")
+    proc = tb_fetch(tmp_path, src.as_uri())
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = errors(proc)
+    head = git(src, "rev-parse", "HEAD")
+    assert line.startswith(
+        f"error: tasks fetch: {src.as_uri()} at {head[:12]}: 1 task dir(s) differ from the digests "
+        "dataset.toml lists (sales-report: digest sha256:"
+    ), line
+    assert line.endswith("; these tasks are not used")
+    clone = tmp_path / "cache" / "tasks" / "terminal_bench"
+    assert tb_record(tmp_path)["commit"] == good and git(clone, "rev-parse", "HEAD") == good
+    assert "# forged" not in (clone / "tasks" / "sales-report" / "tests" / "test.sh").read_text()
+    assert not (clone / ".git" / "swe-residual-updating").exists()
+    # the same tree fetched into a fresh cache leaves nothing behind
+    proc = cli("tasks", "fetch", "terminal-bench", "--url", src.as_uri(), cache=tmp_path / "fresh")
+    assert proc.returncode == 2 and sorted(p.name for p in (tmp_path / "fresh" / "tasks").iterdir()) == [
+        ".terminal_bench.lock"
+    ]
+
+
+def test_terminal_bench_2_0_over_dumb_http_on_loopback_and_unknown_versions(tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    src = tb_repo(tmp_path, version="2.0", manifest=False)
+    served = tmp_path / "www"
+    served.mkdir()
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(served / "tb2.git")], check=True)
+    git(served / "tb2.git", "update-server-info")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/tb2.git"
+        proc = tb_fetch(tmp_path, url, "--version", "2.0")
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no dataset.toml in the repository: task digests not checked" in proc.stdout
+    rec = tb_record(tmp_path)
+    assert (rec["version"], rec["subdir"], rec["commit"]) == ("2.0", "", git(src, "rev-parse", "HEAD"))
+    proc = tb_fetch(tmp_path, url, "--version", "2.2")
+    assert proc.returncode == 2 and errors(proc) == [
+        "error: tasks fetch terminal_bench: --version 2.2: no such version (did you mean '2.1'? known: 2.1, 2.0)"
+    ]
+
+
+def test_fetched_terminal_bench_tasks_without_states_stop_the_run_naming_the_commands(tmp_path):
+    # the project's states are of the bundled tasks: the fetched ones have none
+    src = tb_repo(tmp_path, suffix="-2")
+    assert tb_fetch(tmp_path, src.as_uri()).returncode == 0
+    proc = run_suite(
+        "-n",
+        "2",
+        "--agent",
+        "nop",
+        "--run-dir",
+        str(tmp_path / "run"),
+        cache=tmp_path / "cache",
+        suite="suites/terminal_bench",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out[-2000:]
+    fetched = (tmp_path / "cache" / "tasks" / "terminal_bench" / "tasks").resolve()
+    assert (
+        f"has no states of the tasks fetched into {fetched} (its 7 states of track 'terminal_bench'" in out
+    ), out[-2000:]
+    for command in ("`swe-residual states fetch", "`swe-residual residualize import --format"):
+        assert command in out, out[-3000:]
+    assert "workers" not in proc.stdout and not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def _tiny_task(root: Path, name: str, dockerfile: str, docker_image: str | None = None) -> None:
+    """A machine task of ours in the TB 2.1 layout whose image builds in seconds (or never)."""
+    (root / name / "environment").mkdir(parents=True)
+    (root / name / "tests").mkdir()
+    (root / name / "environment" / "Dockerfile").write_text(dockerfile)
+    image = f'docker_image = "{docker_image}"\n' if docker_image else ""
+    (root / name / "task.toml").write_text(
+        f'schema_version = "1.1"\n\n[task]\nname = "terminal-bench/{name}"\n\n[environment]\n{image}'
+    )
+    (root / name / "instruction.md").write_text("Write ok to /ok.\n")
+    (root / name / "tests" / "test.sh").write_text(
+        "#!/bin/bash\ntest -f /ok && echo 1 > /logs/verifier/reward.txt\n"
+    )
+
+
+def test_fetch_with_images_prepares_each_task_and_says_why_one_cannot_be(tmp_path, bookworm_image):
+    src = tmp_path / "tb-images"
+    git(src.parent, "init", "-q", "-b", "main", src.name)
+    # the published image is on no registry that answers (a closed port on loopback): built instead
+    _tiny_task(
+        src / "tasks",
+        "ok-unpublished",
+        "FROM debian:bookworm-slim\nRUN echo ok > /ok\n",
+        "127.0.0.1:9/tb/none:1",
+    )
+    _tiny_task(src / "tasks", "broken-build", "FROM debian:bookworm-slim\nRUN exit 3\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "two tasks")
+    proc = cli(
+        "tasks",
+        "fetch",
+        "terminal-bench",
+        "--url",
+        src.as_uri(),
+        "--images",
+        cache=tmp_path / "cache",
+        timeout=900,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("image of ")]
+    assert len(lines) == 2, proc.stdout
+    assert lines[0].startswith("image of broken-build: cannot be prepared: "), lines[0]
+    assert "broken-build" in lines[0] and "\n" not in lines[0]
+    assert lines[1].startswith(
+        "image of ok-unpublished: built from environment/ (swe-residual/clean-ok-unpublished:"
+    )
+    assert "pull 127.0.0.1:9/tb/none:1" in proc.stderr  # the registry was asked first

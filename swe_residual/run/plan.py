@@ -127,7 +127,7 @@ def check_backend(plan: Plan, backend: str, hosts: list[str] | None = None) -> N
 def no_tasks_reason(suite: Path) -> str:
     cfg = load_track_config(suite)
     track = suite.name
-    if cfg.tasks_url:
+    if cfg.tasks_url or cfg.tasks_versions:
         return (
             f"no tasks for track {track!r}: fetch them with `swe-residual tasks fetch {track}` "
             f"(or pass --tasks-dir PATH; see {suite / 'README.md'})"
@@ -137,11 +137,13 @@ def no_tasks_reason(suite: Path) -> str:
     )
 
 
-def no_states_reason(suite: Path, states_path: Path, left_out: list[ResidualState]) -> str:
+def no_states_reason(
+    suite: Path, states_path: Path, left_out: list[ResidualState], where: str = "in --tasks-dir"
+) -> str:
     track = suite.name
     others = [s for s in left_out if s.track == track]
     what = (
-        f"states file {states_path} has no states of the tasks in --tasks-dir (its {len(others)} states of "
+        f"states file {states_path} has no states of the tasks {where} (its {len(others)} states of "
         f"track {track!r} are of other tasks)"
         if others
         else f"states file {states_path} lists no states for track {track!r}"
@@ -164,14 +166,16 @@ def is_default_states(path: Path) -> bool:
 
 
 def left_out_note(states_path: Path, tasks_dir: str, left_out: list[ResidualState]) -> str:
-    """The one line saying which states of the default states file a --tasks-dir left out."""
+    """The one line saying which states of the default states file a --tasks-dir (or the fetched
+    tasks, `tasks_dir` then saying so) left out."""
     by_task: dict[str, int] = {}
     for s in left_out:
         by_task[f"{s.track}/{s.task}"] = by_task.get(f"{s.track}/{s.task}", 0) + 1
     n = len(left_out)
     return (
         f"{n} state{'s' if n != 1 else ''} of the default states file {states_path} left out: their "
-        f"task{'s are' if len(by_task) != 1 else ' is'} not in --tasks-dir {tasks_dir} "
+        f"task{'s are' if len(by_task) != 1 else ' is'} not in "
+        f"{tasks_dir if tasks_dir.startswith('the fetched') else f'--tasks-dir {tasks_dir}'} "
         f"({names_list(by_task)}); pass --states FILE for states of these tasks"
     )
 
@@ -218,8 +222,11 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
         registry.get(name)  # unknown or misconfigured agents fail before anything runs
     tracks: dict[str, Track] = {}
     suites = {s.name: s for s in suite_dirs}
+    fetched: list[str] = []  # tasks dirs a fetch put in the cache (not the bundled ones)
     for suite in suite_dirs:
         tdir = tasks_dir_for(suite, tasks_dir)
+        if tasks_dir is None and tdir is not None and tdir != suite / "tasks":
+            fetched.append(str(tdir))
         track = Track(name=suite.name, tasks_dir=tdir)
         if tdir is None:
             track.skip_reason = no_tasks_reason(suite)
@@ -236,11 +243,12 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
             {t.name: t.tasks for t in tracks.values()},
             tracks={t.name for t in tracks.values() if t.skip_reason is None},
             known_tracks={*known_tracks(), *suites},
-            missing_tasks="leave_out" if tasks_dir and not explicit else "error",
+            missing_tasks="leave_out" if (tasks_dir or fetched) and not explicit else "error",
         )
         states, left_out = got.states, got.left_out
         if left_out:
-            notes.append(left_out_note(states_path, tasks_dir or "", left_out))
+            where = tasks_dir or f"the fetched tasks ({', '.join(fetched)})"
+            notes.append(left_out_note(states_path, where, left_out))
     views = list(dict.fromkeys(request.handoff_views or []))
     if views and start != "clean":
         from swe_residual.run.handoff import read_trajectory
@@ -256,7 +264,12 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
             continue
         t_states = [s for s in states if s.track == t.name]
         if t.tasks and not t_states and t.skip_reason is None:
-            t.skip_reason = no_states_reason(suites[t.name], states_path, left_out)
+            t.skip_reason = no_states_reason(
+                suites[t.name],
+                states_path,
+                left_out,
+                "in --tasks-dir" if tasks_dir else f"fetched into {t.tasks_dir}",
+            )
         cases.extend(build_cases(agents, t.tasks, t_states, start, views))
     return Plan(
         tracks=tracks, states=states, cases=repeated(cases, request.repeat), registry=registry, notes=notes

@@ -40,6 +40,7 @@ from swe_residual.backends.machine.snapshot import (
     ReplaySummary,
     Snapshot,
     Stage,
+    declared_up,
     differences,
     is_volatile,
     parse_capture,
@@ -56,6 +57,8 @@ from swe_residual.tasks import Task
 SNAPSHOT_VERSION = "machine-v3"
 RESTORE_TIMEOUT_S = 30.0  # per process: running (and listening) again
 LIVE_CHECK_TIMEOUT_S = 10.0
+SETTLE_TIMEOUT_S = 30.0  # after a replay: its background processes started and listening
+SETTLE_POLL_S = 0.2
 MAX_DIGEST_PATHS = 200_000
 MAX_DELTA_BYTES = 512 << 20
 DIGEST_LIST = "/tmp/.swe-residual-digest-list"
@@ -242,9 +245,25 @@ class MachineStates:
             raise HarnessError(f"{env.what}: reading its processes failed (exit {rc})")
         return out.decode("utf-8", "replace")
 
-    def processes(self, env: MachineEnvironment, baseline: set[int]) -> list[ProcessSpec]:
-        procs, listen = parse_capture(self._capture_text(env))
-        return started_processes(procs, listen, baseline)
+    def settle(
+        self, state: LoadedState, replays: list[tuple[MachineEnvironment, set[int]]]
+    ) -> list[list[ProcessSpec]]:
+        """The processes each replay started, once they have settled: every live process the state
+        declares runs and listens on its ports, and the replays agree on what runs. A process
+        started in the background takes a moment to start, fork or bind its port; a look taken
+        before would see it in one replay only. Asked again until both hold, for at most
+        SETTLE_TIMEOUT_S (then what differs is reported as it is)."""
+        wants = [(w.match, w.ports) for w in state.artifact.live_processes]
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while True:
+            got, up = [], True
+            for env, baseline in replays:
+                procs, listen = parse_capture(self._capture_text(env))
+                got.append(started_processes(procs, listen, baseline))
+                up = up and declared_up(procs, listen, wants)
+            if (up and not process_differences(got[0], got[-1])) or time.monotonic() >= deadline:
+                return got
+            time.sleep(SETTLE_POLL_S)
 
     def digest(self, env: MachineEnvironment, volatile: list[str]) -> dict[str, str]:
         """{path: "type mode uid gid content-digest"} of every path the container changed."""
@@ -331,8 +350,10 @@ class MachineStates:
             if not isinstance(results[0], tuple):
                 raise results[0]
             env, summary, baseline = results[0]
+            other = results[1] if isinstance(results[1], tuple) else None
+            settled = self.settle(state, [(env, baseline)] + ([(other[0], other[2])] if other else []))
+            specs = settled[0]
             entries = self.digest(env, volatile)
-            specs = self.processes(env, baseline)
             pid_files = self._pid_files(env, specs)
             staged = stages.finish(env, entries, specs) if stages is not None else {}
             checkpoint_info = None
@@ -349,10 +370,9 @@ class MachineStates:
                 message=f"swe-residual: machine state {state.id} ({method})",
             )
             snapshot_s = time.monotonic() - started
-            if isinstance(results[1], tuple):
-                env2, _, baseline2 = results[1]
-                diffs = differences(entries, self.digest(env2, volatile)) + process_differences(
-                    specs, self.processes(env2, baseline2)
+            if other is not None:
+                diffs = differences(entries, self.digest(other[0], volatile)) + process_differences(
+                    specs, settled[1]
                 )
             else:
                 diffs = [f"the second replay failed: {results[1]}"]

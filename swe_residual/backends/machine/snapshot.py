@@ -154,6 +154,7 @@ class ProcInfo:
     gid: int
     start: int
     state: str
+    session: int
     comm: str
     argv: list[str]
     cwd: str
@@ -186,8 +187,8 @@ def parse_capture(text: str) -> tuple[dict[int, ProcInfo], dict[str, tuple[str, 
     listen: dict[str, tuple[str, int]] = {}
     for line in text.splitlines():
         parts = line.split("\t")
-        if parts[0] == "P" and len(parts) == 15:
-            _, pid, ppid, uid, gid, start, state, comm, cmd, cwd, env, f0, f1, f2, socks = parts
+        if parts[0] == "P" and len(parts) == 16:
+            _, pid, ppid, uid, gid, start, state, sid, comm, cmd, cwd, env, f0, f1, f2, socks = parts
             argv = [_s(a) for a in _b64(cmd).split(b"\0")]
             if argv and argv[-1] == "":
                 argv.pop()
@@ -199,6 +200,7 @@ def parse_capture(text: str) -> tuple[dict[int, ProcInfo], dict[str, tuple[str, 
                 gid=_int(gid),
                 start=_int(start),
                 state=state[:1],
+                session=_int(sid, -1),
                 comm=_s(_b64(comm)).strip(),
                 argv=argv,
                 cwd=_s(_b64(cwd)) or "/",
@@ -267,13 +269,26 @@ def _forked_shell(p: ProcInfo, procs: dict[int, ProcInfo]) -> bool:
     return False
 
 
+def _init_session(procs: dict[int, ProcInfo]) -> set[int]:
+    """The container's init (pid 1, the harness's keepalive) and what it forked itself: its
+    session. Commands run in a container (`docker exec`) get sessions of their own, so nothing a
+    state started is in it; the keepalive's idle child may appear only after the replay's first
+    look at a container that has just started, and must never count as started by the state."""
+    init = procs.get(1)
+    if init is None or init.session != 1:
+        return {1}
+    return {p.pid for p in procs.values() if p.session == 1}
+
+
 def started_processes(
     procs: dict[int, ProcInfo], listen: dict[str, tuple[str, int]], baseline: set[int]
 ) -> list[ProcessSpec]:
     """The roots of the process trees started since `baseline` (pids present before the replay),
-    in start order, without the harness's terminal server and its pane shells."""
+    in start order, without the container's init and what it forks itself, nor the harness's
+    terminal server and its pane shells."""
     harness = {p.pid for p in procs.values() if _is_harness_tmux(p)}
     harness |= {p.pid for p in procs.values() if p.ppid in harness}  # the panes' shells
+    harness |= _init_session(procs)
     ours = {
         pid
         for pid, p in procs.items()
@@ -329,6 +344,37 @@ def started_processes(
             )
         )
     return specs
+
+
+def declared_up(
+    procs: dict[int, ProcInfo], listen: dict[str, tuple[str, int]], wants: list[tuple[str, list[int]]]
+) -> bool:
+    """Every (match, ports) runs - a live process whose command line holds `match` - and listens on
+    its ports (itself or a descendant)."""
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+
+    def ports(pid: int) -> set[int]:
+        out, todo, seen = set(), [pid], set()
+        while todo:
+            q = todo.pop()
+            if q in seen:
+                continue
+            seen.add(q)
+            out |= {listen[i][1] for i in procs[q].sockets if i in listen}
+            todo.extend(children.get(q, []))
+        return out
+
+    for match, want in wants:
+        hits = [
+            p.pid
+            for p in procs.values()
+            if p.pid != 1 and p.state not in ("Z", "X") and match in " ".join(p.argv)
+        ]
+        if not any(set(want) <= ports(pid) for pid in hits):
+            return False
+    return True
 
 
 # -- filesystem digests --------------------------------------------------------------------------------
