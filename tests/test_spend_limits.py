@@ -7,6 +7,8 @@ $0.0001 (the agents' price_per_token) = $0.01 + $0.01 = $0.02.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import shlex
@@ -200,8 +202,8 @@ def test_a_case_of_unknown_cost_makes_every_total_unknown_never_zero(tmp_path):
     assert next(line for line in table.splitlines() if line.startswith("| demo | priced |")).endswith(
         "| $0.0400 |"
     )
-    csv = (run_dir / "results.csv").read_text().splitlines()
-    assert [line.rsplit(",", 1)[1] for line in csv if ",unpriced," in line] == ["unknown"]
+    rows_csv = csv.DictReader(io.StringIO((run_dir / "results.csv").read_text()))
+    assert [r["cost_usd"] for r in rows_csv if r["agent"] == "unpriced"] == ["unknown"]
     page = (run_dir / "report.html").read_text()
     assert '<div class="kpi"><b>unknown</b>model cost</div>' in page
     # the same from the run dir alone
