@@ -312,8 +312,9 @@ def test_suite_oracle_solves_every_state_nop_fails_them_and_terminus_repairs_kv_
     docker_client, bookworm_image, tmp_path
 ):
     # `pytest suites/terminal_bench --backend docker --agent oracle --agent nop -n 2`, with the
-    # scripted terminal agent as a third agent
-    run = tmp_path / "run"
+    # scripted terminal agent as a third agent; containers are labelled with the run dir's name,
+    # which no other test's run may share while this one's engine is read below
+    run = tmp_path / "machine-suite-run"
     proc = run_suite(
         "-q",
         suite=TB,

@@ -85,7 +85,7 @@ def test_the_files_are_the_published_bytes_and_give_the_published_digest(task, t
 def test_the_reference_solution_passes_and_the_clean_machine_fails(task, tmp_path, bookworm_image):
     tasks = tmp_path / "tasks"
     shutil.copytree(REAL / task, tasks / task)
-    run = tmp_path / "run"
+    run = tmp_path / f"real-tb-{task}"  # containers are labelled with the run dir's name
     proc = run_suite(
         "--tasks-dir",
         str(tasks),

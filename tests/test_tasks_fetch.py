@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -603,10 +604,11 @@ def test_fetch_with_images_prepares_each_task_and_says_why_one_cannot_be(tmp_pat
     src = tmp_path / "tb-images"
     git(src.parent, "init", "-q", "-b", "main", src.name)
     # the published image is on no registry that answers (a closed port on loopback): built instead
+    # (a Dockerfile of its own: an image built by an earlier run on this engine would skip the pull)
     _tiny_task(
         src / "tasks",
         "ok-unpublished",
-        "FROM debian:bookworm-slim\nRUN echo ok > /ok\n",
+        f"FROM debian:bookworm-slim\nRUN echo ok-{uuid.uuid4().hex} > /ok\n",
         "127.0.0.1:9/tb/none:1",
     )
     _tiny_task(src / "tasks", "broken-build", "FROM debian:bookworm-slim\nRUN exit 3\n")
