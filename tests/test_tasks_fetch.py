@@ -604,12 +604,14 @@ def test_fetch_with_images_prepares_each_task_and_says_why_one_cannot_be(tmp_pat
     src = tmp_path / "tb-images"
     git(src.parent, "init", "-q", "-b", "main", src.name)
     # the published image is on no registry that answers (a closed port on loopback): built instead
-    # (a Dockerfile of its own: an image built by an earlier run on this engine would skip the pull)
+    # (names of its own: an image an earlier run on this engine built and tagged so would skip the pull)
+    nonce = uuid.uuid4().hex[:12]
+    published = f"127.0.0.1:9/tb/none-{nonce}:1"
     _tiny_task(
         src / "tasks",
         "ok-unpublished",
-        f"FROM debian:bookworm-slim\nRUN echo ok-{uuid.uuid4().hex} > /ok\n",
-        "127.0.0.1:9/tb/none:1",
+        f"FROM debian:bookworm-slim\nRUN echo ok-{nonce} > /ok\n",
+        published,
     )
     _tiny_task(src / "tasks", "broken-build", "FROM debian:bookworm-slim\nRUN exit 3\n")
     git(src, "add", "-A")
@@ -632,4 +634,4 @@ def test_fetch_with_images_prepares_each_task_and_says_why_one_cannot_be(tmp_pat
     assert lines[1].startswith(
         "image of ok-unpublished: built from environment/ (swe-residual/clean-ok-unpublished:"
     )
-    assert "pull 127.0.0.1:9/tb/none:1" in proc.stderr  # the registry was asked first
+    assert f"pull {published}" in proc.stderr  # the registry was asked first
