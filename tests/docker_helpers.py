@@ -167,13 +167,16 @@ def private_dockerd():
 
 def left_behind(run_name: str, host: str | None = None) -> list[str]:
     """Containers of a run named `run_name` whose owning process has ended: what the run left on
-    the engine. Many tests name their run dir `run`, and other tests' runs may be live on the
-    same engine at the same time (xdist): a container whose owner still runs is not ours to judge."""
+    the engine. Other tests' runs may be live on the same engine at the same time (xdist): a
+    container whose owner still runs is not ours to judge."""
     import docker
 
     from swe_residual.backends.docker.engine import LABEL_PID, LABEL_PIDSTART, LABEL_RUN
     from swe_residual.backends.owners import owner_alive
 
+    # containers are labelled with the run dir's name alone: a name many tests share would find
+    # what another test's killed run left behind (its owner gone too)
+    assert run_name != "run", "give the run dir a name of its own where left_behind reads it"
     client = docker.DockerClient(base_url=host) if host else docker.from_env()
     try:
         # one listing with the labels in it (containers.list inspects each one afterwards: a

@@ -233,8 +233,11 @@ def test_budget_exhaustion_kills_the_whole_process_tree(tmp_path, backend):
     _world(tmp_path, {})
     marker = f"swe-residual-budget-probe-{backend}-{os.getpid()}"
     agent = f"command:(sleep 300; echo {marker}) & sleep 400 # {marker}"
-    run_suite("--agent-timeout", "2", world=tmp_path, agents=[agent], backend=backend, **RESIDUAL)
-    rec = next(iter(records(tmp_path / "run", missing_ok=True)))
+    run = tmp_path / f"budget-tree-{backend}"  # containers are found below by the run dir's name
+    run_suite(
+        "--agent-timeout", "2", world=tmp_path, agents=[agent], backend=backend, run_dir=run, **RESIDUAL
+    )
+    rec = next(iter(records(run, missing_ok=True)))
     assert (rec["termination"], rec["outcome"], rec["declared_complete"]) == ("budget", 0, False)
     assert rec["duration_s"] < 30
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
@@ -242,7 +245,7 @@ def test_budget_exhaustion_kills_the_whole_process_tree(tmp_path, backend):
     if backend == "docker":  # and no container of the run is left
         from .docker_helpers import left_behind
 
-        assert left_behind((tmp_path / "run").name) == []
+        assert left_behind(run.name) == []
 
 
 @pytest.mark.slow

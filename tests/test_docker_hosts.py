@@ -58,9 +58,10 @@ def suite(run_dir: Path, hosts: list[str], *extra: str) -> subprocess.Popen:
 
 def test_cases_are_spread_over_hosts(tmp_path, two_hosts):
     first, second, _ = two_hosts
-    proc = suite(tmp_path / "run", [first, second], "--agent", "oracle", "--agent", "nop")
+    run = tmp_path / "hosts-spread-run"  # containers are found below by the run dir's name
+    proc = suite(run, [first, second], "--agent", "oracle", "--agent", "nop")
     out, _ = proc.communicate(timeout=900)
-    recs = records(tmp_path / "run")
+    recs = records(run)
     # 4 tasks x (clean + their states) x 2 agents, every one valid, on both engines
     states = [s for s in yaml.safe_load((ROOT / "states.yaml").read_text())["states"] if s["task"] in TASKS]
     errors = [(r["case_id"], r["host"], r["error"]) for r in recs if r["verdict"] == "infra_error"]
@@ -71,7 +72,7 @@ def test_cases_are_spread_over_hosts(tmp_path, two_hosts):
     from .docker_helpers import left_behind
 
     for host in (first, second):  # nothing of the run left on either engine
-        assert left_behind((tmp_path / "run").name, host) == []
+        assert left_behind(run.name, host) == []
 
 
 def test_host_stopping_mid_run_is_infra_and_retried_on_the_other(tmp_path, two_hosts):

@@ -396,15 +396,16 @@ def test_the_regrade_instance_started_beside_the_grade_serves_a_pass_only(tmp_pa
 
     require_docker()
     world(tmp_path, backend="docker")
+    run = tmp_path / f"regrade-{regrade}-run"  # containers are found below by the run dir's name
     proc = run_suite(
         world=tmp_path,
         backend="docker",
         agents=["oracle", "nop"],
         start="clean",
         env={"SWE_RESIDUAL_REGRADE": regrade},
+        run_dir=run,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]  # nop fails, nothing errors
-    run = tmp_path / "run"
     recs = records(run, by="case_id")
     oracle, nop = recs["oracle-calc-clean"], recs["nop-calc-clean"]
     assert (oracle["outcome"], oracle["integrity"]) == (1, []), oracle
