@@ -44,6 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = ROOT / "suites" / "terminal_bench" / "tasks"
 TASKS = ("kv-service", "notify-relay", "sales-report", "vm-console", "wcount-build")
+# three more machine tasks of our own (a daemon, a service, a compiled program) for the end-to-end
+# fixture, with what predecessors typed that left each one half done (residual_sessions.json)
+FIXTURE_TASKS_DIR = ROOT / "tests" / "fixtures" / "tb-tasks"
+SCALE_TASKS = (*TASKS, "heartbeat-daemon", "static-site", "crc-tool")
 VERSION = "2.0"
 DATASET = "harborframework/terminal-bench-2-leaderboard"
 
@@ -86,6 +90,36 @@ def _wcount_calls() -> list[tuple[str, dict]]:
     ]
 
 
+def task_dir(task: str) -> Path:
+    """A bundled task's dir, else the fixture's own (tests/fixtures/tb-tasks)."""
+    return TASKS_DIR / task if (TASKS_DIR / task).is_dir() else FIXTURE_TASKS_DIR / task
+
+
+def _seconds(command: str) -> float:
+    """The duration a Terminus-2 predecessor gave a command line: long enough that it ended before
+    the next keystrokes (a build still running when the machine is snapshotted is another state)."""
+    if any(w in command for w in ("make", "pip ", "gcc", "venv")):
+        return 12.0
+    return 2.0 if any(w in command for w in ("sleep", "nohup", "seq ")) else 0.5
+
+
+def residual_sessions() -> dict[str, dict[str, list[str]]]:
+    """Per task, per state name: the command lines a predecessor typed that left the task half done.
+    The bundled tasks': the project's handwritten states (suites/terminal_bench/states); the fixture
+    tasks': tests/fixtures/tb-tasks/residual_sessions.json."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for path in sorted((ROOT / "suites" / "terminal_bench" / "states").glob("*/*.interactions.jsonl")):
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        name = path.name.removesuffix(".interactions.jsonl")
+        out.setdefault(path.parent.name, {})[name] = [x["input"].rstrip("\n") for x in lines]
+    extra = FIXTURE_TASKS_DIR / "residual_sessions.json"
+    if extra.is_file():
+        for task, states in json.loads(extra.read_text()).items():
+            for name, entry in states.items():
+                out.setdefault(task, {})[name] = list(entry["commands"])
+    return out
+
+
 @dataclass
 class TrialSpec:
     submission: str
@@ -93,6 +127,7 @@ class TrialSpec:
     kind: str  # passed | failed | timeout | context | rate_limit | crash | verifier_timeout | episodes | unreplayable
     n: int
     expect: str | None = None  # Stage II bucket a correct import gives it (None: not imported)
+    session: str | None = None  # the residual session it typed (residual_sessions()), else a harmless one
 
     @property
     def trial(self) -> str:
@@ -147,7 +182,40 @@ def default_specs() -> list[TrialSpec]:
     return out
 
 
+def scale_specs() -> list[TrialSpec]:
+    """The end-to-end fixture over SCALE_TASKS: every residual session typed by a Terminus-2 run
+    (keystrokes) and by a Codex run (shell calls), both failed; per task two passed runs and two
+    errored rows of different kinds; over the tasks one run with only episode logs and two Claude
+    Code runs with a call no replay can reproduce. 61 trials with the 13 sessions."""
+    sessions = residual_sessions()
+    errored = ["timeout", "context", "rate_limit", "crash", "verifier_timeout"]
+    out: list[TrialSpec] = []
+
+    def add(sub: str, task: str, kind: str, session: str | None = None) -> None:
+        out.append(TrialSpec(sub, task, kind, len(out) + 1, BUCKETS[kind], session))
+
+    for i, task in enumerate(SCALE_TASKS):
+        for state in sessions.get(task, {}):
+            add("Terminus2__GLM-4.7", task, "failed", state)
+            add("Codex-CLI__GPT-5", task, "failed", state)
+        add("Terminus2__GLM-4.7", task, "passed")
+        add("Claude-Code__Claude-Opus-4.1", task, "passed")
+        add("Codex-CLI__GPT-5", task, errored[i % len(errored)])
+        add("Claude-Code__Claude-Opus-4.1", task, errored[(i + 2) % len(errored)])
+    add("Terminus2__GLM-4.7", "sales-report", "episodes", "top-level-only")
+    add("Claude-Code__Claude-Opus-4.1", "kv-service", "unreplayable", "tmp-data-dir")
+    add(
+        "Claude-Code__Claude-Opus-4.1",
+        "crc-tool",
+        "unreplayable",
+        next(iter(sessions.get("crc-tool", {"": []}))),
+    )
+    return out
+
+
 def _keystrokes(spec: TrialSpec) -> list[tuple[str, float]]:
+    if spec.session is not None:
+        return [(c + "\n", _seconds(c)) for c in residual_sessions()[spec.task][spec.session]]
     if spec.task == "sales-report":
         return SALES_KEYS + ([(f"echo checked-{spec.n}\n", 0.2)] if spec.kind != "failed" else [])
     # a different, harmless attempt per trial, so no two runs of a task are duplicates
@@ -160,6 +228,16 @@ def _keystrokes(spec: TrialSpec) -> list[tuple[str, float]]:
 
 def _calls(spec: TrialSpec) -> list[tuple[str, dict]]:
     """An installed agent's tool calls (Claude Code's, or Codex's argv `shell`)."""
+    if spec.session is not None:
+        lines = residual_sessions()[spec.task][spec.session]
+        if spec.agent == "codex":
+            return [("shell", {"command": ["bash", "-lc", c]}) for c in lines] + [
+                ("update_plan", {"plan": [{"step": "done", "status": "completed"}]})
+            ]
+        calls = [("Bash", {"command": c}) for c in lines]
+        if spec.kind == "unreplayable":
+            calls.insert(1, ("Edit", {"file_path": "/etc/motd", "old_string": "a", "new_string": "b"}))
+        return calls
     if spec.agent == "codex":
         return [
             ("shell", {"command": ["bash", "-lc", f"ls /tmp && echo codex-{spec.n} > /tmp/codex-{spec.n}"]}),
@@ -282,7 +360,7 @@ def trial_config(spec: TrialSpec) -> dict:
 
 
 def _tests_of(task: str) -> list[str]:
-    text = (TASKS_DIR / task / "tests" / "test_outputs.py").read_text()
+    text = (task_dir(task) / "tests" / "test_outputs.py").read_text()
     return [
         line.split("def ", 1)[1].split("(", 1)[0]
         for line in text.splitlines()
@@ -338,7 +416,7 @@ def trial_result(spec: TrialSpec, reward: float | None) -> dict:
 def write_trial(job_dir: Path, spec: TrialSpec) -> Path:
     d = job_dir / spec.trial
     (d / "agent").mkdir(parents=True, exist_ok=True)
-    instruction = (TASKS_DIR / spec.task / "instruction.md").read_text()
+    instruction = (task_dir(spec.task) / "instruction.md").read_text()
     passed = spec.kind == "passed"
     reward = None if spec.kind in ("rate_limit", "crash", "verifier_timeout") else 1.0 if passed else 0.0
     (d / "config.json").write_text(json.dumps(trial_config(spec), indent=4))

@@ -70,7 +70,9 @@ HEADER = (
     "# Residual States (swe-residual states schema prints the schema); paths are relative to this file.\n"
 )
 DEFAULT_STATES = Path("states") / "states.yaml"  # in the work dir, unless --states says otherwise
-STAGES = ("state", "probe", "verify")  # per candidate, after its task's images
+# per candidate, after its task's images: a machine state's "state" splits into the two replays and
+# the snapshot (settle, digest, commit, compare); probe + verify validate the rebuilt state
+STAGES = ("state", "replay", "snapshot", "probe", "verify")
 SLOWEST = 5
 
 
@@ -284,6 +286,12 @@ class Clock:
             self._stage = None
         return self.timings
 
+    def split(self, stage: str, **parts: float) -> None:
+        """Count `parts` (seconds measured inside the running `stage`) apart from it."""
+        for name, seconds in parts.items():
+            self.timings[name] = round(self.timings.get(name, 0.0) + seconds, 3)
+        self._t += sum(parts.values())  # what is left of the stage, when it stops
+
 
 def validate_candidate(
     session: RunSession, case: Case, run: PredecessorRun, clock: Clock | None = None
@@ -299,10 +307,13 @@ def validate_candidate(
 
     try:
         clock.stage("state")
-        session.backend.prepare(case.task, [state])
+        asked = time.time()
+        session.backend.prepare(case.task, [state])  # a machine state: its snapshot built here
         if state.kind == "machine":
             snap = session.backend.snapshot(case.task, state)
             state.entry.provenance = {**(state.entry.provenance or {}), "snapshot": snap.method}
+            if snap.built_at >= asked:  # built now, not found in the engine's cache
+                clock.split("state", replay=snap.replay_s, snapshot=snap.snapshot_s - snap.replay_s)
             if not snap.deterministic:
                 return out(
                     "rebuild_failed", "two replays of its interactions differ: " + "; ".join(snap.differences)
@@ -626,11 +637,14 @@ def timing_lines(outcomes: list[BuildOutcome], task_images: dict[str, float], wa
     timed = [o for o in outcomes if o.timings]
     if not timed and not task_images:
         return []
-    totals = {s: sum(o.timings.get(s, 0.0) for o in timed) for s in STAGES}
+    # stages no candidate went through (a repository track has no replay) are left out
+    totals = {
+        s: sum(o.timings.get(s, 0.0) for o in timed) for s in STAGES if any(s in o.timings for o in timed)
+    }
     lines = [
         f"stage IV timings ({len(timed)} candidates, {len(task_images)} tasks, {duration(wall)} wall): "
         f"task images {sum(task_images.values()):.1f} s, "
-        + ", ".join(f"{s} {totals[s]:.1f} s" for s in STAGES)
+        + ", ".join(f"{s} {total:.1f} s" for s, total in totals.items())
     ]
     own = lambda o: sum(o.timings.get(s, 0.0) for s in STAGES)
     slow = sorted(timed, key=own, reverse=True)[:SLOWEST]

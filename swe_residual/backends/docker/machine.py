@@ -345,6 +345,7 @@ class MachineStates:
                     results.append(f.result())
                 except BaseException as exc:  # noqa: BLE001 - decided below, after both finished
                     results.append(exc)
+        replay_s = time.monotonic() - started
         envs = [r[0] for r in results if isinstance(r, tuple)]
         try:
             if not isinstance(results[0], tuple):
@@ -396,6 +397,7 @@ class MachineStates:
             replay=summary,
             criu=checkpoint_info,
             snapshot_s=round(snapshot_s, 3),
+            replay_s=round(replay_s, 3),
             **staged,
         )
 

@@ -140,6 +140,7 @@ class Snapshot(BaseModel):
     criu: dict[str, str] | None = None
     criu_probe: str = ""
     snapshot_s: float = Field(default=0.0, description="replay + snapshot, seconds")
+    replay_s: float = Field(default=0.0, description="the two replays (side by side) within snapshot_s")
     built_at: float = Field(default_factory=time.time)
 
 
