@@ -500,8 +500,19 @@ def test_terminal_bench_fetch_checks_the_digests_and_the_track_finds_the_tasks(t
         PlanRequest(agents=["oracle"], start="clean", states_path=ROOT / "states.yaml"),
     )
     assert sorted(c.task.id for c in plan.cases) == list(TB_TASKS)
+    assert not [n for n in plan.notes if "bundled" in n]
     monkeypatch.setenv("SWE_RESIDUAL_CACHE", str(tmp_path / "nothing-fetched"))
     assert tasks_dir_for(suite_dir("terminal_bench"), None) == TB / "tasks"
+    # nothing fetched: the bundled tasks run, and the run says so and how to get the published ones
+    plan = build_plan(
+        [suite_dir("terminal_bench")],
+        PlanRequest(agents=["oracle"], start="clean", states_path=ROOT / "states.yaml"),
+    )
+    assert len({c.task.id for c in plan.cases}) == 5 and plan.notes == [
+        f"terminal_bench: running the tasks bundled in {TB / 'tasks'} (nothing fetched); the published "
+        "ones: `swe-residual tasks fetch terminal-bench`, their states: "
+        "`swe-residual states fetch SOURCE --track terminal_bench`"
+    ]
 
 
 def test_a_task_that_differs_from_its_digest_fails_the_fetch_and_the_last_good_one_stays(tmp_path):

@@ -204,6 +204,18 @@ class PlanRequest:
         return not is_default_states(self.states_path)
 
 
+def bundled_note(suite: Path) -> list[str]:
+    """A track that ships demo tasks but publishes its real ones: say which ones this run uses."""
+    cfg = load_track_config(suite)
+    if not cfg.tasks_versions and not cfg.tasks_url:
+        return []
+    return [
+        f"{suite.name}: running the tasks bundled in {suite / 'tasks'} (nothing fetched); the published "
+        f"ones: `swe-residual tasks fetch {suite.name.replace('_', '-')}`, their states: "
+        f"`swe-residual states fetch SOURCE --track {suite.name}`"
+    ]
+
+
 def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
     """The cases of a run. An explicit states file must name only known tracks and tasks
     (PlanRequest); the project's states whose tasks a --tasks-dir does not hold are left out with
@@ -223,10 +235,13 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
     tracks: dict[str, Track] = {}
     suites = {s.name: s for s in suite_dirs}
     fetched: list[str] = []  # tasks dirs a fetch put in the cache (not the bundled ones)
+    notes: list[str] = []
     for suite in suite_dirs:
         tdir = tasks_dir_for(suite, tasks_dir)
         if tasks_dir is None and tdir is not None and tdir != suite / "tasks":
             fetched.append(str(tdir))
+        elif tasks_dir is None and tdir is not None:
+            notes.extend(bundled_note(suite))
         track = Track(name=suite.name, tasks_dir=tdir)
         if tdir is None:
             track.skip_reason = no_tasks_reason(suite)
@@ -236,7 +251,6 @@ def build_plan(suite_dirs: list[Path], request: PlanRequest) -> Plan:
     explicit = request.explicit_states
     states: list[LoadedState] = []
     left_out: list[ResidualState] = []
-    notes: list[str] = []
     if tracks and start != "clean":  # a clean-only run uses no state
         got = read_states(
             states_path,
