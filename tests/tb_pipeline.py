@@ -36,7 +36,14 @@ from pathlib import Path
 import yaml
 
 from . import drivers
-from .tb_leaderboard_fixture import SCALE_TASKS, make_leaderboard, scale_specs, serve, task_dir
+from .tb_leaderboard_fixture import (
+    FIXTURE_TASKS_DIR,
+    SCALE_TASKS,
+    make_leaderboard,
+    scale_specs,
+    serve,
+    task_dir,
+)
 
 TRACK = "terminal_bench"
 
@@ -145,7 +152,10 @@ def run_pipeline(p: Pipeline) -> subprocess.CompletedProcess:
         with p.step("review"):
             review_twice(p)
         with p.step("build"):
-            p.cli("residualize", "build", "-j", str(p.jobs), "--states", str(p.states), str(p.work))
+            p.cli(
+                "residualize", "build", "-j", str(p.jobs), "--states", str(p.states),
+                *[a for glob in volatile_paths(p.tasks) for a in ("--volatile", glob)], str(p.work),
+            )  # fmt: skip
         tasks_dir = p.cache("build") / "tasks" / TRACK / "tasks"
         with p.step("validate"):
             p.cli(
@@ -171,6 +181,16 @@ def run_pipeline(p: Pipeline) -> subprocess.CompletedProcess:
             timeout=7200,
         )  # fmt: skip
     return proc
+
+
+def volatile_paths(tasks: tuple[str, ...]) -> list[str]:
+    """What the builder knows of these tasks' daemons: logs that grow by themselves."""
+    path = FIXTURE_TASKS_DIR / "residual_sessions.json"
+    sessions = json.loads(path.read_text()) if path.is_file() else {}
+    globs = [
+        g for t in tasks for entry in sessions.get(t, {}).values() for g in entry.get("volatile_paths", [])
+    ]
+    return sorted(set(globs))
 
 
 def review_twice(p: Pipeline) -> None:

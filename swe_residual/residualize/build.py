@@ -221,8 +221,11 @@ def check_appended(old: str, new: str, entries: list[dict], path: Path) -> None:
 # -- one candidate ------------------------------------------------------------------------------------
 
 
-def _loaded(run: PredecessorRun, wd: WorkDir, states_path: Path, machine: bool = False) -> LoadedState:
-    """The candidate as a state entry, its patch (or interactions) copied beside the states file."""
+def _loaded(
+    run: PredecessorRun, wd: WorkDir, states_path: Path, machine: bool = False, volatile: tuple[str, ...] = ()
+) -> LoadedState:
+    """The candidate as a state entry, its patch (or interactions) copied beside the states file;
+    `volatile`: a machine state's paths that change by themselves (left out of its digest)."""
     sid = state_id(run)
     rel = Path("states") / run.track / run.task / (f"{sid}.interactions.jsonl" if machine else f"{sid}.patch")
     dest = states_path.parent / rel
@@ -236,7 +239,9 @@ def _loaded(run: PredecessorRun, wd: WorkDir, states_path: Path, machine: bool =
         shutil.copyfile(source, traj_dest)
     traj = str(traj_rel) if traj_rel else None
     artifact = (
-        Artifact(interactions=str(rel), sha256=sha256_file(dest), trajectory=traj)
+        Artifact(
+            interactions=str(rel), sha256=sha256_file(dest), trajectory=traj, volatile_paths=list(volatile)
+        )
         if machine
         else Artifact(patch=str(rel), sha256=sha256_file(dest), trajectory=traj)
     )
@@ -508,7 +513,10 @@ def build_track(
             )
             continue
         batch[(run.task, sha)] = sid
-        loaded[run.id] = (run, _loaded(run, wd, states_path, machine))
+        loaded[run.id] = (
+            run,
+            _loaded(run, wd, states_path, machine, tuple(getattr(args, "volatile", ()) or ())),
+        )
     problems = state_patch_problems([s for _, s in loaded.values()], lambda s: tasks[s.task])
     for run_id, (_run, s) in list(loaded.items()):
         if s.id in problems:

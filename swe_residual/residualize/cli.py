@@ -337,6 +337,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "beside it)",
     )
     bld.add_argument("-j", "--jobs", type=int, default=2, help="candidates validated at once (default 2)")
+    bld.add_argument(
+        "--volatile",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="machine states: a path whose content changes by itself, e.g. a daemon's log "
+        "(/var/log/app/*); left out of the two replays' comparison and recorded in each state "
+        "(repeat the option)",
+    )
     bld.add_argument("workdir", metavar="WORKDIR", help="the work dir of Stages I-III")
     bld.set_defaults(func=cmd_build)
 
