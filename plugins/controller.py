@@ -16,11 +16,12 @@ import textwrap
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from plugins.display import LiveView
-from plugins.options import ROOT, check_something_to_run, progress_mode, run_plan
+from plugins.options import ROOT, check_gate_baseline, check_something_to_run, progress_mode, run_plan
 from swe_residual.backends import backend_class
 from swe_residual.errors import InfraError, InputError, RunDirError
 from swe_residual.progress import EventChannel
@@ -28,6 +29,9 @@ from swe_residual.results import RESULTS, RUN_PAGE
 from swe_residual.run.plan import check_backend, run_backend, tracks_in
 from swe_residual.run.regrade import regrade_mode
 from swe_residual.run.session import RunSession, SessionOptions
+
+if TYPE_CHECKING:
+    from swe_residual.report.gates import GateConfig
 
 # report code (tables, gates, pages) is imported where the end of a run needs it: `pytest --help` and
 # the configure step stay light
@@ -85,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
             resume = opt("swe_resume")
             run_dir = Path(resume or opt("swe_run_dir") or ROOT / "reports" / time.strftime("%Y%m%d-%H%M%S"))
             check_something_to_run(config, plan)
+            check_gate_baseline(opt("swe_gate_baseline"))
             if options.cluster:
                 check_cluster_usage(config)
             else:
@@ -434,7 +439,7 @@ class Controller:
     def _finish(self, session: pytest.Session, exitstatus: int) -> None:
         """summary.json, tables and the pages from results.jsonl; the gates' exit status. An
         interrupted run counts what it recorded and what it did not run, and checks no gate."""
-        from swe_residual.report.gates import EXIT_INVALID, GateConfig
+        from swe_residual.report.gates import GateConfig
 
         opt = self.config.getoption
         gates = GateConfig(
@@ -445,7 +450,17 @@ class Controller:
             max_infra_fraction=opt("swe_gate_max_infra"),
             max_flagged=opt("swe_gate_max_flagged"),
         )
-        baseline = opt("swe_gate_baseline")
+        from swe_residual.report.bundle import opened
+
+        given = opt("swe_gate_baseline")
+        with opened([given] if given else []) as dirs:  # a bundle: extracted safely into a temporary dir
+            self._finish_against(session, exitstatus, gates, dirs[0] if dirs else None)
+
+    def _finish_against(
+        self, session: pytest.Session, exitstatus: int, gates: GateConfig, baseline: str | None
+    ) -> None:
+        from swe_residual.report.gates import EXIT_INVALID
+
         collected = self.collected
         if collected is None and self.interrupted:  # stopped before the workers had collected
             collected = [c.id for c in self.session.plan.cases if not self.session.done(c.id)]

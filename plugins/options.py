@@ -145,8 +145,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--gate-baseline",
         dest="swe_gate_baseline",
         default=None,
-        metavar="RUN_DIR",
-        help="compare with a baseline run (paired test on shared tasks)",
+        metavar="RUN",
+        help="compare with a baseline run, its dir or its bundle (.tar.gz of `swe-residual run pack`; "
+        "paired test on shared tasks)",
     )
     g.addoption(
         "--gate-max-drop",
@@ -282,6 +283,17 @@ def _named_tracks(args: list[str]) -> list[str]:
         if root in p.parents:
             named[p.relative_to(root).parts[0]] = None
     return list(named)
+
+
+def check_gate_baseline(baseline: str | None) -> None:
+    """--gate-baseline is read at the end of the run: a wrong path is said before any case."""
+    from swe_residual.report.bundle import is_bundle
+
+    if baseline and not is_bundle(baseline) and not (Path(baseline) / "results.jsonl").is_file():
+        raise pytest.UsageError(
+            f"--gate-baseline {baseline}: no results.jsonl there (not a run dir) and not a run bundle "
+            "(.tar.gz of `swe-residual run pack`); pass the baseline run's dir or its bundle"
+        )
 
 
 def check_something_to_run(config: pytest.Config, plan: Plan) -> None:

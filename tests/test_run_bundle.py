@@ -247,3 +247,38 @@ def test_hostile_provenance_is_a_note_never_a_crash(tmp_path, content, note):
     head, _, tail = note.partition("{d}/")
     assert f"warning: {head}" in said and tail in said, said
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_suite_run_gates_against_a_bundle_as_against_its_run_dir(runs, tmp_path):
+    """`pytest --gate-baseline base.tar.gz`: the baseline read from its bundle, elsewhere; the same
+    warning and exit as with the run dir. A path that is neither stops the run before any case."""
+    base_tgz, _ = _moved(runs, tmp_path / "b")
+    a = runs["a"]
+    proc = run_suite(
+        "--tasks-dir",
+        str(a / "tasks"),
+        "--gate-baseline",
+        str(base_tgz),
+        agents=["oracle", "tracer"],
+        agent_config=_agents(tmp_path / "agents.yaml", "v2"),
+        run_dir=tmp_path / "again",
+        workers=2,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "warning: baseline -> run: agent tracer: its config changed under the same name" in proc.stdout
+    assert (tmp_path / "again" / "compare.html").is_file()
+    assert not list(Path(tmp_path).glob("**/swe-residual-bundle-*"))  # the extracted copy is gone
+    proc = run_suite(
+        "--tasks-dir",
+        str(a / "tasks"),
+        "--gate-baseline",
+        str(tmp_path / "no-such-run"),
+        agents=["oracle"],
+        run_dir=tmp_path / "never",
+    )
+    assert proc.returncode == 4 and not (tmp_path / "never").exists(), proc.stdout[-2000:] + proc.stderr
+    assert (
+        f"--gate-baseline {tmp_path / 'no-such-run'}: no results.jsonl there (not a run dir) and not a "
+        "run bundle" in proc.stderr
+    )
