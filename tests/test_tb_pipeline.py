@@ -1,7 +1,8 @@
 """The Terminal-Bench track end to end on Docker (tests/tb_pipeline.py): tasks fetched over http,
 leaderboard trials imported, filtered, reviewed twice, built, validated, packed, fetched into a fresh
-cache and run by `pytest suites/terminal_bench` with nothing but that cache. Two tasks and one state
-each here; benchmarks/bench_tb_pipeline.py runs every task of the fixture."""
+cache and run by `pytest suites/terminal_bench` with nothing but that cache. Two tasks (a batch job,
+and a daemon whose log grows, built with --volatile) and one state each here;
+benchmarks/bench_tb_pipeline.py runs every task of the fixture."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import pytest
 
 from .drivers import records
-from .tb_pipeline import Pipeline, built_states, run_pipeline, snapshot_digests, stage4
+from .tb_pipeline import Pipeline, built_states, run_pipeline, snapshot_digests, stage4, volatile_paths
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -18,16 +19,18 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def test_fetched_tasks_and_imported_trials_become_packed_states_a_fresh_cache_runs(
     tmp_path, docker_client, bookworm_image
 ):
-    p = Pipeline(tmp_path, tasks=("sales-report", "wcount-build"), per_task=1)
+    p = Pipeline(tmp_path, tasks=("sales-report", "heartbeat-daemon"), per_task=1)
     proc = run_pipeline(p)
     out = p.outputs
     assert "2 task dirs match the digests" in out["tasks fetch"]
     # the hostile submission's entries are refused one line each, the rest imports
     assert "refused" in out["residualize import"] and "imported" in out["residualize import"]
     states = built_states(p)
-    assert sorted(s["task"] for s in states.values()) == ["sales-report", "wcount-build"]
+    assert sorted(s["task"] for s in states.values()) == ["heartbeat-daemon", "sales-report"]
     for s in states.values():
         assert s["initial_verdict"]["failing_tests"] and s["provenance"]["snapshot"] == "commit-restart"
+        # the daemon's log grows by itself: left out of every comparison of this state, recorded in it
+        assert s["artifact"]["volatile_paths"] == volatile_paths(p.tasks) != []
     outcomes = stage4(p)
     included = [o for o in outcomes if o["result"] == "included"]
     assert len(included) == 2
