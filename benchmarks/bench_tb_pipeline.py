@@ -9,9 +9,12 @@ time). Prints the time of each step, the build throughput per state and the shar
 snapshot and validation in it (docs/performance.md, "Terminal-Bench states at scale").
 
     python3 benchmarks/bench_tb_pipeline.py [--jobs 2] [--keep DIR]
+    python3 benchmarks/bench_tb_pipeline.py --real      # the three real Terminal-Bench 2.1 tasks
 
 Exit status 1 unless 20+ states were built, validated, run from the fetched pack (oracle 1, nop 0
-on each) and rebuilt into the same machine.
+on each) and rebuilt into the same machine. `--real`: the three real tasks of
+tests/fixtures/real/terminal-bench, a state built for each from a Terminus-2 trial in the
+leaderboard's layout, up to validation (exit status 1 unless all three are built and valid).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.drivers import records  # noqa: E402
+from tests.tb_leaderboard_fixture import REAL_TASKS  # noqa: E402
 from tests.tb_pipeline import Pipeline, built_states, run_pipeline, snapshot_digests, stage4  # noqa: E402
 
 PARTS = {"replay": ("replay",), "snapshot": ("snapshot", "state"), "validation": ("probe", "verify")}
@@ -37,15 +41,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2, help="build -j, validate -j and the suite's -n")
     ap.add_argument("--keep", type=Path, default=None, help="work here and keep it (default: a temp dir)")
+    ap.add_argument("--real", action="store_true", help="the three real tasks, up to validation")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-tb-pipeline-"))
     root.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
     started = time.monotonic()
     p = Pipeline(root, jobs=args.jobs)
+    if args.real:
+        p = Pipeline(root, jobs=args.jobs, tasks=REAL_TASKS, per_task=1, until="validate")
     try:
         proc = run_pipeline(p)
         wall = time.monotonic() - started
+        if proc is None:
+            return real_summary(p, wall, load)
         states = built_states(p)
         included = [o for o in stage4(p) if o["result"] == "included"]
         others = [o for o in stage4(p) if o["result"] != "included"]
@@ -82,6 +91,20 @@ def main() -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def real_summary(p: Pipeline, wall: float, load: float) -> int:
+    states = built_states(p)
+    valid = "FAIL" not in p.outputs["validate --track"]
+    print(f"\nload average at start {load:.1f}; wall {wall:.0f} s")
+    print("steps: " + ", ".join(f"{k} {v:.0f} s" for k, v in p.steps.items()))
+    for sid, s in sorted(states.items()):
+        print(f"{sid}: fails {', '.join(s['initial_verdict']['failing_tests'])}")
+    for line in p.outputs["residualize build"].splitlines():
+        if line.startswith(("stage IV timings", "slowest")):
+            print(line)
+    print(f"validate: {'no FAIL' if valid else 'FAIL'}")
+    return 0 if valid and sorted(s["task"] for s in states.values()) == sorted(REAL_TASKS) else 1
 
 
 if __name__ == "__main__":

@@ -48,6 +48,10 @@ TASKS = ("kv-service", "notify-relay", "sales-report", "vm-console", "wcount-bui
 # fixture, with what predecessors typed that left each one half done (residual_sessions.json)
 FIXTURE_TASKS_DIR = ROOT / "tests" / "fixtures" / "tb-tasks"
 SCALE_TASKS = (*TASKS, "heartbeat-daemon", "static-site", "crc-tool")
+# three real Terminal-Bench 2.1 tasks (tests/fixtures/real/terminal-bench, PROVENANCE.md) and a
+# predecessor session of ours for each (residual_sessions.json there)
+REAL_TASKS_DIR = ROOT / "tests" / "fixtures" / "real" / "terminal-bench"
+REAL_TASKS = ("configure-git-webserver", "build-pmars", "openssl-selfsigned-cert")
 VERSION = "2.0"
 DATASET = "harborframework/terminal-bench-2-leaderboard"
 
@@ -91,8 +95,11 @@ def _wcount_calls() -> list[tuple[str, dict]]:
 
 
 def task_dir(task: str) -> Path:
-    """A bundled task's dir, else the fixture's own (tests/fixtures/tb-tasks)."""
-    return TASKS_DIR / task if (TASKS_DIR / task).is_dir() else FIXTURE_TASKS_DIR / task
+    """A bundled task's dir, else the fixture's own (tests/fixtures/tb-tasks), else a real one."""
+    for where in (TASKS_DIR, FIXTURE_TASKS_DIR):
+        if (where / task).is_dir():
+            return where / task
+    return REAL_TASKS_DIR / task
 
 
 def _seconds(command: str) -> float:
@@ -106,17 +113,25 @@ def _seconds(command: str) -> float:
 def residual_sessions() -> dict[str, dict[str, list[str]]]:
     """Per task, per state name: the command lines a predecessor typed that left the task half done.
     The bundled tasks': the project's handwritten states (suites/terminal_bench/states); the fixture
-    tasks': tests/fixtures/tb-tasks/residual_sessions.json."""
+    tasks' and the real ones': residual_sessions.json in their dirs."""
     out: dict[str, dict[str, list[str]]] = {}
     for path in sorted((ROOT / "suites" / "terminal_bench" / "states").glob("*/*.interactions.jsonl")):
         lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         name = path.name.removesuffix(".interactions.jsonl")
         out.setdefault(path.parent.name, {})[name] = [x["input"].rstrip("\n") for x in lines]
-    extra = FIXTURE_TASKS_DIR / "residual_sessions.json"
-    if extra.is_file():
-        for task, states in json.loads(extra.read_text()).items():
-            for name, entry in states.items():
-                out.setdefault(task, {})[name] = list(entry["commands"])
+    for task, states in session_entries().items():
+        for name, entry in states.items():
+            out.setdefault(task, {})[name] = list(entry["commands"])
+    return out
+
+
+def session_entries() -> dict[str, dict[str, dict]]:
+    """The residual_sessions.json entries of the fixture tasks and the real ones, per task and name."""
+    out: dict[str, dict[str, dict]] = {}
+    for where in (FIXTURE_TASKS_DIR, REAL_TASKS_DIR):
+        path = where / "residual_sessions.json"
+        if path.is_file():
+            out.update(json.loads(path.read_text()))
     return out
 
 
@@ -182,11 +197,11 @@ def default_specs() -> list[TrialSpec]:
     return out
 
 
-def scale_specs() -> list[TrialSpec]:
-    """The end-to-end fixture over SCALE_TASKS: every residual session typed by a Terminus-2 run
+def scale_specs(tasks: tuple[str, ...] = SCALE_TASKS) -> list[TrialSpec]:
+    """The end-to-end fixture over `tasks`: every residual session typed by a Terminus-2 run
     (keystrokes) and by a Codex run (shell calls), both failed; per task two passed runs and two
     errored rows of different kinds; over the tasks one run with only episode logs and two Claude
-    Code runs with a call no replay can reproduce. 61 trials with the 13 sessions."""
+    Code runs with a call no replay can reproduce. SCALE_TASKS: 61 trials with the 13 sessions."""
     sessions = residual_sessions()
     errored = ["timeout", "context", "rate_limit", "crash", "verifier_timeout"]
     out: list[TrialSpec] = []
@@ -194,7 +209,7 @@ def scale_specs() -> list[TrialSpec]:
     def add(sub: str, task: str, kind: str, session: str | None = None) -> None:
         out.append(TrialSpec(sub, task, kind, len(out) + 1, BUCKETS[kind], session))
 
-    for i, task in enumerate(SCALE_TASKS):
+    for i, task in enumerate(tasks):
         for state in sessions.get(task, {}):
             add("Terminus2__GLM-4.7", task, "failed", state)
             add("Codex-CLI__GPT-5", task, "failed", state)
@@ -202,14 +217,13 @@ def scale_specs() -> list[TrialSpec]:
         add("Claude-Code__Claude-Opus-4.1", task, "passed")
         add("Codex-CLI__GPT-5", task, errored[i % len(errored)])
         add("Claude-Code__Claude-Opus-4.1", task, errored[(i + 2) % len(errored)])
-    add("Terminus2__GLM-4.7", "sales-report", "episodes", "top-level-only")
-    add("Claude-Code__Claude-Opus-4.1", "kv-service", "unreplayable", "tmp-data-dir")
-    add(
-        "Claude-Code__Claude-Opus-4.1",
-        "crc-tool",
-        "unreplayable",
-        next(iter(sessions.get("crc-tool", {"": []}))),
-    )
+    for sub, task, kind, session in (
+        ("Terminus2__GLM-4.7", "sales-report", "episodes", "top-level-only"),
+        ("Claude-Code__Claude-Opus-4.1", "kv-service", "unreplayable", "tmp-data-dir"),
+        ("Claude-Code__Claude-Opus-4.1", "crc-tool", "unreplayable", "fixed-not-reinstalled"),
+    ):
+        if task in tasks:
+            add(sub, task, kind, session)
     return out
 
 

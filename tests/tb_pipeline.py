@@ -37,11 +37,11 @@ import yaml
 
 from . import drivers
 from .tb_leaderboard_fixture import (
-    FIXTURE_TASKS_DIR,
     SCALE_TASKS,
     make_leaderboard,
     scale_specs,
     serve,
+    session_entries,
     task_dir,
 )
 
@@ -57,6 +57,7 @@ class Pipeline:
     per_task: int = 6
     jobs: int = 2
     agents: tuple[str, ...] = ("oracle", "nop")
+    until: str = "suite"  # or "validate": the states built and validated, not packed or run
     steps: dict[str, float] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
 
@@ -133,9 +134,10 @@ def serve_dir(directory: Path) -> Iterator[str]:
         server.server_close()
 
 
-def run_pipeline(p: Pipeline) -> subprocess.CompletedProcess:
-    """Every step of the module docstring; the suite run's process (its records under root/run)."""
-    selected = [s for s in scale_specs() if s.task in p.tasks]
+def run_pipeline(p: Pipeline) -> subprocess.CompletedProcess | None:
+    """Every step of the module docstring up to `p.until`; the suite run's process (its records
+    under root/run), None when it stops before."""
+    selected = scale_specs(p.tasks)
     board = make_leaderboard(p.root / "leaderboard", hostile=True, specs=selected)
     bare = dataset_repo(p.root, p.tasks)
     with serve_dir(bare.parent) as base, serve(board.root) as hub:
@@ -162,6 +164,8 @@ def run_pipeline(p: Pipeline) -> subprocess.CompletedProcess:
                 "validate", "--track", TRACK, "--states", str(p.states), "--tasks-dir", str(tasks_dir),
                 "-j", str(p.jobs), "--run-dir", str(p.root / "validate-run"),
             )  # fmt: skip
+        if p.until == "validate":
+            return None
         pack = p.root / "terminal-bench-states.tar.gz"
         with p.step("pack"):
             p.cli("states", "pack", "--states", str(p.states), "--track", TRACK, "--out", str(pack))
@@ -185,8 +189,7 @@ def run_pipeline(p: Pipeline) -> subprocess.CompletedProcess:
 
 def volatile_paths(tasks: tuple[str, ...]) -> list[str]:
     """What the builder knows of these tasks' daemons: logs that grow by themselves."""
-    path = FIXTURE_TASKS_DIR / "residual_sessions.json"
-    sessions = json.loads(path.read_text()) if path.is_file() else {}
+    sessions = session_entries()
     globs = [
         g for t in tasks for entry in sessions.get(t, {}).values() for g in entry.get("volatile_paths", [])
     ]

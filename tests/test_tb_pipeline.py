@@ -21,6 +21,7 @@ def test_fetched_tasks_and_imported_trials_become_packed_states_a_fresh_cache_ru
 ):
     p = Pipeline(tmp_path, tasks=("sales-report", "heartbeat-daemon"), per_task=1)
     proc = run_pipeline(p)
+    assert proc is not None
     out = p.outputs
     assert "2 task dirs match the digests" in out["tasks fetch"]
     # the hostile submission's entries are refused one line each, the rest imports
