@@ -197,17 +197,23 @@ def volatile_paths(tasks: tuple[str, ...]) -> list[str]:
 
 
 def review_twice(p: Pipeline) -> None:
-    """Reviewer ana accepts every candidate here; ben's decisions arrive as another machine's export."""
+    """Reviewer ana decides every candidate here: a run that typed one of the fixture's residual
+    sessions is directed at the task, one that only looked around (or a hostile entry) is not.
+    Reviewer ben's decisions arrive as another machine's export."""
     p.cli("residualize", "review", str(p.work))  # the packets
     last = {}  # a run filtered again: its last decision counts
     for line in (p.work / "stage2.jsonl").read_text().splitlines():
         decision = json.loads(line)
         last[decision["run"]] = decision["result"]
-    candidates = [run for run, result in last.items() if result == "candidate"]
-    for cand in candidates:
+    directed = {s.trial for s in scale_specs(p.tasks) if s.session is not None}
+    trials = {
+        r["id"]: r["source"]["trial"]
+        for r in map(json.loads, (p.work / "stage1.jsonl").read_text().splitlines())
+    }
+    for cand in [run for run, result in last.items() if result == "candidate"]:
         p.cli(
             "residualize", "review", "--reviewer", "ana", "--candidate", cand,
-            "--task-directed", "yes", "--consistent", "yes", str(p.work),
+            "--task-directed", "yes" if trials[cand] in directed else "no", "--consistent", "yes", str(p.work),
         )  # fmt: skip
     exported = p.root / "ana.jsonl"
     p.cli("residualize", "review", "--export-decisions", str(exported), "--reviewer", "ana", str(p.work))
