@@ -600,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks-dir",
         default=None,
         metavar="PATH",
-        help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)",
+        help="the track's tasks (default: as runs find them: the fetched ones, else suites/<track>/tasks)",
     )
     v.add_argument(
         "--backend",
@@ -917,7 +917,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks-dir",
         default=None,
         metavar="PATH",
-        help="the track's tasks (default: suites/<track>/tasks, else the fetched ones)",
+        help="the track's tasks (default: as runs find them: the fetched ones, else suites/<track>/tasks)",
     )
     eh.add_argument(
         "--start",
