@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
@@ -460,3 +461,22 @@ def test_published_layout_task_dirs_run_unchanged_from_tasks_dir(docker_client, 
             ["test_every_input_file_is_listed", "test_region_totals", "test_row_count"],
         ),
     }
+
+
+def test_keystrokes_still_running_when_their_wait_ends_finish_before_the_snapshot(backend, tasks, tmp_path):
+    """A predecessor typed a slow command, then another ahead of it, each with a short duration (as
+    a Terminus-2 run that read the screen early): the replay lets both run to their end, in order,
+    before the machine is recorded, the same in both replays."""
+    mark = uuid.uuid4().hex  # a state of its own: never one the engine's snapshot cache holds
+    typed = [
+        {"kind": "keys", "input": f"sleep 12; echo {mark} > /root/artifact\n", "wait": 0.2},
+        {"kind": "keys", "input": "cp /root/artifact /root/installed\n", "wait": 0.2},
+    ]
+    _, state = variant(tmp_path, tasks, "top-level-only", "sales-report", typed)
+    snap = backend.machine.snapshot(tasks["sales-report"], state)
+    assert snap.deterministic is True, snap.differences
+    env = backend.materialize(tasks["sales-report"], state)
+    try:
+        assert _sh(env, "cat /root/artifact /root/installed") == f"{mark}\n{mark}\n"
+    finally:
+        env.close()

@@ -61,5 +61,9 @@ def replay(
             summary.output_mismatches += 1
         if after is not None:
             after(n)
+    if terminal is not None:
+        # a predecessor declared done once its last command had returned; keystrokes only wait their
+        # recorded duration, so what was still running (a build, an install) is let finish here
+        terminal.settle(cap=DEFAULT_COMMAND_TIMEOUT_S)
     summary.duration_s = round(time.monotonic() - started, 3)
     return summary

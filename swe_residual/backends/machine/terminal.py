@@ -111,6 +111,17 @@ class TmuxTerminal:
         while self.busy() and time.monotonic() < deadline:
             time.sleep(0.2)
 
+    def settle(self, cap: float, polls: int = 3) -> bool:
+        """Wait until the shell is in the foreground for `polls` looks in a row (0.2 s apart): what
+        was typed ahead has run, not just its first command. False when `cap` seconds passed first."""
+        deadline, idle = time.monotonic() + cap, 0
+        while time.monotonic() < deadline:
+            idle = 0 if self.busy() else idle + 1
+            if idle >= polls:
+                return True
+            time.sleep(0.2)
+        return False
+
     def screen(self) -> str:
         """The visible screen."""
         self.start()
