@@ -47,7 +47,7 @@ from swe_residual.registry import BACKENDS
 from swe_residual.safe_read import GIT_LOW_SPEED
 
 CONFIG_NAME = "track.toml"
-_TOP_KEYS = {"default_backend", "backend_reason", "kind", "tasks"}
+_TOP_KEYS = {"default_backend", "backend_reason", "kind", "tasks", "min_state_pass_fraction"}
 KINDS = ("repository", "machine")
 SUITES_ROOT = Path(__file__).resolve().parent.parent / "suites"
 _TASK_KEYS = {"bundled", "url", "ref", "subdir", "default_version", "versions"}
@@ -78,6 +78,9 @@ class TrackConfig:
     bundled: bool = False  # suites/<track>/tasks ships tasks (used until fetched ones exist)
     tasks_versions: tuple[tuple[str, TaskSource], ...] = ()  # published versions, by name
     default_version: str | None = None
+    # validate: the share of hidden tests a state must pass (a partial solution, not an untouched
+    # machine); 0 where a task may have a single test (Terminal-Bench: the paper keeps such states)
+    min_state_pass_fraction: float = 0.5
 
     def source(self, version: str | None = None) -> tuple[str | None, TaskSource | None]:
         """(version, where it is published): `version`, else the default one, else the one
@@ -171,6 +174,9 @@ def load_track_config(suite: Path) -> TrackConfig:
         )
     if versions and default_version is None:
         raise InputError(f"{path}: tasks.default_version: missing (which of tasks.versions to fetch)")
+    min_pass = data.get("min_state_pass_fraction", 0.5)
+    if isinstance(min_pass, bool) or not isinstance(min_pass, int | float) or not 0 <= min_pass <= 1:
+        raise InputError(f"{path}: min_state_pass_fraction: {min_pass!r} is no number from 0 to 1")
     return TrackConfig(
         track,
         default_backend=backend,
@@ -182,6 +188,7 @@ def load_track_config(suite: Path) -> TrackConfig:
         bundled=bundled,
         tasks_versions=tuple(versions),
         default_version=default_version,
+        min_state_pass_fraction=float(min_pass),
     )
 
 

@@ -383,6 +383,8 @@ def test_default_backends_per_track(tmp_path, monkeypatch):
         ),
         ("[tasks]\nurl = 3\n", "tasks.url: must be a string, got int"),
         ("default_backend = \n", "not valid TOML"),
+        ("min_state_pass_fraction = 1.5\n", "min_state_pass_fraction: 1.5 is no number from 0 to 1"),
+        ('min_state_pass_fraction = "half"\n', "min_state_pass_fraction: 'half' is no number from 0 to 1"),
     ],
 )
 def test_bad_track_config_is_one_line_naming_file_and_field(tmp_path, text, message):

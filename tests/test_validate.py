@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from .drivers import ROOT, cli, world
-from .taskfactory import make_task, partial_state_patch, state_entry, write_states
+from .taskfactory import make_patch, make_task, partial_state_patch, state_entry, write_states
 
 
 def _validate(tmp: Path) -> subprocess.CompletedProcess:
@@ -43,7 +43,22 @@ def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
     solved = state_entry(
         tmp_path, task, (task / "solution" / "solution.patch").read_bytes(), state_id="calc--solved"
     )
-    write_states(tmp_path, [good, wrong, solved])
+    # a state that only claims the work: it passes what the clean repository passes (none of 5)
+    notes = make_patch(task / "environment" / "repo", lambda w: (w / "NOTES.md").write_text("All done.\n"))
+    untouched = state_entry(
+        tmp_path,
+        task,
+        notes,
+        state_id="calc--notes-only",
+        initial_verdict={
+            "failing_tests": [
+                "tests.test_new.test_div",
+                "tests.test_new.test_div_by_zero",
+                "tests.test_new.test_sub",
+            ]
+        },
+    )
+    write_states(tmp_path, [good, wrong, solved, untouched])
     proc = _validate(tmp_path)
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
@@ -54,7 +69,14 @@ def test_validate_accepts_a_valid_state_and_rejects_wrong_records(tmp_path):
         "['tests.test_new.test_div_by_zero'], recorded but passing ['tests.test_new.test_div']"
     ) in out
     assert "FAIL calc--solved" in out and "the state passes every hidden test (nop succeeds from it)" in out
-    assert "1/3 states valid" in out
+    assert (
+        "FAIL calc--notes-only" in out
+        and (
+            "the state passes only 0 of 5, 0.0% hidden tests (needs >= 50%: min_state_pass_fraction of track demo)"
+        )
+        in out
+    )
+    assert "1/4 states valid" in out
 
 
 @pytest.mark.slow
