@@ -123,6 +123,9 @@ class ClusterRunner:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="swe-residual-cluster", daemon=True)
             self._thread.start()
+            # the head is watched apart from the loop: a Ray call the loop is in when the head goes
+            # waits for the head (a minute or more), and the run must stop within seconds
+            threading.Thread(target=self._watch_head, name="swe-residual-cluster-head", daemon=True).start()
         self._wake.set()
 
     def _enqueue(self, case: Case) -> Waiting:
@@ -165,20 +168,26 @@ class ClusterRunner:
         self._publish(final=True)
 
     # -- the watching thread ----------------------------------------------------------------------
+    def _watch_head(self) -> None:
+        """Probe the head's port every HEAD_PROBE_S; HEAD_MISSES misses in a row stop the run."""
+        misses = 0
+        while self.stopped is None:
+            misses = misses + 1 if probe(self.address, timeout=2.0) else 0
+            if misses >= HEAD_MISSES:
+                self.head_lost = True
+                self._stop(f"the cluster's head at {self.address} stopped answering")
+                self._wake.set()
+                return
+            time.sleep(HEAD_PROBE_S)
+
     def _loop(self) -> None:
-        last_probe, misses = 0.0, 0
+        last_refresh = 0.0
         while self.stopped is None:
             now = time.monotonic()
-            if now - last_probe >= HEAD_PROBE_S:
-                last_probe = now
-                misses = misses + 1 if probe(self.address, timeout=2.0) else 0
-                if misses >= HEAD_MISSES:
-                    self.head_lost = True
-                    self._stop(f"the cluster's head at {self.address} stopped answering")
-                    return
-                if misses == 0:
-                    self._refresh_nodes()
             try:
+                if now - last_refresh >= HEAD_PROBE_S and not self.head_lost:
+                    last_refresh = now
+                    self._refresh_nodes()
                 self._place()
                 self._collect()
             except Exception as exc:  # noqa: BLE001 - the dispatcher must end every waiting case
